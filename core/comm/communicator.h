@@ -1,0 +1,122 @@
+// The collective interface every backend (thread, mpi, nccl) implements.
+// Calls are blocking and bounded by the communicator's timeout: a peer that
+// never arrives yields DeadlineExceeded, after which the communicator is
+// broken and every later call fails with Aborted. Asynchrony (overlap with
+// compute) comes from CommStream, which runs these calls on its own thread.
+#ifndef ZERO_CORE_COMM_COMMUNICATOR_H_
+#define ZERO_CORE_COMM_COMMUNICATOR_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/common/dtype.h"
+
+namespace zero {
+
+enum class ReduceOp { kSum, kMax };
+
+// Kinds of traffic the counters tell apart. kControl is scalar bookkeeping
+// (norms, overflow flags, agreement checks) kept out of the model-state
+// traffic that the ZeRO formulas describe.
+enum class CollectiveKind {
+  kAllGather = 0,
+  kReduceScatter = 1,
+  kAllReduce = 2,
+  kBroadcast = 3,
+  kControl = 4,
+  kCount = 5
+};
+
+// Elements this rank sent, counted as the ZeRO paper does.
+struct CommCounters {
+  std::atomic<int64_t> sent[static_cast<int>(CollectiveKind::kCount)] = {};
+  std::atomic<int64_t> calls{0};
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string backend_name() const = 0;
+
+  // Gathers variable-size pieces: rank r contributes counts[r] elements of
+  // `dtype` from `send`; `recv` receives all pieces back to back in rank
+  // order. `send` may alias recv + offset of this rank's piece (in place).
+  virtual absl::Status AllGatherV(const void* send, void* recv,
+                                  const std::vector<int64_t>& counts,
+                                  DType dtype) = 0;
+
+  // Sums `send` (sum(counts) elements laid out as rank 0's piece, rank 1's
+  // piece, ...) over ranks; rank r receives its reduced piece (counts[r]
+  // elements) in `recv`. Only fp32 is reduced (gradients reduce in fp32).
+  virtual absl::Status ReduceScatterV(const float* send, float* recv,
+                                      const std::vector<int64_t>& counts) = 0;
+
+  virtual absl::Status AllReduce(float* data, int64_t count, ReduceOp op) = 0;
+  virtual absl::Status AllReduce(double* data, int64_t count, ReduceOp op) = 0;
+
+  virtual absl::Status Broadcast(void* data, int64_t bytes, int root) = 0;
+  virtual absl::Status Barrier() = 0;
+
+  void set_timeout_seconds(double s) { timeout_seconds_ = s; }
+  double timeout_seconds() const { return timeout_seconds_; }
+
+  // Traffic accounting. `kind` lets the caller file a collective under
+  // kControl; the default files it under its own kind.
+  CommCounters& counters() { return counters_; }
+  const CommCounters& counters() const { return counters_; }
+
+  // Every collective a Communicator method makes counts under the kind set
+  // here for its duration (see ScopedKind); kCount means "its own kind".
+  void set_counting_kind(CollectiveKind k) { counting_kind_ = k; }
+  CollectiveKind counting_kind() const { return counting_kind_; }
+
+ protected:
+  void Count(CollectiveKind own_kind, int64_t elems) {
+    CollectiveKind k =
+        counting_kind_ == CollectiveKind::kCount ? own_kind : counting_kind_;
+    counters_.sent[static_cast<int>(k)] += elems;
+    counters_.calls += 1;
+  }
+
+  double timeout_seconds_ = 300.0;
+
+ private:
+  CommCounters counters_;
+  CollectiveKind counting_kind_ = CollectiveKind::kCount;
+};
+
+// Files every collective made in this scope under `kind` (e.g. kControl).
+class ScopedCountingKind {
+ public:
+  ScopedCountingKind(Communicator* c, CollectiveKind kind)
+      : c_(c), prev_(c->counting_kind()) {
+    c_->set_counting_kind(kind);
+  }
+  ~ScopedCountingKind() { c_->set_counting_kind(prev_); }
+
+ private:
+  Communicator* c_;
+  CollectiveKind prev_;
+};
+
+// Elements sent, ZeRO paper accounting, shared by all backends so counters
+// agree across them.
+inline int64_t AllGatherSent(const std::vector<int64_t>& counts, int rank) {
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  return total - counts[rank];
+}
+inline int64_t AllReduceSent(int64_t count, int world) {
+  return world <= 1 ? 0 : 2 * count * (world - 1) / world;
+}
+
+}  // namespace zero
+
+#endif  // ZERO_CORE_COMM_COMMUNICATOR_H_

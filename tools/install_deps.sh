@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, tests, examples and benchmarks need.
+# Idempotent: packages already present are skipped without touching apt.
+set -euo pipefail
+
+PKGS=(
+  bazel-bootstrap bazel-platforms bazel-rules-java
+  build-essential
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libabsl-dev nlohmann-json3-dev libhwy-dev liburing-dev libxxhash-dev
+  libopenmpi-dev openmpi-bin
+  python3-dev python3-numpy python3-pytest pybind11-dev
+  bindgen abigail-tools
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install_deps: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
