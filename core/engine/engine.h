@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ckpt/shard_view.h"
 #include "core/comm/comm_stream.h"
 #include "core/comm/communicator.h"
 #include "core/config/config.h"
@@ -82,6 +83,15 @@ class Engine {
   const Config& config() const { return config_; }
   const Layout& layout() const { return layout_; }
 
+  // COLLECTIVE. Checkpoints (DESIGN.md, Checkpoints; core/ckpt/). Save only
+  // at an optimizer boundary (not mid-accumulation). Load after Finalize
+  // with every param released; `tag` empty loads DIR/latest. World size and
+  // stage may differ from the saving run.
+  absl::Status Save(const std::string& dir, const std::string& tag,
+                    const ckpt::SaveOptions& options = {});
+  absl::Status Load(const std::string& dir, const std::string& tag,
+                    const ckpt::LoadOptions& options = {});
+
  private:
   struct Param {
     std::string name;
@@ -133,6 +143,11 @@ class Engine {
   absl::StatusOr<StepInfo> Boundary();
   void MaybePrint(const StepInfo& info);
   void* WorkingPtr(int li) const;  // stage <= 2
+
+  // Checkpoints (engine.cc, end).
+  absl::Status CheckpointPrecondition(const char* call);
+  ckpt::ShardView MakeShardView();
+  absl::Status RebuildWorkingFromMaster();
 
   Config config_;
   std::unique_ptr<Communicator> comm_;
