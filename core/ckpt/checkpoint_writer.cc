@@ -112,10 +112,11 @@ absl::Status SaveCheckpoint(const ShardView& v, Communicator* comm,
 
   // 2. Every rank writes its file.
   Progress progress(options.progress, BytesOnRank(v));
-  auto done = WriteRankFile(v, JoinPath(staging, RankFileName(v.rank)), &progress);
+  const std::string file = JoinPath(staging, RankFileName(v.rank));
+  auto done = WriteRankFile(v, file, &progress);
   if (!done.ok()) {
-    s = absl::Status(done.status().code(),
-                     absl::StrCat("save '", tag, "': ", done.status().message()));
+    s = absl::Status(done.status().code(), absl::StrCat("save '", tag, "': writing ", file,
+                                                        ": ", done.status().message()));
   }
   RETURN_IF_ERROR(Agree(comm, s));
 

@@ -1012,7 +1012,11 @@ absl::Status Engine::Load(const std::string& dir, const std::string& tag,
                                           options, &touched));
     global_step_ = m.global_step;
     skipped_steps_ = m.skipped_steps;
-    if (scaler_.dynamic() && m.scaler_dynamic) scaler_.set_state(m.scaler);
+    if (scaler_.dynamic() == m.scaler_dynamic) {
+      LossScalerState st = m.scaler;
+      if (!scaler_.dynamic()) st.cur_scale = scaler_.scale();  // static: the config's
+      scaler_.set_state(st);
+    }
     return ckpt::Agree(comm_.get(), RebuildWorkingFromMaster());
   }));
   (void)stream_->Drain();
