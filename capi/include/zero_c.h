@@ -301,6 +301,40 @@ ZERO_API zero_status zero_engine_stats(const zero_engine_t* engine,
 /* Frees the engine and everything it allocated. */
 ZERO_API void zero_engine_destroy(zero_engine_t* engine);
 
+/* ---- Checkpoints -------------------------------------------------------- */
+
+/* Options of zero_engine_load; fill from ZERO_LOAD_OPTIONS_INIT. */
+typedef struct zero_load_options {
+  size_t struct_size;
+  int32_t load_optimizer_states; /* default 1; 0: moments start at zero */
+  int32_t allow_missing; /* default 0; 1: params the checkpoint lacks keep
+                            their values */
+} zero_load_options;
+
+#define ZERO_LOAD_OPTIONS_INIT {sizeof(zero_load_options), 1, 0}
+
+/* COLLECTIVE. Writes DIR/TAG (a file per rank, then manifest.json), then
+ * points DIR/latest at TAG. Only between accumulations (after the step()
+ * that ends one). A failed save leaves earlier tags and `latest` whole. */
+ZERO_API zero_status zero_engine_save(zero_engine_t* engine, const char* dir,
+                                      const char* tag);
+
+/* COLLECTIVE. Loads DIR/TAG (`tag` NULL: DIR/latest) into a finalized
+ * engine with every param released; world size and stage may differ from the
+ * saving run. Restores steps and loss scale. `options` may be NULL
+ * (defaults). Params missing, extra or reshaped: ZERO_FAILED_PRECONDITION;
+ * corrupt files: ZERO_DATA_LOSS, naming file and section; same on every rank. */
+ZERO_API zero_status zero_engine_load(zero_engine_t* engine, const char* dir,
+                                      const char* tag,
+                                      const zero_load_options* options);
+
+/* Writes every param of DIR/TAG (`tag` NULL: latest) to one safetensors file
+ * at `out_path` as `dtype` (fp32 master values, or rounded). Needs no engine. */
+ZERO_API zero_status zero_checkpoint_export_safetensors(const char* dir,
+                                                        const char* tag,
+                                                        const char* out_path,
+                                                        zero_dtype dtype);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
