@@ -315,6 +315,24 @@ TEST(CkptTest, MissingExtraAndReshapedParamsAreNamed) {
   });
 }
 
+TEST(CkptTest, SavingATagAgainReplacesItWhole) {
+  const std::string dir = TmpDir("overwrite");
+  MlpSpec spec;
+  spec.ckpt_dir = dir;
+  spec.final_tag = "x";
+  spec.steps = 2;
+  TrainAt(BaseConfig(2, DType::kF32), 3, spec);
+  spec.steps = 4;
+  TrainAt(BaseConfig(1, DType::kF32), 2, spec);  // fewer ranks: fewer files
+  auto ck = Checkpoint::Open(dir, "x");
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_EQ((*ck)->manifest().global_step, 4);
+  EXPECT_EQ((*ck)->manifest().world_size, 2);
+  EXPECT_FALSE(ckpt::Exists(dir + "/x/rank_00002.bin"));
+  EXPECT_FALSE(ckpt::Exists(dir + "/.x.partial"));
+  EXPECT_TRUE((*ck)->Verify().ok());
+}
+
 // ---- Crash safety ----------------------------------------------------------------
 
 std::string Slurp(const std::string& path) {
@@ -421,6 +439,26 @@ TEST(CkptTest, FlippedByteIsRefusedNamingFileAndSection) {
   absl::Status v = (*ck)->Verify(nullptr);
   EXPECT_TRUE(absl::IsDataLoss(v)) << v;
   EXPECT_NE(v.message().find("rank_00001.bin"), std::string::npos) << v;
+}
+
+TEST(CkptTest, ChecksumFailureDuringLoadLeavesTheEngineUnusable) {
+  const std::string dir = SaveSmall("poison");
+  {
+    std::fstream f(dir + "/t/rank_00000.bin", std::ios::in | std::ios::out | std::ios::binary);
+    char b;
+    f.read(&b, 1);
+    b ^= 0x40;
+    f.seekp(0);
+    f.write(&b, 1);
+  }
+  RunThreads(2, [&](int, Communicator* comm) {
+    auto e = MakeMlpEngine(BaseConfig(2, DType::kF32), comm, MlpSpec());
+    ASSERT_TRUE(e.ok());
+    absl::Status s = (*e)->Load(dir, "t");
+    EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+    EXPECT_NE(s.message().find("create a new engine"), std::string::npos) << s;
+    EXPECT_FALSE((*e)->Step().ok());
+  });
 }
 
 TEST(CkptTest, TruncatedShardIsRefused) {

@@ -102,8 +102,7 @@ int Inspect(const std::string& dir, const std::string& tag) {
 int Verify(const std::string& dir, const std::string& tag, bool verbose) {
   auto ck = Checkpoint::Open(dir, tag);
   if (!ck.ok()) return Fail(ck.status());
-  Progress progress(Reporter(verbose, "verify"), (*ck)->TotalBytes());
-  absl::Status s = (*ck)->Verify(&progress);
+  absl::Status s = (*ck)->Verify(Reporter(verbose, "verify"));
   if (!s.ok()) return Fail(s);
   std::printf("%s: ok (%zu files, every section's checksum matches)\n", (*ck)->path().c_str(),
               (*ck)->manifest().files.size());

@@ -78,11 +78,17 @@ int64_t Checkpoint::TotalBytes() const {
   return n;
 }
 
-absl::Status Checkpoint::Verify(Progress* progress) {
+absl::Status Checkpoint::Verify(const ProgressFn& progress_fn) {
+  int64_t total = 0;
+  for (int r = 0; r < m_.world_size; ++r) {
+    ASSIGN_OR_RETURN(const ShardFileReader* f, File(r));
+    for (const SectionInfo& s : f->sections()) total += s.numel * 4;
+  }
+  Progress progress(progress_fn, total);
   for (int r = 0; r < m_.world_size; ++r) {
     ASSIGN_OR_RETURN(const ShardFileReader* f, File(r));
     for (const SectionInfo& s : f->sections()) {
-      RETURN_IF_ERROR(f->Read(s, 0, 0, nullptr, progress));
+      RETURN_IF_ERROR(f->Read(s, 0, 0, nullptr, &progress));
     }
   }
   for (const ParamRecord& p : m_.params) {

@@ -43,7 +43,7 @@ class Checkpoint {
 
   // Every file and section: footers, checksums, and that each section the
   // manifest implies is there. Errors name the file and section.
-  absl::Status Verify(Progress* progress);
+  absl::Status Verify(const ProgressFn& progress = nullptr);
   int64_t TotalBytes() const;  // sum of the rank files' sizes
 
  private:

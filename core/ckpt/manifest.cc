@@ -137,8 +137,14 @@ std::string ManifestToJson(const Manifest& m) {
                       {"last_overflow_iter", m.scaler.last_overflow_iter},
                       {"cur_hysteresis", m.scaler.cur_hysteresis}};
   j["config"] = ordered_json::parse(m.config_json);
-  ordered_json params = ordered_json::array();
-  for (const ParamRecord& p : m.params) {
+  // One line per param and per file, so a large model's manifest stays
+  // readable (and diffable).
+  std::string out = j.dump(1);
+  out.resize(out.rfind('}'));
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  out += ",\n \"params\": [";
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    const ParamRecord& p = m.params[i];
     ordered_json jp;
     jp["name"] = p.name;
     jp["shape"] = p.shape;
@@ -148,18 +154,19 @@ std::string ManifestToJson(const Manifest& m) {
     ordered_json sl = ordered_json::array();
     for (const RankSlice& s : p.slices) sl.push_back({s.rank, s.offset, s.numel});
     jp["slices"] = sl;  // [rank, first element, count]
-    params.push_back(jp);
+    absl::StrAppend(&out, i ? ",\n  " : "\n  ", jp.dump());
   }
-  j["params"] = params;
-  ordered_json files = ordered_json::array();
-  for (const FileRecord& f : m.files) {
-    files.push_back({{"rank", f.rank},
-                     {"file", f.file},
-                     {"bytes", f.bytes},
-                     {"index_xxh3", Hex(f.index_xxh3)}});
+  out += "\n ],\n \"files\": [";
+  for (size_t i = 0; i < m.files.size(); ++i) {
+    const FileRecord& f = m.files[i];
+    ordered_json jf = {{"rank", f.rank},
+                       {"file", f.file},
+                       {"bytes", f.bytes},
+                       {"index_xxh3", Hex(f.index_xxh3)}};
+    absl::StrAppend(&out, i ? ",\n  " : "\n  ", jf.dump());
   }
-  j["files"] = files;
-  return j.dump(1) + "\n";
+  out += "\n ]\n}\n";
+  return out;
 }
 
 absl::StatusOr<Manifest> ParseManifest(const std::string& text,
