@@ -185,11 +185,10 @@ class MpiCommunicator : public Communicator {
       return absl::InternalError(
           absl::StrCat("mpi communicator: ", what, ": ", MpiError(rc)));
     }
-    const auto start = Clock::now();
     const auto deadline =
-        start + std::chrono::duration_cast<Clock::duration>(
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
                     std::chrono::duration<double>(timeout_seconds_));
-    for (int spins = 0;; ++spins) {
+    for (unsigned spins = 0;; ++spins) {
       int done = 0;
       rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) {
@@ -199,19 +198,17 @@ class MpiCommunicator : public Communicator {
                                                " failed: ", MpiError(rc)));
       }
       if (done) return absl::OkStatus();
-      if (spins > 64) {
-        if (Clock::now() > deadline) {
-          broken_ = true;
-          g_broken = true;
-          return absl::DeadlineExceededError(absl::StrCat(
-              "mpi communicator: ", what, " timed out after ",
-              timeout_seconds_, " s on rank ", rank_, " of ", world_,
-              ": a peer is dead or stuck (comm_timeout_seconds)"));
-        }
-        // Yield the core: with more ranks than cores, spinning starves the
-        // very peers we wait for.
-        std::this_thread::sleep_for(std::chrono::microseconds(spins > 2000 ? 200 : 10));
+      if ((spins & 1023) == 1023 && Clock::now() > deadline) {
+        broken_ = true;
+        g_broken = true;
+        return absl::DeadlineExceededError(absl::StrCat(
+            "mpi communicator: ", what, " timed out after ", timeout_seconds_,
+            " s on rank ", rank_, " of ", world_,
+            ": a peer is dead or stuck (comm_timeout_seconds)"));
       }
+      // Progress happens inside MPI_Test, so poll without sleeping; yield so
+      // that with more ranks than cores the peers we wait for get to run.
+      std::this_thread::yield();
     }
   }
 
