@@ -1360,6 +1360,9 @@ extern "C" {
     pub fn zero_engine_grad_ready(engine: *mut zero_engine_t, id: i32) -> zero_status;
 }
 extern "C" {
+    pub fn zero_engine_dtype(engine: *const zero_engine_t, dtype: *mut zero_dtype) -> zero_status;
+}
+extern "C" {
     pub fn zero_engine_loss_scale(engine: *const zero_engine_t, scale: *mut f64) -> zero_status;
 }
 extern "C" {

@@ -28,6 +28,15 @@ impl DType {
         }
     }
 
+    pub(crate) fn from_raw(raw: sys::zero_dtype) -> Option<DType> {
+        match raw {
+            sys::ZERO_DTYPE_F32 => Some(DType::F32),
+            sys::ZERO_DTYPE_F16 => Some(DType::F16),
+            sys::ZERO_DTYPE_BF16 => Some(DType::BF16),
+            _ => None,
+        }
+    }
+
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {

@@ -31,27 +31,28 @@ impl ParamId {
 pub struct ParamDesc<'a> {
     name: &'a str,
     shape: &'a [usize],
-    dtype: DType,
+    dtype: Option<DType>,
     init: Option<&'a [f32]>,
     trainable: bool,
 }
 
 impl<'a> ParamDesc<'a> {
-    /// A trainable fp32 param named `name` (unique) of `shape` (0 to 8 sizes,
-    /// each at least 1), initialized to zeros.
+    /// A trainable param named `name` (unique) of `shape` (0 to 8 sizes, each
+    /// at least 1), of the engine's working dtype, initialized to zeros.
     pub fn new(name: &'a str, shape: &'a [usize]) -> ParamDesc<'a> {
         ParamDesc {
             name,
             shape,
-            dtype: DType::F32,
+            dtype: None,
             init: None,
             trainable: true,
         }
     }
 
-    /// The param's dtype; a trainable param must use the engine's dtype.
+    /// The param's dtype (default: the engine's, [`Engine::dtype`]); a
+    /// trainable param must use the engine's dtype, a frozen one may differ.
     pub fn dtype(mut self, dtype: DType) -> ParamDesc<'a> {
-        self.dtype = dtype;
+        self.dtype = Some(dtype);
         self
     }
 
@@ -291,6 +292,20 @@ impl<'c> Engine<'c> {
         self.comm
     }
 
+    /// The working dtype of trainable params and gradients (`zero_engine_dtype`;
+    /// from `fp16`/`bf16` in a JSON config).
+    pub fn dtype(&self) -> Result<DType> {
+        let mut raw = sys::ZERO_DTYPE_F32;
+        // SAFETY: live handle, valid out pointer.
+        check(unsafe { sys::zero_engine_dtype(self.raw.as_ptr(), &mut raw) })?;
+        DType::from_raw(raw).ok_or_else(|| {
+            Error::new(
+                Status::Internal,
+                format!("zero_engine_dtype returned unknown dtype {raw}"),
+            )
+        })
+    }
+
     /// Registers a parameter before [`finalize`](Engine::finalize). Every rank
     /// registers the same params in the same order with the same values.
     pub fn register_param(&mut self, desc: ParamDesc<'_>) -> Result<ParamId> {
@@ -314,6 +329,10 @@ impl<'c> Engine<'c> {
                 format!("param name {:?} contains a NUL byte", desc.name),
             )
         })?;
+        let dtype = match desc.dtype {
+            Some(dtype) => dtype,
+            None => self.dtype()?,
+        };
         let shape: Vec<i64> = desc.shape.iter().map(|&d| d as i64).collect();
         let mut raw_desc = sys::zero_param_desc_init();
         raw_desc.name = name.as_ptr();
@@ -323,7 +342,7 @@ impl<'c> Engine<'c> {
         } else {
             shape.as_ptr()
         };
-        raw_desc.dtype = desc.dtype.raw();
+        raw_desc.dtype = dtype.raw();
         raw_desc.init = desc.init.map_or(ptr::null(), <[f32]>::as_ptr);
         raw_desc.trainable = desc.trainable as i32;
         let mut id = -1;
@@ -340,10 +359,7 @@ impl<'c> Engine<'c> {
                 ),
             ));
         }
-        self.params.push(ParamMeta {
-            numel,
-            dtype: desc.dtype,
-        });
+        self.params.push(ParamMeta { numel, dtype });
         Ok(ParamId(id))
     }
 

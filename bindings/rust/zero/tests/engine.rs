@@ -113,9 +113,16 @@ fn half_precision_buffers_are_u16() {
             .steps_per_print(0)
             .build();
         let mut engine = Engine::new(&config, &comm).unwrap();
+        assert_eq!(engine.dtype().unwrap(), dtype);
+        // Without .dtype(), a param takes the engine's dtype.
         let w = engine
-            .register_param(ParamDesc::new("w", &[4]).dtype(dtype).init(&[1.0; 4]))
+            .register_param(ParamDesc::new("w", &[4]).init(&[1.0; 4]))
             .unwrap();
+        assert_eq!(engine.param_dtype(w).unwrap(), dtype);
+        let frozen = engine
+            .register_param(ParamDesc::new("f", &[2]).dtype(DType::F32).trainable(false))
+            .unwrap();
+        assert_eq!(engine.param_dtype(frozen).unwrap(), DType::F32);
         engine.finalize().unwrap();
         {
             let g = engine.gather(w).unwrap();
@@ -128,7 +135,18 @@ fn half_precision_buffers_are_u16() {
         assert_eq!(grad.as_u16_mut().unwrap().len(), 4);
         grad.ready().unwrap();
         engine.step().unwrap();
+        assert_eq!(engine.gather(frozen).unwrap().as_f32().unwrap(), &[0.0; 2]);
     }
+}
+
+#[test]
+fn json_fp16_config_sets_the_engine_dtype() {
+    let comm = Communicator::new_self().unwrap();
+    let config =
+        Config::from_json(r#"{"train_batch_size": 1, "fp16": {"enabled": true}}"#).unwrap();
+    let engine = Engine::new(&config, &comm).unwrap();
+    assert_eq!(engine.dtype().unwrap(), DType::F16);
+    assert_eq!(engine.loss_scale().unwrap(), 65536.0);
 }
 
 /// Two thread ranks each hand in their own gradient; the engine averages, so
