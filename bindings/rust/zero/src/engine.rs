@@ -178,7 +178,7 @@ struct ParamMeta {
 /// and it is used on the communicator's thread only (the engine is neither
 /// `Send` nor `Sync`).
 ///
-/// ```no_run
+/// ```
 /// use zero::{Communicator, Config, Engine, ParamDesc};
 /// # fn main() -> zero::Result<()> {
 /// let comm = Communicator::new_self()?;
