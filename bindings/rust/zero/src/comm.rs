@@ -10,6 +10,23 @@ use crate::error::{check, Error, Result, Status};
 /// A communicator may be moved to another thread (`Send`) but not shared
 /// between threads (not `Sync`): the C ABI requires each handle to be used
 /// from one thread at a time. Engines borrow it, so it outlives them.
+///
+/// ```
+/// fn assert_send<T: Send>() {}
+/// assert_send::<zero::Communicator>();
+/// ```
+///
+/// ```compile_fail,E0277
+/// fn assert_sync<T: Sync>() {}
+/// assert_sync::<zero::Communicator>(); // error[E0277]: cannot be shared between threads
+/// ```
+///
+/// An engine stays on its communicator's thread:
+///
+/// ```compile_fail,E0277
+/// fn assert_send<T: Send>() {}
+/// assert_send::<zero::Engine<'static>>(); // error[E0277]: cannot be sent between threads
+/// ```
 #[derive(Debug)]
 pub struct Communicator {
     raw: NonNull<sys::zero_comm_t>,

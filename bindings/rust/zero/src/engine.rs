@@ -122,10 +122,12 @@ pub struct StepInfo {
 /// Memory and traffic of this rank (`zero_stats`). Byte counts are what this
 /// rank holds; `sent_*` count elements this rank sent, as in the ZeRO paper.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[allow(missing_docs)]
 pub struct Stats {
+    /// This rank.
     pub rank: i32,
+    /// Number of ranks.
     pub world_size: i32,
+    /// ZeRO stage 0..3.
     pub stage: i32,
     /// Psi: trainable elements, unpadded.
     pub trainable_numel: i64,
@@ -147,15 +149,23 @@ pub struct Stats {
     pub live_gathered_bytes: i64,
     /// Stage 3: most bytes gathered at once.
     pub live_gathered_high_water: i64,
+    /// Elements sent by all-gathers: n(W-1)/W each.
     pub sent_allgather: i64,
+    /// Elements sent by reduce-scatters: n(W-1)/W each.
     pub sent_reduce_scatter: i64,
+    /// Elements sent by all-reduces: 2n(W-1)/W each.
     pub sent_allreduce: i64,
+    /// Elements sent by broadcasts.
     pub sent_broadcast: i64,
     /// Scalars (norm, overflow, checks).
     pub sent_control: i64,
+    /// Collectives issued.
     pub collective_calls: i64,
+    /// Optimizer steps taken, skipped ones excluded.
     pub global_step: i64,
+    /// fp16 overflow skips so far.
     pub skipped_steps: i64,
+    /// Micro-steps (calls to [`Engine::step`]) so far.
     pub micro_step: i64,
 }
 
