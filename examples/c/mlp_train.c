@@ -323,10 +323,11 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       printf("{\"example\": \"mlp_train\", \"stage\": %d, \"world\": %d, \"params\": %lld, "
              "\"first_loss\": %.6f, \"final_loss\": %.6f, \"step_ms\": %.3f, "
-             "\"model_state_bytes_per_rank\": %lld}\n",
+             "\"model_state_bytes_per_rank\": %lld, \"sent_elems_per_step\": %.0f}\n",
              st.stage, st.world_size, (long long)st.trainable_numel, first_loss, last_loss,
              step_time * 1e3,
-             (long long)(st.master_bytes + st.optimizer_bytes + st.grad_bytes + st.param_bytes));
+             (long long)(st.master_bytes + st.optimizer_bytes + st.grad_bytes + st.param_bytes),
+             (double)(st.sent_allgather + st.sent_reduce_scatter + st.sent_allreduce) / steps);
     }
   }
   if (dump) {
