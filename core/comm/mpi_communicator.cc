@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <thread>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 
@@ -63,6 +64,10 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &world_);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    // Ranks on this node (OpenMPI tells; else assume one per node).
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const unsigned local_ranks = local ? static_cast<unsigned>(std::atoi(local)) : 1;
+    oversubscribed_ = local_ranks > std::max(1u, std::thread::hardware_concurrency());
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -206,15 +211,21 @@ class MpiCommunicator : public Communicator {
             " s on rank ", rank_, " of ", world_,
             ": a peer is dead or stuck (comm_timeout_seconds)"));
       }
-      // Progress happens inside MPI_Test, so poll without sleeping; yield so
-      // that with more ranks than cores the peers we wait for get to run.
-      std::this_thread::yield();
+      // Progress happens inside MPI_Test, so poll; with more local ranks
+      // than cores, back off into short sleeps so the peers we wait for get
+      // the core (spinning would starve them).
+      if (oversubscribed_ && spins > 64) {
+        std::this_thread::sleep_for(std::chrono::microseconds(spins > 4096 ? 100 : 5));
+      } else {
+        std::this_thread::yield();
+      }
     }
   }
 
   MPI_Comm comm_;
   int rank_ = 0, world_ = 1;
   bool broken_ = false;
+  bool oversubscribed_ = false;
 };
 
 }  // namespace
