@@ -96,7 +96,7 @@ class MpiCommunicator : public Communicator {
     int rc = MPI_Iallgatherv(sbuf, c[rank_], t, recv, c.data(), d.data(), t,
                              comm_, &req);
     if (auto s = Wait(rc, &req, "all-gather"); !s.ok()) return s;
-    Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_));
+    Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_), DTypeSize(dtype));
     return absl::OkStatus();
   }
 
@@ -108,7 +108,7 @@ class MpiCommunicator : public Communicator {
     int rc = MPI_Ireduce_scatter(send, recv, c.data(), MPI_FLOAT, MPI_SUM,
                                  comm_, &req);
     if (auto s = Wait(rc, &req, "reduce-scatter"); !s.ok()) return s;
-    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_));
+    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
     return absl::OkStatus();
   }
 
@@ -124,7 +124,7 @@ class MpiCommunicator : public Communicator {
     MPI_Request req;
     int rc = MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_, &req);
     if (auto s = Wait(rc, &req, "broadcast"); !s.ok()) return s;
-    Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0);
+    Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0, 1);
     return absl::OkStatus();
   }
 
@@ -153,7 +153,7 @@ class MpiCommunicator : public Communicator {
     int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), t,
                             op == ReduceOp::kSum ? MPI_SUM : MPI_MAX, comm_, &req);
     if (auto s = Wait(rc, &req, "all-reduce"); !s.ok()) return s;
-    Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_));
+    Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_), sizeof(T));
     return absl::OkStatus();
   }
 
