@@ -93,8 +93,11 @@ class MpiCommunicator : public Communicator {
       sbuf = MPI_IN_PLACE;
     }
     MPI_Request req;
-    int rc = MPI_Iallgatherv(sbuf, c[rank_], t, recv, c.data(), d.data(), t,
-                             comm_, &req);
+    // Equal pieces (every shard-sized gather) take the regular collective,
+    // whose algorithms are faster than the v-variant's.
+    int rc = Equal(c) ? MPI_Iallgather(sbuf, c[rank_], t, recv, c[rank_], t, comm_, &req)
+                      : MPI_Iallgatherv(sbuf, c[rank_], t, recv, c.data(), d.data(),
+                                        t, comm_, &req);
     if (auto s = Wait(rc, &req, "all-gather"); !s.ok()) return s;
     Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_), DTypeSize(dtype));
     return absl::OkStatus();
@@ -105,8 +108,10 @@ class MpiCommunicator : public Communicator {
     std::vector<int> c, d;
     if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
     MPI_Request req;
-    int rc = MPI_Ireduce_scatter(send, recv, c.data(), MPI_FLOAT, MPI_SUM,
-                                 comm_, &req);
+    int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_FLOAT,
+                                                  MPI_SUM, comm_, &req)
+                      : MPI_Ireduce_scatter(send, recv, c.data(), MPI_FLOAT,
+                                            MPI_SUM, comm_, &req);
     if (auto s = Wait(rc, &req, "reduce-scatter"); !s.ok()) return s;
     Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
     return absl::OkStatus();
@@ -146,6 +151,13 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
+  static bool Equal(const std::vector<int>& c) {
+    for (int x : c) {
+      if (x != c[0]) return false;
+    }
+    return true;
+  }
+
   template <typename T>
   absl::Status AllReduceT(T* data, int64_t count, MPI_Datatype t, ReduceOp op) {
     if (count > INT_MAX) return absl::InvalidArgumentError("AllReduce: too large");
