@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 int LaunchMultiTensorAdam(const AdamTensor* tensors, int count,
-                          ElemType grad_type, ElemType working_type,
+                          DType grad_type, DType working_type,
                           const math::AdamScalars& s, Stream stream) {
   return DispatchType(grad_type, [&](auto g) {
     return DispatchType(working_type, [&](auto w) {

@@ -66,8 +66,8 @@ int LaunchMap(const void* src, void* dst, int64_t n, Op op, int* flag,
 
 }  // namespace
 
-int LaunchCast(const void* src, ElemType src_type, void* dst,
-               ElemType dst_type, int64_t n, Stream stream) {
+int LaunchCast(const void* src, DType src_type, void* dst,
+               DType dst_type, int64_t n, Stream stream) {
   return DispatchType(src_type, [&](auto in) {
     return DispatchType(dst_type, [&](auto out) {
       using In = decltype(in);
@@ -78,8 +78,8 @@ int LaunchCast(const void* src, ElemType src_type, void* dst,
   });
 }
 
-int LaunchUnscale(const void* src, ElemType src_type, void* dst,
-                  ElemType dst_type, int64_t n, float factor,
+int LaunchUnscale(const void* src, DType src_type, void* dst,
+                  DType dst_type, int64_t n, float factor,
                   int* nonfinite_flag, Stream stream) {
   return DispatchType(src_type, [&](auto in) {
     return DispatchType(dst_type, [&](auto out) {

@@ -12,12 +12,10 @@
 #include <stdint.h>
 
 #include "kernels/adam_math.h"
+#include "kernels/dtype.h"
 
 namespace zero {
 namespace cuda {
-
-// Element types; the values match zero::DType (core/common/dtype.h).
-enum class ElemType : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
 
 using Stream = void*;
 
@@ -41,19 +39,19 @@ struct AdamTensor {
 // gradient is multiplied by s.grad_scale) over `count` tensors with few
 // launches (multi-tensor apply). `tensors` is a host array.
 int LaunchMultiTensorAdam(const AdamTensor* tensors, int count,
-                          ElemType grad_type, ElemType working_type,
+                          DType grad_type, DType working_type,
                           const math::AdamScalars& s, Stream stream);
 
 // dst[i] = cast(src[i]) for n elements (round to nearest even; any pair of
 // types; src == dst allowed only when the types have the same size).
-int LaunchCast(const void* src, ElemType src_type, void* dst,
-               ElemType dst_type, int64_t n, Stream stream);
+int LaunchCast(const void* src, DType src_type, void* dst,
+               DType dst_type, int64_t n, Stream stream);
 
 // dst[i] = src[i] * factor (math::UnscaleElement) and, in the same pass,
 // *nonfinite_flag = 1 (a device int) when any src[i] or product is inf/NaN;
 // the flag is never cleared here. src == dst allowed (same type).
-int LaunchUnscale(const void* src, ElemType src_type, void* dst,
-                  ElemType dst_type, int64_t n, float factor,
+int LaunchUnscale(const void* src, DType src_type, void* dst,
+                  DType dst_type, int64_t n, float factor,
                   int* nonfinite_flag, Stream stream);
 
 // Doubles of workspace LaunchSquaredNorm needs.
@@ -63,7 +61,7 @@ constexpr int kSquaredNormWorkspace = 1024;
 // *out += that sum when `accumulate`. Deterministic: a fixed grid writes
 // per-block partials to `workspace` (kSquaredNormWorkspace doubles), which a
 // second one-block kernel sums in a fixed order.
-int LaunchSquaredNorm(const void* x, ElemType type, int64_t n,
+int LaunchSquaredNorm(const void* x, DType type, int64_t n,
                       double* workspace, double* out, bool accumulate,
                       Stream stream);
 

@@ -101,8 +101,8 @@ TEST_F(CudaKernels, MultiTensorAdamMatchesHostBodyBitForBit) {
     ts.push_back(t);
     hs.push_back(std::move(h));
   }
-  ASSERT_EQ(LaunchMultiTensorAdam(ts.data(), (int)ts.size(), ElemType::kF16,
-                                  ElemType::kBF16, s, nullptr), 0);
+  ASSERT_EQ(LaunchMultiTensorAdam(ts.data(), (int)ts.size(), DType::kF16,
+                                  DType::kBF16, s, nullptr), 0);
   ASSERT_EQ(cudaDeviceSynchronize(), 0);
   for (size_t i = 0; i < sizes.size(); ++i) {
     Host& h = hs[i];
@@ -128,7 +128,7 @@ TEST_F(CudaKernels, AdamWithoutWorkingCopyAndFp32Grads) {
       math::MakeAdamScalars(1e-2f, 0.9f, 0.99f, 1e-6f, 0.1f, 0, 3, 1.0f);
   AdamTensor t{Upload(p), Upload(m), Upload(v), Upload(g), nullptr,
                (int64_t)n};
-  ASSERT_EQ(LaunchMultiTensorAdam(&t, 1, ElemType::kF32, ElemType::kF16, s,
+  ASSERT_EQ(LaunchMultiTensorAdam(&t, 1, DType::kF32, DType::kF16, s,
                                   nullptr), 0);
   for (size_t j = 0; j < n; ++j) math::AdamUpdate(s, g[j], &p[j], &m[j], &v[j]);
   EXPECT_TRUE(SameBits(Download(t.param, n), p));
@@ -144,17 +144,17 @@ TEST_F(CudaKernels, CastsOfEveryHalfAndBf16MatchHost) {
   std::vector<float> want_f(65536);
   std::vector<uint16_t> want_h(65536);
   // fp16 -> fp32, fp16 -> bf16, bf16 -> fp32, bf16 -> fp16.
-  ASSERT_EQ(LaunchCast(d, ElemType::kF16, f32, ElemType::kF32, 65536, nullptr), 0);
+  ASSERT_EQ(LaunchCast(d, DType::kF16, f32, DType::kF32, 65536, nullptr), 0);
   for (int i = 0; i < 65536; ++i) want_f[i] = math::HalfToFloat(all[i]);
   EXPECT_TRUE(SameBits(Download(f32, 65536), want_f));
-  ASSERT_EQ(LaunchCast(d, ElemType::kF16, h16, ElemType::kBF16, 65536, nullptr), 0);
+  ASSERT_EQ(LaunchCast(d, DType::kF16, h16, DType::kBF16, 65536, nullptr), 0);
   for (int i = 0; i < 65536; ++i)
     want_h[i] = math::CastElement<F16Storage, BF16Storage>(all[i]);
   EXPECT_TRUE(SameBits(Download(h16, 65536), want_h));
-  ASSERT_EQ(LaunchCast(d, ElemType::kBF16, f32, ElemType::kF32, 65536, nullptr), 0);
+  ASSERT_EQ(LaunchCast(d, DType::kBF16, f32, DType::kF32, 65536, nullptr), 0);
   for (int i = 0; i < 65536; ++i) want_f[i] = math::Bf16ToFloat(all[i]);
   EXPECT_TRUE(SameBits(Download(f32, 65536), want_f));
-  ASSERT_EQ(LaunchCast(d, ElemType::kBF16, h16, ElemType::kF16, 65536, nullptr), 0);
+  ASSERT_EQ(LaunchCast(d, DType::kBF16, h16, DType::kF16, 65536, nullptr), 0);
   for (int i = 0; i < 65536; ++i)
     want_h[i] = math::CastElement<BF16Storage, F16Storage>(all[i]);
   EXPECT_TRUE(SameBits(Download(h16, 65536), want_h));
@@ -171,11 +171,11 @@ TEST_F(CudaKernels, FloatCastsRoundLikeHostOnRandomBits) {
   x[0] = 65520.0f; x[1] = 65504.0f; x[2] = -0.0f;
   const float* d = Upload(x, 1);  // misaligned: scalar path
   uint16_t* out = Upload(std::vector<uint16_t>(n));
-  for (ElemType t : {ElemType::kF16, ElemType::kBF16}) {
-    ASSERT_EQ(LaunchCast(d, ElemType::kF32, out, t, n, nullptr), 0);
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    ASSERT_EQ(LaunchCast(d, DType::kF32, out, t, n, nullptr), 0);
     std::vector<uint16_t> want(n);
     for (size_t i = 0; i < n; ++i)
-      want[i] = t == ElemType::kF16 ? math::FloatToHalf(x[i])
+      want[i] = t == DType::kF16 ? math::FloatToHalf(x[i])
                                     : math::FloatToBf16(x[i]);
     EXPECT_TRUE(SameBits(Download(out, n), want));
   }
@@ -189,7 +189,7 @@ TEST_F(CudaKernels, UnscaleFlagsOnlyNonFiniteBuffers) {
   uint16_t* dg = Upload(g);
   float* out = Upload(std::vector<float>(n));
   int* flag = Upload(std::vector<int>(1, 0));
-  ASSERT_EQ(LaunchUnscale(dg, ElemType::kF16, out, ElemType::kF32, n,
+  ASSERT_EQ(LaunchUnscale(dg, DType::kF16, out, DType::kF32, n,
                           1.0f / 1024, flag, nullptr), 0);
   EXPECT_EQ(Download(flag, 1)[0], 0);
   std::vector<float> want(n);
@@ -200,7 +200,7 @@ TEST_F(CudaKernels, UnscaleFlagsOnlyNonFiniteBuffers) {
   EXPECT_TRUE(SameBits(Download(out, n), want));
   g[n - 2] = 0x7e00;  // NaN near the tail
   dg = Upload(g);
-  ASSERT_EQ(LaunchUnscale(dg, ElemType::kF16, dg, ElemType::kF16, n,
+  ASSERT_EQ(LaunchUnscale(dg, DType::kF16, dg, DType::kF16, n,
                           1.0f / 1024, flag, nullptr), 0);  // in place
   EXPECT_EQ(Download(flag, 1)[0], 1);
 }
@@ -212,14 +212,14 @@ TEST_F(CudaKernels, SquaredNormMatchesDoubleSumAndIsDeterministic) {
   const float* d = Upload(x);
   double* ws = Upload(std::vector<double>(kSquaredNormWorkspace));
   double* out = Upload(std::vector<double>(2));
-  ASSERT_EQ(LaunchSquaredNorm(d, ElemType::kF32, n, ws, out, false, nullptr), 0);
-  ASSERT_EQ(LaunchSquaredNorm(d, ElemType::kF32, n, ws, out + 1, false, nullptr), 0);
+  ASSERT_EQ(LaunchSquaredNorm(d, DType::kF32, n, ws, out, false, nullptr), 0);
+  ASSERT_EQ(LaunchSquaredNorm(d, DType::kF32, n, ws, out + 1, false, nullptr), 0);
   double want = 0;
   for (float f : x) want += math::SquaredTerm(f);
   auto got = Download(out, 2);
   EXPECT_NEAR(got[0], want, 1e-12 * want);
   EXPECT_EQ(got[0], got[1]);
-  ASSERT_EQ(LaunchSquaredNorm(d, ElemType::kF32, n, ws, out, true, nullptr), 0);
+  ASSERT_EQ(LaunchSquaredNorm(d, DType::kF32, n, ws, out, true, nullptr), 0);
   EXPECT_EQ(Download(out, 1)[0], 2 * got[0]);
 }
 

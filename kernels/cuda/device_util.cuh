@@ -52,11 +52,11 @@ __device__ __forceinline__ bool Aligned4(const void* p) {
 
 // Calls f(Storage{}) with the math:: storage type of `t`.
 template <typename F>
-int DispatchType(ElemType t, F f) {
+int DispatchType(DType t, F f) {
   switch (t) {
-    case ElemType::kF32: return f(math::F32Storage{});
-    case ElemType::kF16: return f(math::F16Storage{});
-    case ElemType::kBF16: return f(math::BF16Storage{});
+    case DType::kF32: return f(math::F32Storage{});
+    case DType::kF16: return f(math::F16Storage{});
+    case DType::kBF16: return f(math::BF16Storage{});
   }
   return (int)cudaErrorInvalidValue;
 }

@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-int LaunchSquaredNorm(const void* x, ElemType type, int64_t n,
+int LaunchSquaredNorm(const void* x, DType type, int64_t n,
                       double* workspace, double* out, bool accumulate,
                       Stream stream) {
   int64_t blocks = (n + 4 * kThreads - 1) / (4 * kThreads);
