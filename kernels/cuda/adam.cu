@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kThreads)
   const int t = FindTensor(batch.chunk_start, batch.count, blockIdx.x);
   const AdamTensor a = batch.tensors[t];
   const int64_t begin = (int64_t)(blockIdx.x - batch.chunk_start[t]) * kChunk;
-  const int64_t end = min(a.n, begin + kChunk);
+  const int64_t end = a.n < begin + kChunk ? a.n : begin + kChunk;
   float* p = a.param;
   float* m = a.exp_avg;
   float* v = a.exp_avg_sq;

@@ -33,7 +33,8 @@ __global__ void __launch_bounds__(kThreads) CopyKernel(CopyBatch batch) {
   const CopyChunk c = batch.tensors[t];
   const int64_t begin =
       (int64_t)(blockIdx.x - batch.chunk_start[t]) * kChunkBytes;
-  const int64_t len = min(c.n - begin, kChunkBytes);
+  const int64_t len =
+      c.n - begin < kChunkBytes ? c.n - begin : kChunkBytes;
   const char* src = static_cast<const char*>(c.src) + begin;
   char* dst = static_cast<char*>(c.dst) + begin;
   const uintptr_t a = (uintptr_t)src | (uintptr_t)dst;
