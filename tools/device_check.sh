@@ -71,7 +71,7 @@ if [ -z "${ZERO_DEVICE_CHECK_NVCC:-}" ] && command -v bazel >/dev/null 2>&1; the
 fi
 
 NVCC=/usr/local/cuda/bin/nvcc
-NVFLAGS=(-std=c++17 -O3 --fmad=false -ccbin /usr/bin/g++
+NVFLAGS=(-std=c++17 -O3 --fmad=false -Xcompiler -ffp-contract=off -ccbin /usr/bin/g++
          -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
          -I. -I/usr/local/cuda/include)
 if [ -z "$built_with" ]; then
