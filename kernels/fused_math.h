@@ -49,6 +49,28 @@ ZERO_HD typename Working::T AdamCastElement(const AdamScalars& s,
   return Working::Store(*p);
 }
 
+// One element of SGD (math::SgdUpdate on fp32 p and the momentum buffer),
+// returning the new working-precision value of the param.
+template <class Working>
+ZERO_HD typename Working::T SgdCastElement(const SgdScalars& s, float g,
+                                           float* p, float* buf) {
+  SgdUpdate(s, g, p, buf);
+  return Working::Store(*p);
+}
+
+// Gradient accumulation: dst + src summed in fp32, stored back as S.
+template <class S>
+ZERO_HD typename S::T AccumulateElement(typename S::T dst, typename S::T src) {
+  return S::Store(S::Load(dst) + S::Load(src));
+}
+
+// dst + src * scale with an fp32 src, stored back as S.
+template <class S>
+ZERO_HD typename S::T AccumulateScaledElement(typename S::T dst, float src,
+                                              float scale) {
+  return S::Store(S::Load(dst) + src * scale);
+}
+
 // Unscale one gradient element: returns g * factor and sets *nonfinite when
 // the input or the result is inf/NaN (the result can overflow when factor > 1).
 ZERO_HD float UnscaleElement(float g, float factor, int* nonfinite) {

@@ -2,9 +2,11 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 namespace zero {
 namespace {
@@ -124,6 +126,12 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal) {
   d->pinned_raw_ = std::make_unique<PinnedRaw>();
   d->memory_ = std::make_unique<CachingAllocator>(d->device_raw_.get());
   d->pinned_ = std::make_unique<CachingAllocator>(d->pinned_raw_.get());
+  void* ws = nullptr;
+  s = CudaStatus(cudaMalloc(&ws, (cuda::kSquaredNormWorkspace + 1) *
+                                     sizeof(double)),
+                 "norm workspace");
+  if (!s.ok()) return s;
+  d->norm_workspace_ = static_cast<double*>(ws);
   return d;
 }
 
@@ -131,6 +139,7 @@ CudaDevice::~CudaDevice() {
   DeviceGuard g(ordinal_);
   if (compute_) cudaStreamSynchronize(S(compute_));
   if (comm_) cudaStreamSynchronize(S(comm_));
+  if (norm_workspace_) cudaFree(norm_workspace_);
   memory_.reset();  // returns segments through cudaFree
   pinned_.reset();
   if (compute_done_) cudaEventDestroy(E(compute_done_));
@@ -201,13 +210,125 @@ absl::Status CudaDevice::CommWaitsForCompute() {
                     "comm waits for compute");
 }
 
-absl::Status CudaDevice::Synchronize() {
+void CudaDevice::Synchronize() {
   DeviceGuard g(ordinal_);
-  absl::Status s = CudaStatus(cudaStreamSynchronize(S(compute_)),
-                              "synchronize compute stream");
-  if (!s.ok()) return s;
-  return CudaStatus(cudaStreamSynchronize(S(comm_)),
-                    "synchronize comm stream");
+  Note(CudaStatus(cudaStreamSynchronize(S(compute_)),
+                  "synchronize compute stream"));
+  Note(CudaStatus(cudaStreamSynchronize(S(comm_)), "synchronize comm stream"));
+}
+
+void CudaDevice::AdamStep(const math::AdamScalars& s, const float* g, float* p,
+                          float* m, float* v, int64_t n, void* work,
+                          DType work_dtype) {
+  DeviceGuard guard(ordinal_);
+  cuda::AdamTensor t{p, m, v, g, work, n};
+  NoteLaunch(cuda::LaunchMultiTensorAdam(&t, 1, DType::kF32, work_dtype, s,
+                                         compute_),
+             "AdamStep");
+}
+
+void CudaDevice::SgdStep(const math::SgdScalars& s, const float* g, float* p,
+                         float* buf, int64_t n, void* work, DType work_dtype) {
+  DeviceGuard guard(ordinal_);
+  NoteLaunch(cuda::LaunchSgd(g, p, buf, work, work_dtype, n, s, compute_),
+             "SgdStep");
+}
+
+void CudaDevice::ToF32(const void* src, DType t, float* dst, int64_t n,
+                       float scale) {
+  DeviceGuard guard(ordinal_);
+  NoteLaunch(cuda::LaunchUnscale(src, t, dst, DType::kF32, n, scale, nullptr,
+                                 compute_),
+             "ToF32");
+}
+
+void CudaDevice::FromF32(const float* src, void* dst, DType t, int64_t n) {
+  DeviceGuard guard(ordinal_);
+  NoteLaunch(cuda::LaunchCast(src, DType::kF32, dst, t, n, compute_),
+             "FromF32");
+}
+
+void CudaDevice::Accumulate(void* dst, const void* src, DType t, int64_t n) {
+  DeviceGuard guard(ordinal_);
+  NoteLaunch(cuda::LaunchAccumulate(dst, src, t, n, compute_), "Accumulate");
+}
+
+void CudaDevice::AccumulateF32(void* dst, const float* src, float scale,
+                               DType t, int64_t n) {
+  DeviceGuard guard(ordinal_);
+  NoteLaunch(cuda::LaunchAccumulateScaled(dst, t, src, scale, n, compute_),
+             "AccumulateF32");
+}
+
+double CudaDevice::SumSquares(const void* x, DType t, int64_t n) {
+  DeviceGuard guard(ordinal_);
+  std::lock_guard<std::mutex> lock(norm_mu_);
+  double* out = norm_workspace_ + cuda::kSquaredNormWorkspace;
+  int err = cuda::LaunchSquaredNorm(x, t, n, norm_workspace_, out, false,
+                                    compute_);
+  NoteLaunch(err, "SumSquares");
+  double host = 0.0;
+  if (err == 0) {
+    absl::Status s = CudaStatus(
+        cudaMemcpyAsync(&host, out, sizeof(double), cudaMemcpyDeviceToHost,
+                        S(compute_)),
+        "SumSquares: copy");
+    if (s.ok()) {
+      s = CudaStatus(cudaStreamSynchronize(S(compute_)), "SumSquares: sync");
+    }
+    Note(s);
+    if (!s.ok()) host = std::nan("");
+  } else {
+    host = std::nan("");  // an error must not look like a finite norm
+  }
+  return host;
+}
+
+absl::StatusOr<float*> CudaDevice::Scratch(int64_t n) {
+  absl::StatusOr<void*> p = memory_->Allocate(n * sizeof(float));
+  if (!p.ok()) return p.status();
+  return static_cast<float*>(*p);
+}
+
+void CudaDevice::UploadF32(const float* host, void* dst, DType t, int64_t n) {
+  if (n <= 0) return;
+  DeviceGuard guard(ordinal_);
+  if (t == DType::kF32) {
+    Copy(dst, host, n * sizeof(float));
+    return;
+  }
+  absl::StatusOr<float*> tmp = Scratch(n);
+  if (!tmp.ok()) return Note(tmp.status());
+  absl::Status s = CopyAsync(*tmp, host, n * sizeof(float));
+  if (s.ok()) {
+    NoteLaunch(cuda::LaunchCast(*tmp, DType::kF32, dst, t, n, compute_),
+               "UploadF32: cast");
+    s = CudaStatus(cudaStreamSynchronize(S(compute_)), "UploadF32: sync");
+  }
+  Note(s);
+  memory_->Free(*tmp);
+}
+
+void CudaDevice::DownloadF32(const void* src, DType t, float* host,
+                             int64_t n) {
+  if (n <= 0) return;
+  DeviceGuard guard(ordinal_);
+  if (t == DType::kF32) {
+    Copy(host, src, n * sizeof(float));
+    return;
+  }
+  absl::StatusOr<float*> tmp = Scratch(n);
+  if (!tmp.ok()) return Note(tmp.status());
+  NoteLaunch(cuda::LaunchCast(src, t, *tmp, DType::kF32, n, compute_),
+             "DownloadF32: cast");
+  Copy(host, *tmp, n * sizeof(float));  // waits
+  memory_->Free(*tmp);
+}
+
+void CudaDevice::NoteLaunch(int err, const char* what) {
+  if (err == 0) return;
+  Note(absl::InternalError(absl::StrCat("cuda device: ", what, ": ",
+                                        cuda::ErrorString(err))));
 }
 
 absl::StatusOr<void*> CudaDevice::AllocatePinned(size_t bytes) {

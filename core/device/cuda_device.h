@@ -2,8 +2,8 @@
 // a compute stream and a comm stream joined by events, and cached pinned host
 // memory for staging. Built only under --config=cuda; no CUDA types here.
 //
-// Ordering contract: Allocate's zero fill, Memset0 and CopyAsync run on the
-// compute stream, in order; Copy waits for the compute stream, so the host
+// Ordering contract: Allocate's zero fill, Memset0, CopyAsync and the
+// kernels run on the compute stream, in order; Copy waits for the compute stream, so the host
 // sees the result. Free is stream-ordered: a freed block may be handed to the
 // next Allocate at once, which is safe for work later enqueued on the compute
 // stream. Work on the comm stream (NCCL collectives) must be joined into the
@@ -40,6 +40,26 @@ class CudaDevice : public Device {
   void Copy(void* dst, const void* src, size_t bytes) override;
   size_t allocated_bytes() const override;
 
+  // Kernels (kernels/cuda), enqueued on the compute stream; errors land in
+  // sticky_error(). SumSquares, UploadF32 and DownloadF32 wait for their
+  // result; Synchronize waits for both streams.
+  void AdamStep(const math::AdamScalars& s, const float* g, float* p,
+                float* m, float* v, int64_t n, void* work,
+                DType work_dtype) override;
+  void SgdStep(const math::SgdScalars& s, const float* g, float* p,
+               float* buf, int64_t n, void* work, DType work_dtype) override;
+  void ToF32(const void* src, DType t, float* dst, int64_t n,
+             float scale) override;
+  void FromF32(const float* src, void* dst, DType t, int64_t n) override;
+  void Accumulate(void* dst, const void* src, DType t, int64_t n) override;
+  void AccumulateF32(void* dst, const float* src, float scale, DType t,
+                     int64_t n) override;
+  double SumSquares(const void* x, DType t, int64_t n) override;
+  void UploadF32(const float* host, void* dst, DType t, int64_t n) override;
+  void DownloadF32(const void* src, DType t, float* host,
+                   int64_t n) override;
+  void Synchronize() override;
+
   int ordinal() const { return ordinal_; }
   // cudaStream_t of each stream.
   void* compute_stream() const { return compute_; }
@@ -47,7 +67,6 @@ class CudaDevice : public Device {
   // Later work on one stream waits for what is enqueued now on the other.
   absl::Status ComputeWaitsForComm();
   absl::Status CommWaitsForCompute();
-  absl::Status Synchronize();
   absl::Status CopyAsync(void* dst, const void* src, size_t bytes);
 
   // Page-locked host memory (portable), cached like device memory.
@@ -65,18 +84,23 @@ class CudaDevice : public Device {
  private:
   explicit CudaDevice(int ordinal);
   void Note(absl::Status s);
+  void NoteLaunch(int err, const char* what);
+  // A temporary fp32 device buffer of n elements (not zeroed).
+  absl::StatusOr<float*> Scratch(int64_t n);
 
   const int ordinal_;
   void* compute_ = nullptr;  // cudaStream_t
   void* comm_ = nullptr;
   void* compute_done_ = nullptr;  // cudaEvent_t
   void* comm_done_ = nullptr;
+  double* norm_workspace_ = nullptr;  // kSquaredNormWorkspace + 1 doubles
   std::unique_ptr<RawAllocator> device_raw_;
   std::unique_ptr<RawAllocator> pinned_raw_;
   std::unique_ptr<CachingAllocator> memory_;
   std::unique_ptr<CachingAllocator> pinned_;
   mutable std::mutex mu_;
   absl::Status sticky_;
+  std::mutex norm_mu_;  // guards norm_workspace_
 };
 
 }  // namespace zero

@@ -65,6 +65,23 @@ int LaunchSquaredNorm(const void* x, DType type, int64_t n,
                       double* workspace, double* out, bool accumulate,
                       Stream stream);
 
+// Gradient accumulation: dst[i] = dst[i] + src[i] (both `type`, summed in
+// fp32; math::AccumulateElement).
+int LaunchAccumulate(void* dst, const void* src, DType type, int64_t n,
+                     Stream stream);
+
+// dst[i] = dst[i] + src[i] * scale for an fp32 src (math::
+// AccumulateScaledElement).
+int LaunchAccumulateScaled(void* dst, DType type, const float* src,
+                           float scale, int64_t n, Stream stream);
+
+// SGD (math::SgdUpdate) on fp32 param with raw fp32 grad; momentum_buf may
+// be null (momentum 0); the updated param is also written to `working` as
+// working_type when that is non-null.
+int LaunchSgd(const float* grad, float* param, float* momentum_buf,
+              void* working, DType working_type, int64_t n,
+              const math::SgdScalars& s, Stream stream);
+
 // One byte range to copy; `n` is in bytes.
 struct CopyChunk {
   const void* src;

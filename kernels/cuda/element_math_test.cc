@@ -302,6 +302,69 @@ TEST(AdamMath, SubnormalHalfGradientsAreNotFlushed) {
   EXPECT_NEAR(p, 1.0f - 1e-3f, 1e-6f);
 }
 
+// ---- SGD ----
+
+TEST(SgdMath, FusedBodyMatchesTorchSgdInDouble) {
+  for (int nesterov = 0; nesterov < 2; ++nesterov) {
+    for (int first = 0; first < 2; ++first) {
+      SgdScalars s{0.1f, 0.9f, 0.1f, 0.01f, 0.5f, nesterov, first};
+      float p = 0.75f, buf = 0.2f;
+      double g = 0.3 * 0.5 + 0.01 * 0.75;
+      double b = first ? g : 0.9 * 0.2 + (1 - 0.1) * g;
+      double step = nesterov ? g + 0.9 * b : b;
+      uint16_t w = SgdCastElement<F16Storage>(s, 0.3f, &p, &buf);
+      EXPECT_NEAR(p, 0.75 - 0.1 * step, 1e-7);
+      EXPECT_NEAR(buf, b, 1e-7);
+      EXPECT_EQ(w, RefHalf(p));
+    }
+  }
+  SgdScalars plain{0.5f, 0.0f, 0.0f, 0.0f, 1.0f, 0, 0};
+  float p = 1.0f, unused = 0.0f;
+  EXPECT_EQ((SgdCastElement<BF16Storage>(plain, INFINITY, &p, &unused)), 0xff80);
+}
+
+// ---- Gradient accumulation ----
+
+TEST(AccumulateMath, HalfAndBf16SumsRoundOnceFromTheFp32Sum) {
+  std::mt19937 rng(17);
+  for (int i = 0; i < 1000000; ++i) {
+    uint16_t a = (uint16_t)rng(), b = (uint16_t)rng();
+    uint16_t h = AccumulateElement<F16Storage>(a, b);
+    double ha = RefHalfValue(a), hb = RefHalfValue(b);
+    if (std::isnan(ha + hb)) {
+      EXPECT_TRUE(HalfIsNan(h));
+    } else {
+      ASSERT_EQ(h, RefHalf((float)(ha + hb))) << a << " " << b;
+    }
+    uint16_t z = AccumulateElement<BF16Storage>(a, b);
+    double za = RefBf16Value(a), zb = RefBf16Value(b);
+    if (std::isnan(za + zb)) {
+      EXPECT_TRUE(Bf16IsNan(z));
+    } else {
+      ASSERT_EQ(z, RefBf16((float)(za + zb))) << a << " " << b;
+    }
+  }
+  EXPECT_EQ(AccumulateElement<F16Storage>(0x7bff, 0x4c00), 0x7c00);  // 65504+16
+  EXPECT_EQ(AccumulateElement<F16Storage>(0x8000, 0x8000), 0x8000);  // -0 + -0
+  EXPECT_EQ(AccumulateElement<F16Storage>(0x8000, 0x0000), 0x0000);  // -0 + 0
+  EXPECT_TRUE(HalfIsNan(AccumulateElement<F16Storage>(0x7c00, 0xfc00)));
+  EXPECT_EQ(AccumulateElement<F16Storage>(0x0001, 0x0001), 0x0002);  // subnormal
+}
+
+TEST(AccumulateMath, ScaledFp32SourceRoundsProductThenSum) {
+  std::mt19937 rng(19);
+  std::uniform_real_distribution<float> u(-100, 100);
+  for (int i = 0; i < 200000; ++i) {
+    uint16_t d = FloatToBf16(u(rng));
+    float src = u(rng), scale = u(rng) * 0.01f;
+    float prod = (float)((double)src * scale);
+    float sum = (float)(RefBf16Value(d) + prod);
+    ASSERT_EQ(AccumulateScaledElement<BF16Storage>(d, src, scale), RefBf16(sum));
+  }
+  EXPECT_EQ(Bits(AccumulateScaledElement<F32Storage>(-0.0f, -0.0f, 1.0f)),
+            0x80000000u);
+}
+
 // ---- Unscale + non-finite ----
 
 TEST(UnscaleMath, EveryHalfGradientUnscalesExactlyAndFlagsNonFinite) {
