@@ -239,6 +239,14 @@ int Main(int argc, char** argv) {
                                      flag, nullptr)); },
               iters, reps);
   Report("unscale_f32_in_place", n, n * 8.0, ms, 0.0);
+  // Gradient accumulation (read dst and src, write dst).
+  ms = TimeMs([&] { LK(LaunchAccumulate(w16, g16, DType::kF16, n, nullptr)); },
+              iters, reps);
+  Report("accumulate_f16", n, n * 6.0, ms, 0.0);
+  ms = TimeMs([&] { LK(LaunchAccumulateScaled(m, DType::kF32, v, 0.5f, n,
+                                              nullptr)); },
+              iters, reps);
+  Report("accumulate_scaled_f32", n, n * 12.0, ms, 0.0);
   // Squared norm (read only).
   double* ws = (double*)DevAlloc(kSquaredNormWorkspace * sizeof(double));
   double* out = (double*)DevAlloc(sizeof(double));
