@@ -57,6 +57,13 @@ int64_t Checkpoint::RangeBytes(const ParamRecord& p, int64_t lo, int64_t hi) con
 
 absl::Status Checkpoint::ReadRange(const ParamRecord& p, int kind, int64_t lo, int64_t hi,
                                    float* dst, Progress* progress) {
+  return ReadRange(p, kind, lo, hi, [dst](int64_t first, const float* src, int64_t n) {
+    std::memcpy(dst + first, src, static_cast<size_t>(n) * 4);
+  }, progress);
+}
+
+absl::Status Checkpoint::ReadRange(const ParamRecord& p, int kind, int64_t lo, int64_t hi,
+                                   const ShardFileReader::Sink& sink, Progress* progress) {
   for (const RankSlice& s : p.slices) {
     const int64_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.numel);
     if (a >= b) continue;
@@ -67,7 +74,10 @@ absl::Status Checkpoint::ReadRange(const ParamRecord& p, int kind, int64_t lo, i
           f->path(), ": no section '", p.name, "/", StateName(kind), "' for elements [",
           s.offset, ", ", s.offset + s.numel, ") that the manifest places there"));
     }
-    RETURN_IF_ERROR(f->Read(*sec, a, b, dst + (a - lo), progress));
+    const int64_t shift = a - lo;
+    RETURN_IF_ERROR(f->Read(*sec, a, b, [&](int64_t first, const float* src, int64_t n) {
+      sink(shift + first, src, n);
+    }, progress));
   }
   return absl::OkStatus();
 }
@@ -88,7 +98,7 @@ absl::Status Checkpoint::Verify(const ProgressFn& progress_fn) {
   for (int r = 0; r < m_.world_size; ++r) {
     ASSIGN_OR_RETURN(const ShardFileReader* f, File(r));
     for (const SectionInfo& s : f->sections()) {
-      RETURN_IF_ERROR(f->Read(s, 0, 0, nullptr, &progress));
+      RETURN_IF_ERROR(f->Read(s, 0, 0, nullptr, &progress));  // sink never runs
     }
   }
   for (const ParamRecord& p : m_.params) {
@@ -113,12 +123,17 @@ absl::Status Checkpoint::Verify(const ProgressFn& progress_fn) {
 
 namespace {
 
-void FromF32(const float* src, void* dst, DType t, int64_t n) {
+// Host fp32 -> view memory (device memory when the view has a device).
+void Upload(Device* d, const float* host, void* dst, DType t, int64_t n) {
+  if (d != nullptr) {
+    d->UploadF32(host, dst, t, n);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     switch (t) {
-      case DType::kF32: static_cast<float*>(dst)[i] = src[i]; break;
-      case DType::kF16: static_cast<uint16_t*>(dst)[i] = math::FloatToHalf(src[i]); break;
-      case DType::kBF16: static_cast<uint16_t*>(dst)[i] = math::FloatToBf16(src[i]); break;
+      case DType::kF32: static_cast<float*>(dst)[i] = host[i]; break;
+      case DType::kF16: static_cast<uint16_t*>(dst)[i] = math::FloatToHalf(host[i]); break;
+      case DType::kBF16: static_cast<uint16_t*>(dst)[i] = math::FloatToBf16(host[i]); break;
     }
   }
 }
@@ -240,13 +255,20 @@ absl::StatusOr<Manifest> LoadCheckpoint(const ShardView& v, Communicator* comm,
       if (!p.trainable) {
         std::vector<float> f(static_cast<size_t>(p.numel));
         RETURN_IF_ERROR(ck->ReadRange(*r, kMaster, 0, p.numel, f.data(), &progress));
-        FromF32(f.data(), p.whole, p.dtype, p.numel);
+        Upload(v.device, f.data(), p.whole, p.dtype, p.numel);
         continue;
       }
-      RETURN_IF_ERROR(ck->ReadRange(*r, kMaster, lo, hi, p.state[kMaster], &progress));
+      auto into = [&](float* dst) {
+        return [&v, dst](int64_t first, const float* src, int64_t n) {
+          Upload(v.device, src, dst + first, DType::kF32, n);
+        };
+      };
+      RETURN_IF_ERROR(ck->ReadRange(*r, kMaster, lo, hi, into(p.state[kMaster]), &progress));
       for (int k : v.states) {
         if (o.load_optimizer_states && r->trainable) {
-          RETURN_IF_ERROR(ck->ReadRange(*r, k, lo, hi, p.state[k], &progress));
+          RETURN_IF_ERROR(ck->ReadRange(*r, k, lo, hi, into(p.state[k]), &progress));
+        } else if (v.device != nullptr) {
+          v.device->Memset0(p.state[k], static_cast<size_t>(hi - lo) * 4);
         } else {
           std::memset(p.state[k], 0, static_cast<size_t>(hi - lo) * 4);
         }
@@ -255,6 +277,7 @@ absl::StatusOr<Manifest> LoadCheckpoint(const ShardView& v, Communicator* comm,
     return absl::OkStatus();
   };
   s = read();
+  if (v.device != nullptr) v.device->Synchronize();
   if (!s.ok()) {
     s = absl::Status(s.code(), absl::StrCat("load ", ck->path(), ": ", s.message()));
   }

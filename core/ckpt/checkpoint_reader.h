@@ -38,6 +38,9 @@ class Checkpoint {
   // saved slice that overlaps; each section read is verified whole.
   absl::Status ReadRange(const ParamRecord& p, int kind, int64_t lo, int64_t hi,
                          float* dst, Progress* progress);
+  // The same, handing the elements to `sink` (first counted from lo).
+  absl::Status ReadRange(const ParamRecord& p, int kind, int64_t lo, int64_t hi,
+                         const ShardFileReader::Sink& sink, Progress* progress);
   // Bytes ReadRange streams for that range (for progress totals).
   int64_t RangeBytes(const ParamRecord& p, int64_t lo, int64_t hi) const;
 

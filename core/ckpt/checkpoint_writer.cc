@@ -14,12 +14,17 @@ namespace zero {
 namespace ckpt {
 namespace {
 
-void ToF32(const void* src, DType t, float* dst, int64_t n) {
+// View memory (device memory when the view has a device) -> host fp32.
+void Download(Device* d, const void* src, DType t, float* host, int64_t n) {
+  if (d != nullptr) {
+    d->DownloadF32(src, t, host, n);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     switch (t) {
-      case DType::kF32: dst[i] = static_cast<const float*>(src)[i]; break;
-      case DType::kF16: dst[i] = math::HalfToFloat(static_cast<const uint16_t*>(src)[i]); break;
-      case DType::kBF16: dst[i] = math::Bf16ToFloat(static_cast<const uint16_t*>(src)[i]); break;
+      case DType::kF32: host[i] = static_cast<const float*>(src)[i]; break;
+      case DType::kF16: host[i] = math::HalfToFloat(static_cast<const uint16_t*>(src)[i]); break;
+      case DType::kBF16: host[i] = math::Bf16ToFloat(static_cast<const uint16_t*>(src)[i]); break;
     }
   }
 }
@@ -54,7 +59,7 @@ absl::StatusOr<ShardFileWriter::Done> WriteRankFile(const ShardView& v,
     if (!p.trainable) {
       if (v.rank != 0) continue;
       std::vector<float> f(static_cast<size_t>(p.numel));
-      ToF32(p.whole, p.dtype, f.data(), p.numel);
+      Download(v.device, p.whole, p.dtype, f.data(), p.numel);
       RETURN_IF_ERROR(w->Add(p.name, kMaster, 0, p.numel, f.data()));
       continue;
     }
@@ -69,7 +74,11 @@ absl::StatusOr<ShardFileWriter::Done> WriteRankFile(const ShardView& v,
           return absl::InternalError(absl::StrCat("save: param '", p.name, "' has no ",
                                                   StateName(k), " state"));
         }
-        RETURN_IF_ERROR(w->Add(p.name, k, s.offset, s.numel, p.state[k] + (s.offset - p.own_offset)));
+        const float* src = p.state[k] + (s.offset - p.own_offset);
+        RETURN_IF_ERROR(w->Add(p.name, k, s.offset, s.numel,
+                               [&v, src](int64_t first, int64_t n, float* host) {
+                                 Download(v.device, src + first, DType::kF32, host, n);
+                               }));
       }
     }
   }

@@ -75,6 +75,13 @@ absl::Status ShardFileWriter::Write(const void* data, int64_t bytes) {
 
 absl::Status ShardFileWriter::Add(const std::string& param, int state, int64_t offset,
                                   int64_t numel, const float* data) {
+  return Add(param, state, offset, numel, [data](int64_t first, int64_t n, float* host) {
+    std::memcpy(host, data + first, static_cast<size_t>(n) * 4);
+  });
+}
+
+absl::Status ShardFileWriter::Add(const std::string& param, int state, int64_t offset,
+                                  int64_t numel, const Fetch& fetch) {
   static const char zeros[kAlign] = {};
   if (pos_ % kAlign) {
     absl::Status s = Write(zeros, kAlign - pos_ % kAlign);
@@ -86,15 +93,16 @@ absl::Status ShardFileWriter::Add(const std::string& param, int state, int64_t o
   si.offset = offset;
   si.numel = numel;
   si.file_offset = pos_;
-  const char* p = reinterpret_cast<const char*>(data);
-  const int64_t bytes = numel * 4;
+  constexpr int64_t kElems = kChunk / 4;
+  chunk_.resize(static_cast<size_t>(std::min(kElems, std::max<int64_t>(numel, 1))));
   XXH3_state_t* h = XXH3_createState();
   XXH3_64bits_reset(h);
-  for (int64_t a = 0; a < bytes; a += kChunk) {
-    const int64_t len = std::min(kChunk, bytes - a);
-    XXH3_64bits_update(h, p + a, static_cast<size_t>(len));
-    absl::Status s = Write(p + a, len);
-    if (s.ok() && progress_) s = progress_->Add(len);
+  for (int64_t a = 0; a < numel; a += kElems) {
+    const int64_t n = std::min(kElems, numel - a);
+    fetch(a, n, chunk_.data());
+    XXH3_64bits_update(h, chunk_.data(), static_cast<size_t>(n) * 4);
+    absl::Status s = Write(chunk_.data(), n * 4);
+    if (s.ok() && progress_) s = progress_->Add(n * 4);
     if (!s.ok()) {
       XXH3_freeState(h);
       return s;
@@ -219,7 +227,7 @@ const SectionInfo* ShardFileReader::Find(const std::string& param, int state,
 }
 
 absl::Status ShardFileReader::Read(const SectionInfo& s, int64_t lo, int64_t hi,
-                                   float* dst, Progress* progress) const {
+                                   const Sink& sink, Progress* progress) const {
   const int64_t bytes = s.numel * 4;
   std::vector<char> buf(static_cast<size_t>(std::min(kChunk, std::max<int64_t>(bytes, 1))));
   XXH3_state_t* h = XXH3_createState();
@@ -245,7 +253,8 @@ absl::Status ShardFileReader::Read(const SectionInfo& s, int64_t lo, int64_t hi,
     const int64_t c_lo = std::max(lo, s.offset + a / 4);
     const int64_t c_hi = std::min(hi, s.offset + (a + len) / 4);
     if (c_hi > c_lo) {
-      std::memcpy(dst + (c_lo - lo), buf.data() + (c_lo - s.offset) * 4 - a, (c_hi - c_lo) * 4);
+      sink(c_lo - lo, reinterpret_cast<const float*>(buf.data() + (c_lo - s.offset) * 4 - a),
+           c_hi - c_lo);
     }
     if (progress) st = progress->Add(len);
   }

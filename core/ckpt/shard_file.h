@@ -7,6 +7,7 @@
 #define ZERO_CORE_CKPT_SHARD_FILE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,11 @@ class ShardFileWriter {
       const std::string& path, int rank, int world, Progress* progress);
   ~ShardFileWriter();
 
+  // Section data comes from `fetch(first, n, host)`: copy elements
+  // [first, first + n) of the section to `host`. Called chunk by chunk.
+  using Fetch = std::function<void(int64_t first, int64_t n, float* host)>;
+  absl::Status Add(const std::string& param, int state, int64_t offset,
+                   int64_t numel, const Fetch& fetch);
   absl::Status Add(const std::string& param, int state, int64_t offset,
                    int64_t numel, const float* data);
   // Index, footer, fsync, rename to `path`.
@@ -65,6 +71,7 @@ class ShardFileWriter {
   std::string path_;
   int fd_ = -1;
   int rank_, world_;
+  std::vector<float> chunk_;
   Progress* progress_;
   int64_t pos_ = 0;
   std::vector<SectionInfo> sections_;
@@ -86,11 +93,12 @@ class ShardFileReader {
   uint64_t index_xxh3() const { return index_xxh3_; }
   const SectionInfo* Find(const std::string& param, int state, int64_t offset) const;
 
-  // Streams section `s`, verifying its checksum, and copies its elements in
-  // [lo, hi) (relative to the param; may be empty) to dst[0 .. hi-lo).
-  // Nothing is trusted before the whole section checks out, but dst may
-  // have been written when it fails.
-  absl::Status Read(const SectionInfo& s, int64_t lo, int64_t hi, float* dst,
+  // Streams section `s`, verifying its checksum, and hands its elements in
+  // [lo, hi) (relative to the param; may be empty) to sink(first, src, n),
+  // `first` counted from lo, chunk by chunk. Nothing is trusted before the
+  // whole section checks out, but the sink has run when it fails.
+  using Sink = std::function<void(int64_t first, const float* src, int64_t n)>;
+  absl::Status Read(const SectionInfo& s, int64_t lo, int64_t hi, const Sink& sink,
                     Progress* progress) const;
 
  private:

@@ -12,6 +12,7 @@
 
 #include "core/common/dtype.h"
 #include "core/config/config.h"
+#include "core/device/device.h"
 #include "core/optim/loss_scaler.h"
 
 namespace zero {
@@ -65,6 +66,9 @@ struct ParamView {
 };
 
 struct ShardView {
+  // Where state[] and whole point: device memory, reached only through
+  // Upload/DownloadF32 (null: plain host memory).
+  Device* device = nullptr;
   int rank = 0, world = 1, stage = 0;
   DType dtype = DType::kF32;
   const Config* config = nullptr;

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <thread>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 
@@ -63,6 +64,10 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &world_);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    // Ranks on this node (OpenMPI tells; else assume one per node).
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const unsigned local_ranks = local ? static_cast<unsigned>(std::atoi(local)) : 1;
+    oversubscribed_ = local_ranks > std::max(1u, std::thread::hardware_concurrency());
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -88,10 +93,13 @@ class MpiCommunicator : public Communicator {
       sbuf = MPI_IN_PLACE;
     }
     MPI_Request req;
-    int rc = MPI_Iallgatherv(sbuf, c[rank_], t, recv, c.data(), d.data(), t,
-                             comm_, &req);
+    // Equal pieces (every shard-sized gather) take the regular collective,
+    // whose algorithms are faster than the v-variant's.
+    int rc = Equal(c) ? MPI_Iallgather(sbuf, c[rank_], t, recv, c[rank_], t, comm_, &req)
+                      : MPI_Iallgatherv(sbuf, c[rank_], t, recv, c.data(), d.data(),
+                                        t, comm_, &req);
     if (auto s = Wait(rc, &req, "all-gather"); !s.ok()) return s;
-    Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_));
+    Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_), DTypeSize(dtype));
     return absl::OkStatus();
   }
 
@@ -100,10 +108,12 @@ class MpiCommunicator : public Communicator {
     std::vector<int> c, d;
     if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
     MPI_Request req;
-    int rc = MPI_Ireduce_scatter(send, recv, c.data(), MPI_FLOAT, MPI_SUM,
-                                 comm_, &req);
+    int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_FLOAT,
+                                                  MPI_SUM, comm_, &req)
+                      : MPI_Ireduce_scatter(send, recv, c.data(), MPI_FLOAT,
+                                            MPI_SUM, comm_, &req);
     if (auto s = Wait(rc, &req, "reduce-scatter"); !s.ok()) return s;
-    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_));
+    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
     return absl::OkStatus();
   }
 
@@ -119,7 +129,7 @@ class MpiCommunicator : public Communicator {
     MPI_Request req;
     int rc = MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_, &req);
     if (auto s = Wait(rc, &req, "broadcast"); !s.ok()) return s;
-    Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0);
+    Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0, 1);
     return absl::OkStatus();
   }
 
@@ -141,6 +151,13 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
+  static bool Equal(const std::vector<int>& c) {
+    for (int x : c) {
+      if (x != c[0]) return false;
+    }
+    return true;
+  }
+
   template <typename T>
   absl::Status AllReduceT(T* data, int64_t count, MPI_Datatype t, ReduceOp op) {
     if (count > INT_MAX) return absl::InvalidArgumentError("AllReduce: too large");
@@ -148,7 +165,7 @@ class MpiCommunicator : public Communicator {
     int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), t,
                             op == ReduceOp::kSum ? MPI_SUM : MPI_MAX, comm_, &req);
     if (auto s = Wait(rc, &req, "all-reduce"); !s.ok()) return s;
-    Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_));
+    Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_), sizeof(T));
     return absl::OkStatus();
   }
 
@@ -185,11 +202,10 @@ class MpiCommunicator : public Communicator {
       return absl::InternalError(
           absl::StrCat("mpi communicator: ", what, ": ", MpiError(rc)));
     }
-    const auto start = Clock::now();
     const auto deadline =
-        start + std::chrono::duration_cast<Clock::duration>(
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
                     std::chrono::duration<double>(timeout_seconds_));
-    for (int spins = 0;; ++spins) {
+    for (unsigned spins = 0;; ++spins) {
       int done = 0;
       rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) {
@@ -199,18 +215,21 @@ class MpiCommunicator : public Communicator {
                                                " failed: ", MpiError(rc)));
       }
       if (done) return absl::OkStatus();
-      if (spins > 64) {
-        if (Clock::now() > deadline) {
-          broken_ = true;
-          g_broken = true;
-          return absl::DeadlineExceededError(absl::StrCat(
-              "mpi communicator: ", what, " timed out after ",
-              timeout_seconds_, " s on rank ", rank_, " of ", world_,
-              ": a peer is dead or stuck (comm_timeout_seconds)"));
-        }
-        // Yield the core: with more ranks than cores, spinning starves the
-        // very peers we wait for.
-        std::this_thread::sleep_for(std::chrono::microseconds(spins > 2000 ? 200 : 10));
+      if ((spins & 1023) == 1023 && Clock::now() > deadline) {
+        broken_ = true;
+        g_broken = true;
+        return absl::DeadlineExceededError(absl::StrCat(
+            "mpi communicator: ", what, " timed out after ", timeout_seconds_,
+            " s on rank ", rank_, " of ", world_,
+            ": a peer is dead or stuck (comm_timeout_seconds)"));
+      }
+      // Progress happens inside MPI_Test, so poll; with more local ranks
+      // than cores, back off into short sleeps so the peers we wait for get
+      // the core (spinning would starve them).
+      if (oversubscribed_ && spins > 64) {
+        std::this_thread::sleep_for(std::chrono::microseconds(spins > 4096 ? 100 : 5));
+      } else {
+        std::this_thread::yield();
       }
     }
   }
@@ -218,6 +237,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_;
   int rank_ = 0, world_ = 1;
   bool broken_ = false;
+  bool oversubscribed_ = false;
 };
 
 }  // namespace
