@@ -118,6 +118,20 @@ int main(void) {
   EXPECT(zero_engine_read_master(engine, 0, out) == ZERO_OK);
   EXPECT(out[0] < 0.0f && out[1] == 0.0f); /* Adam moved only the element with a gradient */
 
+  /* Checkpoints: NULLs, bad tags and missing checkpoints are statuses. */
+  {
+    zero_load_options lo = ZERO_LOAD_OPTIONS_INIT;
+    EXPECT(lo.struct_size == sizeof(lo) && lo.load_optimizer_states == 1 && lo.allow_missing == 0);
+    EXPECT(is_error(zero_engine_save(NULL, "d", "t"), ZERO_INVALID_ARGUMENT, "engine"));
+    EXPECT(is_error(zero_engine_save(engine, "d", NULL), ZERO_INVALID_ARGUMENT, "tag"));
+    EXPECT(is_error(zero_engine_save(engine, "d", "a/b"), ZERO_INVALID_ARGUMENT, "tag"));
+    EXPECT(is_error(zero_engine_load(engine, NULL, NULL, &lo), ZERO_INVALID_ARGUMENT, "dir"));
+    EXPECT(is_error(zero_engine_load(engine, "/nonexistent/zero", NULL, NULL), ZERO_NOT_FOUND,
+                    "latest"));
+    EXPECT(is_error(zero_checkpoint_export_safetensors("d", NULL, NULL, ZERO_DTYPE_F32),
+                    ZERO_INVALID_ARGUMENT, "out_path"));
+  }
+
   stats.struct_size = 8;
   EXPECT(is_error(zero_engine_stats(engine, &stats), ZERO_INVALID_ARGUMENT, "struct_size"));
   stats.struct_size = sizeof(stats);
