@@ -259,7 +259,10 @@ ZERO_API zero_status zero_engine_release(zero_engine_t* engine, int32_t id);
 
 /* *grad receives a zero-filled buffer of numel elements (the param's dtype)
  * for this micro-step's gradient of a trainable param: write or add into it,
- * then call zero_engine_grad_ready. Valid until zero_engine_grad_ready. */
+ * then call zero_engine_grad_ready. Valid until zero_engine_grad_ready.
+ * The engine averages gradients over ranks and sums them over micro-steps:
+ * divide each micro-step's loss by gradient_accumulation_steps (as
+ * DeepSpeed's backward does) and multiply it by zero_engine_loss_scale. */
 ZERO_API zero_status zero_engine_grad_buffer(zero_engine_t* engine,
                                              int32_t id, void** grad);
 
@@ -267,6 +270,10 @@ ZERO_API zero_status zero_engine_grad_buffer(zero_engine_t* engine,
  * hand in the same params in the same order). Hands the gradient over. */
 ZERO_API zero_status zero_engine_grad_ready(zero_engine_t* engine,
                                             int32_t id);
+
+/* The working dtype of trainable params (from fp16/bf16 in the config). */
+ZERO_API zero_status zero_engine_dtype(const zero_engine_t* engine,
+                                       zero_dtype* dtype);
 
 /* The loss scale to multiply the loss by before backward (1 unless fp16). */
 ZERO_API zero_status zero_engine_loss_scale(const zero_engine_t* engine,

@@ -9,10 +9,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/common/dtype.h"
 
 namespace zero {
@@ -63,6 +65,10 @@ class Communicator {
 
   virtual absl::Status Broadcast(void* data, int64_t bytes, int root) = 0;
   virtual absl::Status Barrier() = 0;
+
+  // COLLECTIVE. A new communicator over the same ranks whose traffic never
+  // mixes with this one's (an engine's own channel, like MPI_Comm_dup).
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() = 0;
 
   void set_timeout_seconds(double s) { timeout_seconds_ = s; }
   double timeout_seconds() const { return timeout_seconds_; }

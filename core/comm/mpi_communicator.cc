@@ -1,0 +1,236 @@
+#include "core/comm/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace zero {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Set once any collective timed out: its request can never complete, and
+// MPI_Finalize would wait for it forever, so the exit handler skips it.
+std::atomic<bool> g_broken{false};
+std::atomic<bool> g_we_initialized{false};
+
+void FinalizeAtExit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && !g_broken.load()) MPI_Finalize();
+}
+
+absl::Status EnsureMpi() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_SERIALIZED) {
+      return absl::FailedPreconditionError(
+          "mpi communicator: MPI was initialized without thread support "
+          "(need MPI_THREAD_SERIALIZED or MULTIPLE); zero runs communication "
+          "on its own thread");
+    }
+    return absl::OkStatus();
+  }
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) !=
+      MPI_SUCCESS) {
+    return absl::InternalError("mpi communicator: MPI_Init_thread failed");
+  }
+  g_we_initialized = true;
+  std::atexit(FinalizeAtExit);
+  return absl::OkStatus();
+}
+
+std::string MpiError(int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, buf, &len);
+  return std::string(buf, len);
+}
+
+class MpiCommunicator : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &world_);
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && !broken_) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  std::string backend_name() const override { return "mpi"; }
+
+  absl::Status AllGatherV(const void* send, void* recv,
+                          const std::vector<int64_t>& counts,
+                          DType dtype) override {
+    std::vector<int> c, d;
+    if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
+    MPI_Datatype t = dtype == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T;
+    const size_t es = DTypeSize(dtype);
+    const void* sbuf = send;
+    // In place when the caller's piece already sits in recv.
+    if (static_cast<const char*>(send) ==
+        static_cast<char*>(recv) + static_cast<size_t>(d[rank_]) * es) {
+      sbuf = MPI_IN_PLACE;
+    }
+    MPI_Request req;
+    int rc = MPI_Iallgatherv(sbuf, c[rank_], t, recv, c.data(), d.data(), t,
+                             comm_, &req);
+    if (auto s = Wait(rc, &req, "all-gather"); !s.ok()) return s;
+    Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_));
+    return absl::OkStatus();
+  }
+
+  absl::Status ReduceScatterV(const float* send, float* recv,
+                              const std::vector<int64_t>& counts) override {
+    std::vector<int> c, d;
+    if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
+    MPI_Request req;
+    int rc = MPI_Ireduce_scatter(send, recv, c.data(), MPI_FLOAT, MPI_SUM,
+                                 comm_, &req);
+    if (auto s = Wait(rc, &req, "reduce-scatter"); !s.ok()) return s;
+    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_));
+    return absl::OkStatus();
+  }
+
+  absl::Status AllReduce(float* data, int64_t count, ReduceOp op) override {
+    return AllReduceT(data, count, MPI_FLOAT, op);
+  }
+  absl::Status AllReduce(double* data, int64_t count, ReduceOp op) override {
+    return AllReduceT(data, count, MPI_DOUBLE, op);
+  }
+
+  absl::Status Broadcast(void* data, int64_t bytes, int root) override {
+    if (bytes > INT_MAX) return absl::InvalidArgumentError("Broadcast: too large");
+    MPI_Request req;
+    int rc = MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_, &req);
+    if (auto s = Wait(rc, &req, "broadcast"); !s.ok()) return s;
+    Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0);
+    return absl::OkStatus();
+  }
+
+  absl::Status Barrier() override {
+    MPI_Request req;
+    int rc = MPI_Ibarrier(comm_, &req);
+    return Wait(rc, &req, "barrier");
+  }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
+    if (broken_) return Broken("duplicate");
+    MPI_Comm dup;
+    MPI_Request req;
+    int rc = MPI_Comm_idup(comm_, &dup, &req);
+    if (auto s = Wait(rc, &req, "duplicate"); !s.ok()) return s;
+    auto c = std::make_unique<MpiCommunicator>(dup);
+    c->set_timeout_seconds(timeout_seconds_);
+    return std::unique_ptr<Communicator>(std::move(c));
+  }
+
+ private:
+  template <typename T>
+  absl::Status AllReduceT(T* data, int64_t count, MPI_Datatype t, ReduceOp op) {
+    if (count > INT_MAX) return absl::InvalidArgumentError("AllReduce: too large");
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), t,
+                            op == ReduceOp::kSum ? MPI_SUM : MPI_MAX, comm_, &req);
+    if (auto s = Wait(rc, &req, "all-reduce"); !s.ok()) return s;
+    Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Displacements(const std::vector<int64_t>& counts,
+                             std::vector<int>* c, std::vector<int>* d) {
+    if (static_cast<int>(counts.size()) != world_) {
+      return absl::InvalidArgumentError("mpi communicator: counts size != world");
+    }
+    int64_t off = 0;
+    for (int64_t n : counts) {
+      if (n > INT_MAX || off > INT_MAX) {
+        return absl::InvalidArgumentError(
+            "mpi communicator: a collective over more than 2^31 elements; "
+            "lower reduce_bucket_size / sub_group_size");
+      }
+      c->push_back(static_cast<int>(n));
+      d->push_back(static_cast<int>(off));
+      off += n;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Broken(const char* what) const {
+    return absl::AbortedError(absl::StrCat(
+        "mpi communicator: ", what, " on rank ", rank_,
+        ": an earlier collective timed out; the communicator is unusable"));
+  }
+
+  // Polls the request until it completes or the timeout passes. Polling
+  // (instead of a blocking call) is what turns a dead peer into an error.
+  absl::Status Wait(int rc, MPI_Request* req, const char* what) {
+    if (broken_) return Broken(what);
+    if (rc != MPI_SUCCESS) {
+      return absl::InternalError(
+          absl::StrCat("mpi communicator: ", what, ": ", MpiError(rc)));
+    }
+    const auto start = Clock::now();
+    const auto deadline =
+        start + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(timeout_seconds_));
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) {
+        broken_ = true;
+        g_broken = true;
+        return absl::AbortedError(absl::StrCat("mpi communicator: ", what,
+                                               " failed: ", MpiError(rc)));
+      }
+      if (done) return absl::OkStatus();
+      if (spins > 64) {
+        if (Clock::now() > deadline) {
+          broken_ = true;
+          g_broken = true;
+          return absl::DeadlineExceededError(absl::StrCat(
+              "mpi communicator: ", what, " timed out after ",
+              timeout_seconds_, " s on rank ", rank_, " of ", world_,
+              ": a peer is dead or stuck (comm_timeout_seconds)"));
+        }
+        // Yield the core: with more ranks than cores, spinning starves the
+        // very peers we wait for.
+        std::this_thread::sleep_for(std::chrono::microseconds(spins > 2000 ? 200 : 10));
+      }
+    }
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0, world_ = 1;
+  bool broken_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiCommunicator(
+    const void* mpi_comm) {
+  if (auto s = EnsureMpi(); !s.ok()) return s;
+  MPI_Comm base = mpi_comm ? *static_cast<const MPI_Comm*>(mpi_comm) : MPI_COMM_WORLD;
+  MPI_Comm dup;
+  if (int rc = MPI_Comm_dup(base, &dup); rc != MPI_SUCCESS) {
+    return absl::InternalError(absl::StrCat("mpi communicator: MPI_Comm_dup: ", MpiError(rc)));
+  }
+  return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(dup));
+}
+
+}  // namespace zero

@@ -1,0 +1,184 @@
+#include "core/comm/thread_communicator.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+
+namespace zero {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// State shared by the ranks of one group.
+struct Group {
+  explicit Group(int w) : world(w), send(w), recv(w), extra(w) {}
+  const int world;
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  int64_t generation = 0;
+  bool broken = false;
+  std::vector<const void*> send;
+  std::vector<void*> recv;
+  std::vector<std::shared_ptr<Group>> extra;  // for Duplicate
+};
+
+class ThreadCommunicator : public Communicator {
+ public:
+  ThreadCommunicator(std::shared_ptr<Group> g, int rank)
+      : g_(std::move(g)), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return g_->world; }
+  std::string backend_name() const override { return "thread"; }
+
+  absl::Status AllGatherV(const void* send, void* recv,
+                          const std::vector<int64_t>& counts,
+                          DType dtype) override {
+    if (static_cast<int>(counts.size()) != g_->world) {
+      return absl::InvalidArgumentError("AllGatherV: counts size != world");
+    }
+    const size_t es = DTypeSize(dtype);
+    std::vector<int64_t> offsets(g_->world + 1, 0);
+    for (int r = 0; r < g_->world; ++r) offsets[r + 1] = offsets[r] + counts[r];
+    g_->send[rank_] = send;
+    if (auto s = Meet("all-gather"); !s.ok()) return s;
+    char* out = static_cast<char*>(recv);
+    for (int r = 0; r < g_->world; ++r) {
+      char* dst = out + offsets[r] * es;
+      const void* src = g_->send[r];
+      if (counts[r] > 0 && dst != src) std::memcpy(dst, src, counts[r] * es);
+    }
+    if (auto s = Meet("all-gather"); !s.ok()) return s;
+    Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_));
+    return absl::OkStatus();
+  }
+
+  absl::Status ReduceScatterV(const float* send, float* recv,
+                              const std::vector<int64_t>& counts) override {
+    if (static_cast<int>(counts.size()) != g_->world) {
+      return absl::InvalidArgumentError("ReduceScatterV: counts size != world");
+    }
+    int64_t offset = 0;
+    for (int r = 0; r < rank_; ++r) offset += counts[r];
+    g_->send[rank_] = send;
+    if (auto s = Meet("reduce-scatter"); !s.ok()) return s;
+    const int64_t n = counts[rank_];
+    // Sum in rank order so every run gives the same bits.
+    std::vector<float> acc(n, 0.0f);
+    for (int r = 0; r < g_->world; ++r) {
+      const float* src = static_cast<const float*>(g_->send[r]) + offset;
+      for (int64_t i = 0; i < n; ++i) acc[i] += src[i];
+    }
+    if (auto s = Meet("reduce-scatter"); !s.ok()) return s;
+    if (n > 0) std::memcpy(recv, acc.data(), n * sizeof(float));
+    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_));
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::Status AllReduceT(T* data, int64_t count, ReduceOp op) {
+    g_->send[rank_] = data;
+    if (auto s = Meet("all-reduce"); !s.ok()) return s;
+    std::vector<T> acc(static_cast<const T*>(g_->send[0]),
+                       static_cast<const T*>(g_->send[0]) + count);
+    for (int r = 1; r < g_->world; ++r) {
+      const T* src = static_cast<const T*>(g_->send[r]);
+      for (int64_t i = 0; i < count; ++i) {
+        acc[i] = op == ReduceOp::kSum ? acc[i] + src[i]
+                                      : (src[i] > acc[i] || src[i] != src[i] ? src[i] : acc[i]);
+      }
+    }
+    if (auto s = Meet("all-reduce"); !s.ok()) return s;
+    if (count > 0) std::memcpy(data, acc.data(), count * sizeof(T));
+    Count(CollectiveKind::kAllReduce, AllReduceSent(count, g_->world));
+    return absl::OkStatus();
+  }
+
+  absl::Status AllReduce(float* data, int64_t count, ReduceOp op) override {
+    return AllReduceT(data, count, op);
+  }
+  absl::Status AllReduce(double* data, int64_t count, ReduceOp op) override {
+    return AllReduceT(data, count, op);
+  }
+
+  absl::Status Broadcast(void* data, int64_t bytes, int root) override {
+    g_->send[rank_] = data;
+    if (auto s = Meet("broadcast"); !s.ok()) return s;
+    if (rank_ != root && bytes > 0) std::memcpy(data, g_->send[root], bytes);
+    if (auto s = Meet("broadcast"); !s.ok()) return s;
+    Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0);
+    return absl::OkStatus();
+  }
+
+  absl::Status Barrier() override { return Meet("barrier"); }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
+    if (rank_ == 0) g_->extra[0] = std::make_shared<Group>(g_->world);
+    if (auto s = Meet("duplicate"); !s.ok()) return s;
+    std::shared_ptr<Group> ng = g_->extra[0];
+    if (auto s = Meet("duplicate"); !s.ok()) return s;
+    auto c = std::make_unique<ThreadCommunicator>(std::move(ng), rank_);
+    c->set_timeout_seconds(timeout_seconds_);
+    return std::unique_ptr<Communicator>(std::move(c));
+  }
+
+ private:
+  // The group barrier, bounded by the timeout. A rank that times out breaks
+  // the group so that every other rank fails too instead of waiting.
+  absl::Status Meet(const char* what) {
+    std::unique_lock<std::mutex> l(g_->mu);
+    if (g_->broken) {
+      return absl::AbortedError(absl::StrCat(
+          "thread communicator: ", what, " on rank ", rank_,
+          ": the group broke earlier (a peer timed out)"));
+    }
+    const int64_t gen = g_->generation;
+    if (++g_->arrived == g_->world) {
+      g_->arrived = 0;
+      ++g_->generation;
+      g_->cv.notify_all();
+      return absl::OkStatus();
+    }
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(timeout_seconds_));
+    while (g_->generation == gen) {
+      if (g_->broken) {
+        return absl::AbortedError(absl::StrCat(
+            "thread communicator: ", what, " on rank ", rank_,
+            ": a peer timed out and broke the group"));
+      }
+      if (g_->cv.wait_until(l, deadline) == std::cv_status::timeout &&
+          g_->generation == gen) {
+        g_->broken = true;
+        g_->cv.notify_all();
+        return absl::DeadlineExceededError(absl::StrCat(
+            "thread communicator: ", what, " timed out after ",
+            timeout_seconds_, " s on rank ", rank_, ": ",
+            g_->world - g_->arrived, " of ", g_->world,
+            " ranks never arrived (dead or stuck peer)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<Group> g_;
+  const int rank_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> MakeThreadCommunicators(
+    int world_size) {
+  auto g = std::make_shared<Group>(world_size);
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (int r = 0; r < world_size; ++r) {
+    out.push_back(std::make_unique<ThreadCommunicator>(g, r));
+  }
+  return out;
+}
+
+}  // namespace zero

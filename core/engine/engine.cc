@@ -1,0 +1,876 @@
+#include "core/engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/common/status_macros.h"
+#include "kernels/adam_math.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/norm_math.h"
+
+namespace zero {
+namespace {
+
+constexpr int kMaxDims = 8;
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Config& config,
+                                                       Communicator* comm) {
+  if (comm == nullptr) return absl::InvalidArgumentError("engine: comm is null");
+  Config c = config;
+  RETURN_IF_ERROR(c.Resolve(comm->world_size()));
+  comm->set_timeout_seconds(c.comm_timeout_seconds);
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> own, comm->Duplicate());
+  own->set_timeout_seconds(c.comm_timeout_seconds);
+  return std::unique_ptr<Engine>(new Engine(c, std::move(own)));
+}
+
+Engine::Engine(const Config& config, std::unique_ptr<Communicator> comm)
+    : config_(config),
+      comm_(std::move(comm)),
+      device_(MakeCpuDevice()),
+      stream_(std::make_unique<CommStream>(config.OverlapComm())),
+      rank_(comm_->rank()),
+      world_(comm_->world_size()),
+      scaler_(config.dtype == DType::kF16 && config.loss_scale == 0.0,
+              config.loss_scale, config.initial_scale_power,
+              config.loss_scale_window, config.hysteresis,
+              config.consecutive_hysteresis, config.min_loss_scale),
+      schedule_(config),
+      last_print_(std::chrono::steady_clock::now()) {}
+
+Engine::~Engine() {
+  // Finish in-flight reductions before their buffers go away.
+  if (stream_) (void)stream_->Drain();
+  live_.clear();
+}
+
+absl::Status Engine::Fail(absl::Status s) {
+  if (!s.ok() && broken_.ok()) broken_ = s;
+  return s;
+}
+
+absl::Status Engine::Check(bool finalized, const char* call) const {
+  if (!broken_.ok()) {
+    return absl::Status(broken_.code(),
+                        absl::StrCat(call, ": the engine failed earlier and is "
+                                           "unusable: ", broken_.message()));
+  }
+  if (finalized != finalized_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        call, finalized ? ": call finalize first" : ": not allowed after finalize"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::CheckId(int id, const char* call) const {
+  if (id < 0 || id >= num_params()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        call, ": no param with id ", id, " (", num_params(), " registered)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Engine::RegisterParam(const ParamSpec& spec) {
+  RETURN_IF_ERROR(Check(false, "register_param"));
+  if (spec.name.empty()) {
+    return absl::InvalidArgumentError("register_param: empty name");
+  }
+  if (by_name_.count(spec.name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register_param '", spec.name, "': name already registered"));
+  }
+  if (spec.shape.size() > kMaxDims) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register_param '", spec.name, "': ndim ", spec.shape.size(), " > ", kMaxDims));
+  }
+  int64_t numel = 1;
+  for (int64_t d : spec.shape) {
+    if (d < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "register_param '", spec.name, "': shape ", ShapeText(spec.shape),
+          " has a dimension < 1"));
+    }
+    numel *= d;
+  }
+  if (spec.trainable && spec.dtype != config_.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register_param '", spec.name, "': dtype ", DTypeName(spec.dtype),
+        " but trainable params must use the engine's working dtype ",
+        DTypeName(config_.dtype), " (fp16.enabled / bf16.enabled)"));
+  }
+  Param p;
+  p.name = spec.name;
+  p.shape = spec.shape;
+  p.dtype = spec.dtype;
+  p.numel = numel;
+  p.trainable = spec.trainable;
+  if (spec.init) {
+    p.init.assign(spec.init, spec.init + numel);
+  } else {
+    p.init.assign(numel, 0.0f);
+  }
+  params_.push_back(std::move(p));
+  by_name_[spec.name] = num_params() - 1;
+  return num_params() - 1;
+}
+
+absl::StatusOr<int> Engine::FindParam(const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("no param named '", name, "'"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<int64_t> Engine::ParamNumel(int id) const {
+  RETURN_IF_ERROR(CheckId(id, "param_numel"));
+  return params_[id].numel;
+}
+
+// Every rank must have registered the same params: rank 0's description is
+// broadcast, each rank finds its first difference, and a MAX all-reduce tells
+// every rank the earliest difference anywhere, so all fail alike.
+absl::Status Engine::VerifyRanksAgree() {
+  if (world_ == 1) return absl::OkStatus();
+  std::vector<std::string> mine;
+  for (const Param& p : params_) {
+    mine.push_back(absl::StrCat(p.name, " ", ShapeText(p.shape), " ",
+                                DTypeName(p.dtype),
+                                p.trainable ? " trainable" : " frozen"));
+  }
+  std::string text = absl::StrJoin(mine, "\n");
+  auto h = stream_->Submit([&]() -> absl::Status {
+    ScopedCountingKind k(comm_.get(), CollectiveKind::kControl);
+    int64_t len = static_cast<int64_t>(text.size());
+    RETURN_IF_ERROR(comm_->Broadcast(&len, sizeof(len), 0));
+    std::string root(len, '\0');
+    if (rank_ == 0) root = text;
+    if (len > 0) RETURN_IF_ERROR(comm_->Broadcast(&root[0], len, 0));
+    std::vector<std::string> theirs =
+        root.empty() ? std::vector<std::string>{}
+                     : absl::StrSplit(root, '\n');
+    size_t n = std::min(theirs.size(), mine.size());
+    size_t first = std::numeric_limits<int32_t>::max();
+    for (size_t i = 0; i < n; ++i) {
+      if (theirs[i] != mine[i]) {
+        first = i;
+        break;
+      }
+    }
+    if (first == static_cast<size_t>(std::numeric_limits<int32_t>::max()) &&
+        theirs.size() != mine.size()) {
+      first = n;
+    }
+    double v = -static_cast<double>(first);
+    RETURN_IF_ERROR(comm_->AllReduce(&v, 1, ReduceOp::kMax));
+    size_t earliest = static_cast<size_t>(-v);
+    if (earliest == static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      return absl::OkStatus();
+    }
+    auto at = [](const std::vector<std::string>& l, size_t i) {
+      return i < l.size() ? absl::StrCat("'", l[i], "'") : std::string("nothing");
+    };
+    return absl::Status(
+        absl::StatusCode::kFailedPrecondition,
+        absl::StrCat("finalize: ranks registered different params; first "
+                     "difference at param #", earliest, ": rank 0 has ",
+                     at(theirs, earliest), ", rank ", rank_, " has ",
+                     at(mine, earliest)));
+  });
+  absl::Status s = stream_->Wait(h);
+  (void)stream_->Drain();
+  return s;
+}
+
+void Engine::ResolveAuto() {
+  // As the HF integration resolves "auto": hidden^2 from the largest 2-D
+  // trainable param.
+  int64_t hidden2 = 0;
+  for (const Param& p : params_) {
+    if (p.trainable && p.shape.size() == 2) hidden2 = std::max(hidden2, p.numel);
+  }
+  const int64_t hidden = static_cast<int64_t>(std::sqrt(static_cast<double>(hidden2)));
+  if (config_.reduce_bucket_size_auto) config_.reduce_bucket_size = std::max<int64_t>(hidden2, 1);
+  if (config_.stage3_prefetch_bucket_size_auto) {
+    config_.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * hidden2);
+  }
+  if (config_.stage3_param_persistence_threshold_auto) {
+    config_.stage3_param_persistence_threshold = 10 * hidden;
+  }
+}
+
+absl::Status Engine::AllocateState() {
+  Device* d = device_.get();
+  const DType t = config_.dtype;
+  const size_t es = DTypeSize(t);
+  const int stage = config_.stage;
+  const bool adam = config_.optimizer != OptimizerType::kSgd;
+  const bool momentum = !adam && config_.momentum != 0.0;
+  groups_.resize(layout_.groups().size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const LayoutGroup& lg = layout_.groups()[g];
+    GroupState& gs = groups_[g];
+    gs.owned_begin = stage == 0 ? 0 : lg.shard * rank_;
+    gs.owned_len = stage == 0 ? lg.padded : lg.shard;
+    ASSIGN_OR_RETURN(gs.master, DeviceBuffer::Make(d, gs.owned_len * 4));
+    if (adam || momentum) {
+      ASSIGN_OR_RETURN(gs.m, DeviceBuffer::Make(d, gs.owned_len * 4));
+    }
+    if (adam) {
+      ASSIGN_OR_RETURN(gs.v, DeviceBuffer::Make(d, gs.owned_len * 4));
+    }
+    const int64_t work_len = stage == 3 ? lg.shard : lg.padded;
+    ASSIGN_OR_RETURN(gs.working, DeviceBuffer::Make(d, work_len * es));
+    const int64_t grad_len = stage <= 1 ? lg.padded : lg.shard;
+    ASSIGN_OR_RETURN(gs.grads, DeviceBuffer::Make(d, grad_len * es));
+  }
+  // Initial values: master from the fp32 init, working copy cast from it.
+  for (size_t li = 0; li < layout_.params().size(); ++li) {
+    Param& p = params_[trainable_ids_[li]];
+    const ParamPlace& pl = layout_.place(static_cast<int>(li));
+    GroupState& gs = groups_[pl.group];
+    // The part of [offset, offset+numel) that this rank owns.
+    const int64_t lo = std::max(pl.offset, gs.owned_begin);
+    const int64_t hi = std::min(pl.offset + pl.numel, gs.owned_begin + gs.owned_len);
+    if (hi > lo) {
+      std::memcpy(gs.master.data<float>() + (lo - gs.owned_begin),
+                  p.init.data() + (lo - pl.offset), (hi - lo) * 4);
+    }
+    if (stage <= 2) {
+      cpu::FromF32(p.init.data(), gs.working.data<char>() + pl.offset * es, t, p.numel);
+    } else if (hi > lo) {
+      cpu::FromF32(p.init.data() + (lo - pl.offset),
+                   gs.working.data<char>() + (lo - gs.owned_begin) * es, t, hi - lo);
+    }
+    if (stage == 3 && p.numel < config_.stage3_param_persistence_threshold) {
+      p.persistent = true;
+      ASSIGN_OR_RETURN(p.whole, DeviceBuffer::Make(d, p.numel * es));
+      cpu::FromF32(p.init.data(), p.whole.data(), t, p.numel);
+    }
+  }
+  for (Param& p : params_) {
+    if (!p.trainable) {
+      ASSIGN_OR_RETURN(p.whole, DeviceBuffer::Make(d, p.numel * DTypeSize(p.dtype)));
+      cpu::FromF32(p.init.data(), p.whole.data(), p.dtype, p.numel);
+    }
+    std::vector<float>().swap(p.init);
+  }
+  // Buckets hold reduce_bucket_size elements, but never more than the model
+  // and never less than its largest param.
+  int64_t largest = 1;
+  for (const LayoutParam& lp : layout_.params()) largest = std::max(largest, lp.numel);
+  int64_t cap = std::min(config_.reduce_bucket_size, std::max<int64_t>(layout_.total_padded(), 1));
+  cap = std::max(cap, largest);
+  RETURN_IF_ERROR(buckets_.Init(d, t, cap));
+  pack_cap_ = cap;
+  ASSIGN_OR_RETURN(pack_, DeviceBuffer::Make(d, pack_cap_ * 4));
+  ASSIGN_OR_RETURN(recv_, DeviceBuffer::Make(d, pack_cap_ * 4));
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Finalize() {
+  RETURN_IF_ERROR(Check(false, "finalize"));
+  RETURN_IF_ERROR(Fail(VerifyRanksAgree()));
+  ResolveAuto();
+  std::vector<LayoutParam> lps;
+  for (int id = 0; id < num_params(); ++id) {
+    Param& p = params_[id];
+    if (!p.trainable) continue;
+    p.li = static_cast<int>(lps.size());
+    lps.push_back({id, p.numel, p.dtype});
+    trainable_ids_.push_back(id);
+  }
+  layout_ = Layout(lps, world_, config_.sub_group_size);
+  RETURN_IF_ERROR(AllocateState());
+  finalized_ = true;
+  return absl::OkStatus();
+}
+
+void* Engine::WorkingPtr(int li) const {
+  const ParamPlace& pl = layout_.place(li);
+  return groups_[pl.group].working.data<char>() + pl.offset * DTypeSize(config_.dtype);
+}
+
+// ---- Stage 3: gather on demand, prefetch, live budget ---------------------
+
+absl::Status Engine::GatherInto(int li, void* dst) {
+  const ParamPlace& pl = layout_.place(li);
+  const Slice s = layout_.SliceOn(li, rank_);
+  const size_t es = DTypeSize(config_.dtype);
+  const char* send = groups_[pl.group].working.data<char>() + s.shard_offset * es;
+  return comm_->AllGatherV(send, dst, layout_.Counts(li), config_.dtype);
+}
+
+void Engine::FreeLive(int id) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  if (it->second.pending) (void)stream_->Wait(it->second.pending);
+  live_bytes_ -= static_cast<int64_t>(params_[id].numel * DTypeSize(config_.dtype));
+  live_.erase(it);
+}
+
+absl::Status Engine::EnsureBudget(int64_t need, int id) {
+  const int64_t es = DTypeSize(config_.dtype);
+  const int64_t budget = config_.stage3_max_live_parameters * es;
+  while (live_bytes_ + need > budget) {
+    // Evict a prefetched param nobody holds yet (deterministic: lowest id).
+    int victim = -1;
+    for (const auto& [q, l] : live_) {
+      if (l.refs == 0 && (victim < 0 || q < victim)) victim = q;
+    }
+    if (victim < 0) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "gather '", params_[id].name, "': stage3_max_live_parameters = ",
+          config_.stage3_max_live_parameters, " elements cannot hold its ",
+          need / es, " elements while ", live_bytes_ / es,
+          " gathered elements are in use; raise the budget or release params "
+          "sooner"));
+    }
+    FreeLive(victim);
+  }
+  return absl::OkStatus();
+}
+
+void Engine::Prefetch(int id) {
+  if (!stream_->asynchronous() || !trace_done_ ||
+      config_.stage3_prefetch_bucket_size <= 0) {
+    return;
+  }
+  auto pos = std::find(trace_.begin() + trace_pos_, trace_.end(), id);
+  if (pos == trace_.end()) return;
+  trace_pos_ = static_cast<size_t>(pos - trace_.begin()) + 1;
+  const int64_t es = DTypeSize(config_.dtype);
+  const int64_t budget = config_.stage3_max_live_parameters * es;
+  int64_t left = config_.stage3_prefetch_bucket_size;
+  for (size_t j = trace_pos_; j < trace_.size() && left > 0; ++j) {
+    const int q = trace_[j];
+    Param& p = params_[q];
+    if (p.persistent || live_.count(q)) continue;
+    if (p.numel > left || live_bytes_ + p.numel * es > budget) break;
+    auto buf = DeviceBuffer::Make(device_.get(), p.numel * es);
+    if (!buf.ok()) break;
+    Live l;
+    l.buf = std::move(*buf);
+    void* dst = l.buf.data();
+    const int li = p.li;
+    l.pending = stream_->Submit([this, li, dst] { return GatherInto(li, dst); });
+    live_[q] = std::move(l);
+    live_bytes_ += p.numel * es;
+    live_high_water_ = std::max(live_high_water_, live_bytes_);
+    left -= p.numel;
+  }
+}
+
+absl::StatusOr<void*> Engine::Gather(int id) {
+  RETURN_IF_ERROR(Check(true, "gather"));
+  RETURN_IF_ERROR(CheckId(id, "gather"));
+  Param& p = params_[id];
+  if (!p.trainable || p.persistent) {
+    ++p.gather_refs;
+    return p.whole.data();
+  }
+  if (config_.stage <= 2) {
+    ++p.gather_refs;
+    return WorkingPtr(p.li);
+  }
+  if (total_micro_steps_ == 0 && !trace_done_) trace_.push_back(id);
+  auto it = live_.find(id);
+  if (it != live_.end()) {
+    Live& l = it->second;
+    if (l.pending) {
+      absl::Status s = stream_->Wait(l.pending);
+      l.pending = nullptr;
+      RETURN_IF_ERROR(Fail(s));
+    }
+    ++l.refs;
+    ++p.gather_refs;
+    void* data = l.buf.data();
+    Prefetch(id);
+    return data;
+  }
+  const int64_t bytes = p.numel * DTypeSize(config_.dtype);
+  RETURN_IF_ERROR(EnsureBudget(bytes, id));
+  ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Make(device_.get(), bytes));
+  void* dst = buf.data();
+  const int li = p.li;
+  RETURN_IF_ERROR(Fail(stream_->Wait(stream_->Submit([this, li, dst] { return GatherInto(li, dst); }))));
+  Live l;
+  l.buf = std::move(buf);
+  l.refs = 1;
+  live_[id] = std::move(l);
+  live_bytes_ += bytes;
+  live_high_water_ = std::max(live_high_water_, live_bytes_);
+  ++p.gather_refs;
+  Prefetch(id);
+  return dst;
+}
+
+absl::Status Engine::Release(int id) {
+  RETURN_IF_ERROR(Check(true, "release"));
+  RETURN_IF_ERROR(CheckId(id, "release"));
+  Param& p = params_[id];
+  if (p.gather_refs <= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("release '", p.name, "': not gathered"));
+  }
+  --p.gather_refs;
+  if (config_.stage == 3 && p.trainable && !p.persistent) {
+    auto it = live_.find(id);
+    if (it != live_.end() && --it->second.refs == 0) FreeLive(id);
+  }
+  return absl::OkStatus();
+}
+
+// ---- Gradients -------------------------------------------------------------
+
+absl::StatusOr<void*> Engine::GradBuffer(int id) {
+  RETURN_IF_ERROR(Check(true, "grad_buffer"));
+  RETURN_IF_ERROR(CheckId(id, "grad_buffer"));
+  Param& p = params_[id];
+  if (!p.trainable) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "grad_buffer '", p.name, "': the param is frozen (trainable = 0)"));
+  }
+  GradBucket* b = &buckets_.current();
+  int k = b->Find(id);
+  if (k >= 0) {
+    if (b->ready[k]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "grad_buffer '", p.name, "': its gradient was already handed in "
+          "this micro-step"));
+    }
+    return buckets_.SlotPtr(k);
+  }
+  if (!b->HasRoom(p.numel)) {
+    if (!b->AllReady()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "grad_buffer '", p.name, "': the gradient bucket is full while a "
+          "grad buffer is out without grad_ready (param '",
+          params_[b->ids[std::find(b->ready.begin(), b->ready.end(), false) -
+                         b->ready.begin()]].name,
+          "'); call grad_ready sooner or raise reduce_bucket_size"));
+    }
+    RETURN_IF_ERROR(FlushBucket(buckets_.current_index(),
+                                micro_step_ + 1 == config_.gradient_accumulation_steps));
+    buckets_.Rotate();
+    b = &buckets_.current();
+    if (b->inflight) {
+      absl::Status s = stream_->Wait(b->inflight);
+      b->inflight = nullptr;
+      RETURN_IF_ERROR(Fail(s));
+    }
+    b->Clear();
+  }
+  return buckets_.AddSlot(id, p.numel, device_.get());
+}
+
+absl::Status Engine::GradReady(int id) {
+  RETURN_IF_ERROR(Check(true, "grad_ready"));
+  RETURN_IF_ERROR(CheckId(id, "grad_ready"));
+  GradBucket& b = buckets_.current();
+  int k = b.Find(id);
+  if (k < 0 || b.ready[k]) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "grad_ready '", params_[id].name, "': ",
+        k < 0 ? "no grad_buffer was taken for it" : "already handed in"));
+  }
+  b.ready[k] = true;
+  if (b.used == b.capacity && b.AllReady()) {
+    // Full: start its reduction now so it overlaps with what comes next.
+    RETURN_IF_ERROR(FlushBucket(buckets_.current_index(),
+                                micro_step_ + 1 == config_.gradient_accumulation_steps));
+    buckets_.Rotate();
+    GradBucket& nb = buckets_.current();
+    if (nb.inflight) {
+      absl::Status s = stream_->Wait(nb.inflight);
+      nb.inflight = nullptr;
+      RETURN_IF_ERROR(Fail(s));
+    }
+    nb.Clear();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::FlushBucket(int bi, bool boundary) {
+  GradBucket& b = buckets_.at(bi);
+  if (b.ids.empty()) return absl::OkStatus();
+  std::vector<int> ids = b.ids;
+  std::vector<int64_t> offsets = b.offsets;
+  const void* data = b.data.data();
+  b.inflight = stream_->Submit([this, ids = std::move(ids),
+                                offsets = std::move(offsets), data, boundary] {
+    return ReduceBucket(ids, data, offsets, boundary);
+  });
+  b.Clear();
+  return absl::OkStatus();
+}
+
+// Runs on the comm stream. Stages 0-1 add the bucket into the full gradient
+// (and stage 0 all-reduces it on the boundary micro-step); stages 2-3
+// reduce-scatter it so each rank keeps only the sum of its own shard.
+absl::Status Engine::ReduceBucket(const std::vector<int>& ids, const void* data,
+                                  const std::vector<int64_t>& offsets,
+                                  bool boundary) {
+  const DType t = config_.dtype;
+  const size_t es = DTypeSize(t);
+  const char* base = static_cast<const char*>(data);
+  float* pack = pack_.data<float>();
+  float* recv = recv_.data<float>();
+  const float inv_world = 1.0f / static_cast<float>(world_);
+  if (config_.stage <= 1) {
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const Param& p = params_[ids[k]];
+      const ParamPlace& pl = layout_.place(p.li);
+      cpu::Accumulate(groups_[pl.group].grads.data<char>() + pl.offset * es,
+                      base + offsets[k] * es, t, p.numel);
+    }
+    if (config_.stage == 0 && boundary && world_ > 1) {
+      int64_t n = 0;
+      for (int id : ids) {
+        const Param& p = params_[id];
+        cpu::ToF32(groups_[layout_.place(p.li).group].grads.data<char>() +
+                       layout_.place(p.li).offset * es, t, pack + n, p.numel);
+        n += p.numel;
+      }
+      RETURN_IF_ERROR(comm_->AllReduce(pack, n, ReduceOp::kSum));
+      n = 0;
+      for (int id : ids) {
+        Param& p = params_[id];
+        const ParamPlace& pl = layout_.place(p.li);
+        cpu::ToF32(pack + n, DType::kF32, pack + n, p.numel, inv_world);
+        cpu::FromF32(pack + n, groups_[pl.group].grads.data<char>() + pl.offset * es, t, p.numel);
+        p.reduced_at_boundary = true;
+        n += p.numel;
+      }
+    }
+    return absl::OkStatus();
+  }
+  std::vector<int64_t> counts(world_, 0);
+  int64_t pos = 0;
+  for (int r = 0; r < world_; ++r) {
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const Slice s = layout_.SliceOn(params_[ids[k]].li, r);
+      if (s.numel == 0) continue;
+      cpu::ToF32(base + (offsets[k] + s.param_offset) * es, t, pack + pos, s.numel);
+      pos += s.numel;
+      counts[r] += s.numel;
+    }
+  }
+  RETURN_IF_ERROR(comm_->ReduceScatterV(pack, recv, counts));
+  pos = 0;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const int li = params_[ids[k]].li;
+    const Slice s = layout_.SliceOn(li, rank_);
+    if (s.numel == 0) continue;
+    cpu::AccumulateF32(groups_[layout_.place(li).group].grads.data<char>() +
+                           s.shard_offset * es,
+                       recv + pos, inv_world, t, s.numel);
+    pos += s.numel;
+  }
+  return absl::OkStatus();
+}
+
+// Stage 0: params whose gradient was not handed in on the boundary
+// micro-step still need their accumulated gradient all-reduced.
+absl::Status Engine::ReduceLeftoversStage0() {
+  const DType t = config_.dtype;
+  const size_t es = DTypeSize(t);
+  std::vector<int> todo;
+  for (int id : trainable_ids_) {
+    if (!params_[id].reduced_at_boundary) todo.push_back(id);
+    params_[id].reduced_at_boundary = false;
+  }
+  size_t k = 0;
+  while (k < todo.size()) {
+    std::vector<int> batch;
+    int64_t n = 0;
+    while (k < todo.size() && (batch.empty() || n + params_[todo[k]].numel <= pack_cap_)) {
+      n += params_[todo[k]].numel;
+      batch.push_back(todo[k++]);
+    }
+    float* pack = pack_.data<float>();
+    int64_t pos = 0;
+    for (int id : batch) {
+      const ParamPlace& pl = layout_.place(params_[id].li);
+      cpu::ToF32(groups_[pl.group].grads.data<char>() + pl.offset * es, t, pack + pos, params_[id].numel);
+      pos += params_[id].numel;
+    }
+    RETURN_IF_ERROR(comm_->AllReduce(pack, pos, ReduceOp::kSum));
+    pos = 0;
+    for (int id : batch) {
+      const ParamPlace& pl = layout_.place(params_[id].li);
+      cpu::ToF32(pack + pos, DType::kF32, pack + pos, params_[id].numel, 1.0f / world_);
+      cpu::FromF32(pack + pos, groups_[pl.group].grads.data<char>() + pl.offset * es, t, params_[id].numel);
+      pos += params_[id].numel;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Stage 1: the full gradients stay local through the micro-steps and are
+// reduce-scattered once, after the last one, in pack-sized chunks.
+absl::Status Engine::ReduceScatterFlatStage1(std::vector<DeviceBuffer>* g32) {
+  const DType t = config_.dtype;
+  const size_t es = DTypeSize(t);
+  float* pack = pack_.data<float>();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const int64_t shard = layout_.groups()[g].shard;
+    const int64_t chunk = std::max<int64_t>(1, pack_cap_ / world_);
+    float* out = (*g32)[g].data<float>();
+    for (int64_t a = 0; a < shard; a += chunk) {
+      const int64_t len = std::min(chunk, shard - a);
+      for (int r = 0; r < world_; ++r) {
+        cpu::ToF32(groups_[g].grads.data<char>() + (r * shard + a) * es, t,
+                   pack + r * len, len);
+      }
+      RETURN_IF_ERROR(comm_->ReduceScatterV(pack, out + a,
+                                            std::vector<int64_t>(world_, len)));
+      cpu::ToF32(out + a, DType::kF32, out + a, len, 1.0f / world_);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---- Step -------------------------------------------------------------------
+
+absl::StatusOr<StepInfo> Engine::Step() {
+  RETURN_IF_ERROR(Check(true, "step"));
+  GradBucket& b = buckets_.current();
+  if (!b.AllReady()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step: param '",
+        params_[b.ids[std::find(b.ready.begin(), b.ready.end(), false) - b.ready.begin()]].name,
+        "' has a grad buffer out without grad_ready"));
+  }
+  const bool boundary = micro_step_ + 1 == config_.gradient_accumulation_steps;
+  RETURN_IF_ERROR(FlushBucket(buckets_.current_index(), boundary));
+  RETURN_IF_ERROR(Fail(stream_->Drain()));
+  for (int i = 0; i < 2; ++i) {
+    buckets_.at(i).inflight = nullptr;
+    buckets_.at(i).Clear();
+  }
+  // Prefetched params nobody used this micro-step.
+  std::vector<int> unused;
+  for (const auto& [q, l] : live_) {
+    if (l.refs == 0) unused.push_back(q);
+  }
+  for (int q : unused) FreeLive(q);
+  if (!trace_done_ && total_micro_steps_ == 0) trace_done_ = true;
+  trace_pos_ = 0;
+  ++total_micro_steps_;
+  if (!boundary) {
+    ++micro_step_;
+    StepInfo info;
+    info.global_step = global_step_;
+    info.skipped_steps = skipped_steps_;
+    info.loss_scale = scaler_.scale();
+    info.lr = schedule_.LrForStep(global_step_);
+    return info;
+  }
+  micro_step_ = 0;
+  auto info = Boundary();
+  if (!info.ok()) return Fail(info.status());
+  MaybePrint(*info);
+  return info;
+}
+
+absl::StatusOr<StepInfo> Engine::Boundary() {
+  const DType t = config_.dtype;
+  const size_t es = DTypeSize(t);
+  const int stage = config_.stage;
+  std::vector<DeviceBuffer> g32(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    ASSIGN_OR_RETURN(g32[g], DeviceBuffer::Make(device_.get(), groups_[g].owned_len * 4));
+  }
+  double sumsq = 0.0;
+  auto reduce = [&]() -> absl::Status {
+    if (stage == 0 && world_ > 1) RETURN_IF_ERROR(ReduceLeftoversStage0());
+    if (stage == 1) {
+      RETURN_IF_ERROR(ReduceScatterFlatStage1(&g32));
+    } else {
+      for (size_t g = 0; g < groups_.size(); ++g) {
+        cpu::ToF32(groups_[g].grads.data(), t, g32[g].data<float>(), groups_[g].owned_len);
+      }
+    }
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      sumsq += cpu::SumSquares(g32[g].data(), DType::kF32, groups_[g].owned_len);
+    }
+    // Norm and overflow in one all-reduce: a non-finite gradient anywhere
+    // makes the global sum of squares non-finite.
+    if (stage >= 1 && world_ > 1) {
+      ScopedCountingKind k(comm_.get(), CollectiveKind::kControl);
+      RETURN_IF_ERROR(comm_->AllReduce(&sumsq, 1, ReduceOp::kSum));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(stream_->Wait(stream_->Submit(reduce)));
+  (void)stream_->Drain();
+
+  StepInfo info;
+  info.boundary = true;
+  const double scale = scaler_.scale();
+  const bool overflow = !std::isfinite(sumsq);
+  const double scaled_norm = std::sqrt(sumsq);
+  info.grad_norm = overflow ? std::numeric_limits<double>::infinity() : scaled_norm / scale;
+  info.lr = schedule_.LrForStep(global_step_);
+  auto zero_grads = [&] {
+    for (GroupState& gs : groups_) device_->Memset0(gs.grads.data(), gs.grads.bytes());
+  };
+  if (overflow) {
+    zero_grads();
+    RETURN_IF_ERROR(scaler_.Update(true));
+    ++skipped_steps_;
+    info.skipped = true;
+    info.global_step = global_step_;
+    info.skipped_steps = skipped_steps_;
+    info.loss_scale = scaler_.scale();
+    return info;
+  }
+  const float factor = static_cast<float>(
+      math::UnscaleClipFactor(scaled_norm, scale, config_.gradient_clipping));
+  const int64_t step = global_step_ + 1;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    GroupState& gs = groups_[g];
+    char* work = gs.working.data<char>() + (stage == 3 ? 0 : gs.owned_begin * es);
+    if (config_.optimizer == OptimizerType::kSgd) {
+      math::SgdScalars s;
+      s.lr = static_cast<float>(info.lr);
+      s.momentum = static_cast<float>(config_.momentum);
+      s.dampening = static_cast<float>(config_.dampening);
+      s.weight_decay = static_cast<float>(config_.weight_decay);
+      s.grad_scale = factor;
+      s.nesterov = config_.nesterov;
+      s.first_step = step == 1;
+      cpu::SgdStep(s, g32[g].data<float>(), gs.master.data<float>(),
+                   gs.m.data<float>(), gs.owned_len, work, t);
+    } else {
+      const bool decoupled = config_.optimizer == OptimizerType::kAdamW ||
+                             config_.adam_w_mode;
+      math::AdamScalars s = math::MakeAdamScalars(
+          static_cast<float>(info.lr), static_cast<float>(config_.beta1),
+          static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
+          static_cast<float>(config_.weight_decay), decoupled, step, factor);
+      cpu::AdamStep(s, g32[g].data<float>(), gs.master.data<float>(),
+                    gs.m.data<float>(), gs.v.data<float>(), gs.owned_len, work, t);
+    }
+  }
+  g32.clear();
+  zero_grads();
+  // Publish the updated working copy: stages 1-2 all-gather the shards;
+  // stage 3 refreshes the params kept whole on every rank.
+  auto publish = [&]() -> absl::Status {
+    if ((stage == 1 || stage == 2) && world_ > 1) {
+      for (size_t g = 0; g < groups_.size(); ++g) {
+        const LayoutGroup& lg = layout_.groups()[g];
+        char* w = groups_[g].working.data<char>();
+        RETURN_IF_ERROR(comm_->AllGatherV(w + lg.shard * rank_ * es, w,
+                                          std::vector<int64_t>(world_, lg.shard), t));
+      }
+    }
+    if (stage == 3) {
+      for (int id : trainable_ids_) {
+        Param& p = params_[id];
+        if (p.persistent) RETURN_IF_ERROR(GatherInto(p.li, p.whole.data()));
+      }
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(stream_->Wait(stream_->Submit(publish)));
+  (void)stream_->Drain();
+  RETURN_IF_ERROR(scaler_.Update(false));
+  ++global_step_;
+  info.global_step = global_step_;
+  info.skipped_steps = skipped_steps_;
+  info.loss_scale = scaler_.scale();
+  return info;
+}
+
+void Engine::MaybePrint(const StepInfo& info) {
+  const int every = config_.steps_per_print;
+  const int64_t n = global_step_ + skipped_steps_;
+  if (rank_ != 0 || every <= 0 || n % every != 0) return;
+  auto now = std::chrono::steady_clock::now();
+  const double secs = std::chrono::duration<double>(now - last_print_).count();
+  std::string samples;
+  if (samples_ > samples_at_print_ && secs > 0) {
+    samples = absl::StrCat(" samples/s=",
+                           absl::StrFormat("%.1f", (samples_ - samples_at_print_) / secs));
+  }
+  std::printf("[zero] step=%lld loss_scale=%g grad_norm=%.6g lr=%.6g skipped=%lld%s\n",
+              static_cast<long long>(n), info.loss_scale, info.grad_norm,
+              info.lr, static_cast<long long>(skipped_steps_), samples.c_str());
+  std::fflush(stdout);
+  last_print_ = now;
+  samples_at_print_ = samples_;
+}
+
+absl::Status Engine::ReadMaster(int id, float* out) {
+  RETURN_IF_ERROR(Check(true, "read_master"));
+  RETURN_IF_ERROR(CheckId(id, "read_master"));
+  if (out == nullptr) return absl::InvalidArgumentError("read_master: out is null");
+  const Param& p = params_[id];
+  if (!p.trainable) {
+    cpu::ToF32(p.whole.data(), p.dtype, out, p.numel);
+    return absl::OkStatus();
+  }
+  const ParamPlace& pl = layout_.place(p.li);
+  const GroupState& gs = groups_[pl.group];
+  if (config_.stage == 0) {
+    std::memcpy(out, gs.master.data<float>() + pl.offset, p.numel * 4);
+    return absl::OkStatus();
+  }
+  const Slice s = layout_.SliceOn(p.li, rank_);
+  const float* send = gs.master.data<float>() + s.shard_offset;
+  auto counts = layout_.Counts(p.li);
+  RETURN_IF_ERROR(Fail(stream_->Wait(stream_->Submit([&] {
+    ScopedCountingKind k(comm_.get(), CollectiveKind::kControl);
+    return comm_->AllGatherV(send, out, counts, DType::kF32);
+  }))));
+  (void)stream_->Drain();
+  return absl::OkStatus();
+}
+
+EngineStats Engine::Stats() const {
+  EngineStats s;
+  s.rank = rank_;
+  s.world_size = world_;
+  s.stage = config_.stage;
+  s.trainable_numel = layout_.total_numel();
+  s.padded_numel = layout_.total_padded();
+  for (const GroupState& g : groups_) {
+    s.master_bytes += g.master.bytes();
+    s.optimizer_bytes += g.m.bytes() + g.v.bytes();
+    s.grad_bytes += g.grads.bytes();
+    s.param_bytes += g.working.bytes();
+  }
+  for (const Param& p : params_) {
+    if (!p.trainable) s.frozen_bytes += p.whole.bytes();
+    if (p.persistent) s.param_bytes += p.whole.bytes();
+  }
+  s.buffer_bytes = buckets_.bytes() + pack_.bytes() + recv_.bytes() + live_bytes_;
+  s.live_gathered_bytes = live_bytes_;
+  s.live_gathered_high_water = live_high_water_;
+  for (int k = 0; k < static_cast<int>(CollectiveKind::kCount); ++k) {
+    s.sent[k] = comm_->counters().sent[k].load();
+  }
+  s.collective_calls = comm_->counters().calls.load();
+  s.global_step = global_step_;
+  s.skipped_steps = skipped_steps_;
+  s.micro_step = micro_step_;
+  return s;
+}
+
+}  // namespace zero

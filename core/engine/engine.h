@@ -1,0 +1,172 @@
+// The engine: owns where every byte of model state lives and when it moves
+// (DESIGN.md, "The engine's life"). The caller owns the model's math; it asks
+// for params (gather/release), hands in gradients (grad_buffer/grad_ready)
+// and calls Step() once per micro-step.
+#ifndef ZERO_CORE_ENGINE_ENGINE_H_
+#define ZERO_CORE_ENGINE_ENGINE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/comm/comm_stream.h"
+#include "core/comm/communicator.h"
+#include "core/config/config.h"
+#include "core/device/device.h"
+#include "core/engine/grad_bucket.h"
+#include "core/optim/loss_scaler.h"
+#include "core/optim/lr_schedule.h"
+#include "core/partition/layout.h"
+
+namespace zero {
+
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kF32;
+  const float* init = nullptr;  // numel values or null for zeros; copied
+  bool trainable = true;
+};
+
+struct StepInfo {
+  bool boundary = false;
+  bool skipped = false;
+  int64_t global_step = 0;
+  int64_t skipped_steps = 0;
+  double loss_scale = 1.0;
+  double grad_norm = 0.0;
+  double lr = 0.0;
+};
+
+struct EngineStats {
+  int rank = 0, world_size = 1, stage = 0;
+  int64_t trainable_numel = 0, padded_numel = 0;
+  int64_t master_bytes = 0, optimizer_bytes = 0, grad_bytes = 0;
+  int64_t param_bytes = 0, frozen_bytes = 0, buffer_bytes = 0;
+  int64_t live_gathered_bytes = 0, live_gathered_high_water = 0;
+  int64_t sent[static_cast<int>(CollectiveKind::kCount)] = {};
+  int64_t collective_calls = 0;
+  int64_t global_step = 0, skipped_steps = 0, micro_step = 0;
+};
+
+class Engine {
+ public:
+  // `comm` is not owned and must outlive the engine; the engine talks over a
+  // duplicate of it, so the caller may keep using `comm` meanwhile.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const Config& config,
+                                                        Communicator* comm);
+  ~Engine();
+
+  absl::StatusOr<int> RegisterParam(const ParamSpec& spec);
+  absl::Status Finalize();
+
+  int num_params() const { return static_cast<int>(params_.size()); }
+  absl::StatusOr<int> FindParam(const std::string& name) const;
+  absl::StatusOr<int64_t> ParamNumel(int id) const;
+
+  absl::StatusOr<void*> Gather(int id);
+  absl::Status Release(int id);
+  absl::StatusOr<void*> GradBuffer(int id);
+  absl::Status GradReady(int id);
+  absl::StatusOr<StepInfo> Step();
+  absl::Status ReadMaster(int id, float* out);
+  void ReportSamples(int64_t n) { samples_ += n; }
+
+  double loss_scale() const { return scaler_.scale(); }
+  EngineStats Stats() const;
+  const Config& config() const { return config_; }
+  const Layout& layout() const { return layout_; }
+
+ private:
+  struct Param {
+    std::string name;
+    std::vector<int64_t> shape;
+    DType dtype;
+    int64_t numel;
+    bool trainable;
+    int li = -1;               // index in layout_.params() (trainable)
+    std::vector<float> init;   // until Finalize
+    DeviceBuffer whole;        // frozen, or stage-3 persistent working copy
+    bool persistent = false;   // stage 3: kept whole on every rank
+    int gather_refs = 0;
+    bool reduced_at_boundary = false;  // stage 0 bookkeeping
+  };
+  struct GroupState {
+    int64_t owned_begin = 0, owned_len = 0;  // within the group
+    DeviceBuffer master, m, v;  // fp32, owned range
+    DeviceBuffer working;       // stage <= 2: padded group; 3: own shard
+    DeviceBuffer grads;         // stage <= 1: padded group; 2-3: own shard
+  };
+  struct Live {  // a stage-3 gathered param
+    DeviceBuffer buf;
+    int refs = 0;
+    CommStream::Handle pending;  // prefetch in flight
+  };
+
+  Engine(const Config& config, std::unique_ptr<Communicator> comm);
+
+  absl::Status Check(bool finalized, const char* call) const;
+  absl::Status CheckId(int id, const char* call) const;
+  absl::Status Fail(absl::Status s);  // records the first failure
+  absl::Status VerifyRanksAgree();
+  absl::Status AllocateState();
+  void ResolveAuto();
+
+  // Gradient buckets.
+  absl::Status FlushBucket(int b, bool boundary);
+  absl::Status ReduceBucket(const std::vector<int>& ids, const void* data,
+                            const std::vector<int64_t>& offsets, bool boundary);
+  absl::Status ReduceLeftoversStage0();
+  absl::Status ReduceScatterFlatStage1(std::vector<DeviceBuffer>* g32);
+
+  // Stage 3.
+  absl::Status GatherInto(int li, void* dst);
+  absl::Status EnsureBudget(int64_t need, int id);
+  void Prefetch(int id);
+  void FreeLive(int id);
+
+  absl::StatusOr<StepInfo> Boundary();
+  void MaybePrint(const StepInfo& info);
+  void* WorkingPtr(int li) const;  // stage <= 2
+
+  Config config_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<CommStream> stream_;
+  const int rank_, world_;
+  bool finalized_ = false;
+  absl::Status broken_;  // first collective failure; poisons the engine
+
+  std::vector<Param> params_;
+  std::unordered_map<std::string, int> by_name_;
+  Layout layout_;
+  std::vector<GroupState> groups_;
+  std::vector<int> trainable_ids_;  // layout index -> param id
+
+  GradBuckets buckets_;
+  DeviceBuffer pack_, recv_;  // fp32 staging for reductions
+  int64_t pack_cap_ = 0;
+
+  std::unordered_map<int, Live> live_;
+  int64_t live_bytes_ = 0, live_high_water_ = 0;
+  std::vector<int> trace_;       // stage-3 gather order seen in step 1
+  bool trace_done_ = false;
+  size_t trace_pos_ = 0;
+
+  LossScaler scaler_;
+  LrSchedule schedule_;
+  int64_t micro_step_ = 0;       // micro-steps since the last boundary
+  int64_t total_micro_steps_ = 0;
+  int64_t global_step_ = 0, skipped_steps_ = 0;
+  int64_t samples_ = 0, samples_at_print_ = 0;
+  std::chrono::steady_clock::time_point last_print_;
+};
+
+}  // namespace zero
+
+#endif  // ZERO_CORE_ENGINE_ENGINE_H_

@@ -1,0 +1,38 @@
+// CPU kernels over flat arrays: OpenMP threads, SIMD loops, per-element math
+// from kernels/*_math.h (the same the CUDA kernels use).
+#ifndef ZERO_KERNELS_CPU_CPU_KERNELS_H_
+#define ZERO_KERNELS_CPU_CPU_KERNELS_H_
+
+#include <cstdint>
+
+#include "kernels/adam_math.h"
+#include "kernels/dtype.h"
+
+namespace zero {
+namespace cpu {
+
+// p, m, v: fp32 master and moments; g: fp32 raw gradients. If `work` is not
+// null, the updated p is also written there as `work_dtype` (the working
+// copy) in the same pass.
+void AdamStep(const math::AdamScalars& s, const float* g, float* p, float* m,
+              float* v, int64_t n, void* work, DType work_dtype);
+
+void SgdStep(const math::SgdScalars& s, const float* g, float* p, float* buf,
+             int64_t n, void* work, DType work_dtype);
+
+// dst[i] = float(src[i]) * scale.
+void ToF32(const void* src, DType t, float* dst, int64_t n, float scale = 1.0f);
+// dst[i] = cast(src[i]).
+void FromF32(const float* src, void* dst, DType t, int64_t n);
+// dst[i] += src[i], both of dtype t, summed in fp32.
+void Accumulate(void* dst, const void* src, DType t, int64_t n);
+// dst[i] += src[i] * scale, dst of dtype t, src fp32.
+void AccumulateF32(void* dst, const float* src, float scale, DType t,
+                   int64_t n);
+// Sum of squares of (float) x[i], in double.
+double SumSquares(const void* x, DType t, int64_t n);
+
+}  // namespace cpu
+}  // namespace zero
+
+#endif  // ZERO_KERNELS_CPU_CPU_KERNELS_H_
