@@ -272,6 +272,12 @@ class Engine {
     Check(s);
   }
 
+  int32_t DType() const {
+    zero_dtype dtype = ZERO_DTYPE_F32;
+    Check(zero_engine_dtype(get(), &dtype));
+    return static_cast<int32_t>(dtype);
+  }
+
   double LossScale() const {
     double scale = 0.0;
     Check(zero_engine_loss_scale(get(), &scale));
@@ -411,6 +417,7 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("release", &Engine::Release, py::arg("id"))
       .def("grad_buffer", &Engine::GradBuffer, py::arg("id"))
       .def("grad_ready", &Engine::GradReady, py::arg("id"))
+      .def("dtype", &Engine::DType)
       .def("loss_scale", &Engine::LossScale)
       .def("step", &Engine::Step)
       .def("report_samples", &Engine::ReportSamples, py::arg("samples"))

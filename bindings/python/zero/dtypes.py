@@ -52,15 +52,3 @@ def float32_to_bf16(values: np.ndarray) -> np.ndarray:
     out[nan] = ((u[nan] >> 16) | np.uint32(0x40)).astype(np.uint16)
     return out
 
-
-def working_dtype_of_config(config: dict) -> DType:
-    """The engine's working dtype as a DeepSpeed config selects it."""
-    def enabled(section: str) -> bool:
-        value = config.get(section)
-        return isinstance(value, dict) and value.get("enabled") is True
-
-    if enabled("fp16"):
-        return DType.F16
-    if enabled("bf16") or enabled("bfloat16"):
-        return DType.BF16
-    return DType.F32

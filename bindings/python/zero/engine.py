@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _zero_c
 from .comm import Comm
-from .dtypes import DType, float32_to_bf16, working_dtype_of_config
+from .dtypes import DType, float32_to_bf16
 from .errors import InvalidArgumentError, NotFoundError
 
 ParamRef = Union[int, str]
@@ -109,7 +109,6 @@ class Engine:
 
     def __init__(self, config: ConfigLike, comm: Optional[Comm] = None) -> None:
         self.config: Dict[str, Any] = load_config(config)
-        self.dtype: DType = working_dtype_of_config(self.config)
         self._owns_comm = comm is None
         self.comm: Comm = Comm.default() if comm is None else comm
         try:
@@ -118,6 +117,8 @@ class Engine:
             if self._owns_comm:
                 self.comm.close()
             raise
+        #: Working dtype of trainable params (fp16/bf16 in the config).
+        self.dtype: DType = DType(self._c.dtype())
         self._params: List[ParamInfo] = []
         self._by_name: Dict[str, ParamInfo] = {}
         self._finalized = False
