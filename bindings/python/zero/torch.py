@@ -17,7 +17,10 @@ hooks release them, and autograd functions wrapped around the module's
 outputs and inputs gather them again for its backward and release them after.
 The gathered values are copied into torch-owned tensors in stage 3, because
 autograd may save views of a param (``weight.t()`` in ``F.linear``) that must
-stay valid after the runtime frees its gathered copy.
+stay valid after the runtime frees its gathered copy; ``torch.nn.Linear``
+modules get a linear function that saves the parameter itself instead (as
+DeepSpeed does), so their copies die at release rather than living until
+backward.
 
 Gradients reach the runtime from hooks on each param's gradient accumulator
 (so stages 2-3 reduce buckets while backward goes on and never hold the whole
@@ -30,6 +33,7 @@ must be used only inside the forward of a module that owns it.
 from __future__ import annotations
 
 import atexit
+import types
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
@@ -92,6 +96,35 @@ class _PreBackward(torch.autograd.Function):
     def backward(ctx, *grads):  # type: ignore[override]
         ctx.owner._gather_module(ctx.module, backward=True)
         return (None, None) + grads
+
+
+class _Zero3Linear(torch.autograd.Function):
+    """F.linear that saves the weight *parameter* rather than a view of its
+    current storage (as DeepSpeed's LinearFunctionForZeroStage3 does), so a
+    stage-3 weight's gathered copy dies when the module releases it and the
+    backward reads the copy gathered again for it."""
+
+    @staticmethod
+    def forward(ctx, input, weight, bias):  # type: ignore[override]
+        ctx.save_for_backward(input, weight, bias)
+        return torch.nn.functional.linear(input, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad_out):  # type: ignore[override]
+        input, weight, bias = ctx.saved_tensors
+        grad_input = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_input = grad_out.matmul(weight)
+        g2 = grad_out.reshape(-1, grad_out.shape[-1])
+        if ctx.needs_input_grad[1]:
+            grad_weight = g2.t().mm(input.reshape(-1, input.shape[-1]))
+        if bias is not None and ctx.needs_input_grad[2]:
+            grad_bias = g2.sum(0)
+        return grad_input, grad_weight, grad_bias
+
+
+def _zero3_linear_forward(self: torch.nn.Linear, input: torch.Tensor) -> torch.Tensor:
+    return _Zero3Linear.apply(input, self.weight, self.bias)
 
 
 def _wrap_tensors(fn, owner, module, value):
@@ -170,6 +203,7 @@ class ZeroTorchEngine(torch.nn.Module):
         self._grad_accs: List[Any] = []
         self._hooks: List[Any] = []
         self._module_params: Dict[int, List[int]] = {}
+        self._patched_linears: List[torch.nn.Module] = []
         self._closed = False
 
         if self.stage < 3:
@@ -295,6 +329,9 @@ class ZeroTorchEngine(torch.nn.Module):
             h.remove()
         self._hooks.clear()
         self._grad_accs.clear()
+        for m in self._patched_linears:
+            del m.forward  # back to torch.nn.Linear.forward
+        self._patched_linears.clear()
         if not self.zero.closed:
             for i, p in enumerate(self._params):
                 if self.stage < 3:
@@ -355,6 +392,9 @@ class ZeroTorchEngine(torch.nn.Module):
             if not idx:
                 continue
             self._module_params[id(module)] = idx
+            if type(module) is torch.nn.Linear and "forward" not in vars(module):
+                module.forward = types.MethodType(_zero3_linear_forward, module)
+                self._patched_linears.append(module)
             self._hooks.append(module.register_forward_pre_hook(self._pre_forward))
             self._hooks.append(module.register_forward_hook(self._post_forward))
 
