@@ -12,7 +12,6 @@
 #include "absl/strings/str_split.h"
 #include "core/common/status_macros.h"
 #include "kernels/adam_math.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/norm_math.h"
 
 namespace zero {
@@ -246,25 +245,25 @@ absl::Status Engine::AllocateState() {
     const int64_t lo = std::max(pl.offset, gs.owned_begin);
     const int64_t hi = std::min(pl.offset + pl.numel, gs.owned_begin + gs.owned_len);
     if (hi > lo) {
-      std::memcpy(gs.master.data<float>() + (lo - gs.owned_begin),
-                  p.init.data() + (lo - pl.offset), (hi - lo) * 4);
+      d->UploadF32(p.init.data() + (lo - pl.offset),
+                   gs.master.data<float>() + (lo - gs.owned_begin), DType::kF32, hi - lo);
     }
     if (stage <= 2) {
-      cpu::FromF32(p.init.data(), gs.working.data<char>() + pl.offset * es, t, p.numel);
+      d->UploadF32(p.init.data(), gs.working.data<char>() + pl.offset * es, t, p.numel);
     } else if (hi > lo) {
-      cpu::FromF32(p.init.data() + (lo - pl.offset),
+      d->UploadF32(p.init.data() + (lo - pl.offset),
                    gs.working.data<char>() + (lo - gs.owned_begin) * es, t, hi - lo);
     }
     if (stage == 3 && p.numel < config_.stage3_param_persistence_threshold) {
       p.persistent = true;
       ASSIGN_OR_RETURN(p.whole, DeviceBuffer::Make(d, p.numel * es));
-      cpu::FromF32(p.init.data(), p.whole.data(), t, p.numel);
+      d->UploadF32(p.init.data(), p.whole.data(), t, p.numel);
     }
   }
   for (Param& p : params_) {
     if (!p.trainable) {
       ASSIGN_OR_RETURN(p.whole, DeviceBuffer::Make(d, p.numel * DTypeSize(p.dtype)));
-      cpu::FromF32(p.init.data(), p.whole.data(), p.dtype, p.numel);
+      d->UploadF32(p.init.data(), p.whole.data(), p.dtype, p.numel);
     }
     std::vector<float>().swap(p.init);
   }
@@ -534,15 +533,15 @@ absl::Status Engine::ReduceBucket(const std::vector<int>& ids, const void* data,
     for (size_t k = 0; k < ids.size(); ++k) {
       const Param& p = params_[ids[k]];
       const ParamPlace& pl = layout_.place(p.li);
-      cpu::Accumulate(groups_[pl.group].grads.data<char>() + pl.offset * es,
+      device_->Accumulate(groups_[pl.group].grads.data<char>() + pl.offset * es,
                       base + offsets[k] * es, t, p.numel);
     }
     if (config_.stage == 0 && boundary && world_ > 1) {
       int64_t n = 0;
       for (int id : ids) {
         const Param& p = params_[id];
-        cpu::ToF32(groups_[layout_.place(p.li).group].grads.data<char>() +
-                       layout_.place(p.li).offset * es, t, pack + n, p.numel);
+        device_->ToF32(groups_[layout_.place(p.li).group].grads.data<char>() +
+                       layout_.place(p.li).offset * es, t, pack + n, p.numel, 1.0f);
         n += p.numel;
       }
       RETURN_IF_ERROR(comm_->AllReduce(pack, n, ReduceOp::kSum));
@@ -550,8 +549,8 @@ absl::Status Engine::ReduceBucket(const std::vector<int>& ids, const void* data,
       for (int id : ids) {
         Param& p = params_[id];
         const ParamPlace& pl = layout_.place(p.li);
-        cpu::ToF32(pack + n, DType::kF32, pack + n, p.numel, inv_world);
-        cpu::FromF32(pack + n, groups_[pl.group].grads.data<char>() + pl.offset * es, t, p.numel);
+        device_->ToF32(pack + n, DType::kF32, pack + n, p.numel, inv_world);
+        device_->FromF32(pack + n, groups_[pl.group].grads.data<char>() + pl.offset * es, t, p.numel);
         p.reduced_at_boundary = true;
         n += p.numel;
       }
@@ -564,7 +563,7 @@ absl::Status Engine::ReduceBucket(const std::vector<int>& ids, const void* data,
     for (size_t k = 0; k < ids.size(); ++k) {
       const Slice s = layout_.SliceOn(params_[ids[k]].li, r);
       if (s.numel == 0) continue;
-      cpu::ToF32(base + (offsets[k] + s.param_offset) * es, t, pack + pos, s.numel);
+      device_->ToF32(base + (offsets[k] + s.param_offset) * es, t, pack + pos, s.numel, 1.0f);
       pos += s.numel;
       counts[r] += s.numel;
     }
@@ -575,7 +574,7 @@ absl::Status Engine::ReduceBucket(const std::vector<int>& ids, const void* data,
     const int li = params_[ids[k]].li;
     const Slice s = layout_.SliceOn(li, rank_);
     if (s.numel == 0) continue;
-    cpu::AccumulateF32(groups_[layout_.place(li).group].grads.data<char>() +
+    device_->AccumulateF32(groups_[layout_.place(li).group].grads.data<char>() +
                            s.shard_offset * es,
                        recv + pos, inv_world, t, s.numel);
     pos += s.numel;
@@ -605,15 +604,15 @@ absl::Status Engine::ReduceLeftoversStage0() {
     int64_t pos = 0;
     for (int id : batch) {
       const ParamPlace& pl = layout_.place(params_[id].li);
-      cpu::ToF32(groups_[pl.group].grads.data<char>() + pl.offset * es, t, pack + pos, params_[id].numel);
+      device_->ToF32(groups_[pl.group].grads.data<char>() + pl.offset * es, t, pack + pos, params_[id].numel, 1.0f);
       pos += params_[id].numel;
     }
     RETURN_IF_ERROR(comm_->AllReduce(pack, pos, ReduceOp::kSum));
     pos = 0;
     for (int id : batch) {
       const ParamPlace& pl = layout_.place(params_[id].li);
-      cpu::ToF32(pack + pos, DType::kF32, pack + pos, params_[id].numel, 1.0f / world_);
-      cpu::FromF32(pack + pos, groups_[pl.group].grads.data<char>() + pl.offset * es, t, params_[id].numel);
+      device_->ToF32(pack + pos, DType::kF32, pack + pos, params_[id].numel, 1.0f / world_);
+      device_->FromF32(pack + pos, groups_[pl.group].grads.data<char>() + pl.offset * es, t, params_[id].numel);
       pos += params_[id].numel;
     }
   }
@@ -633,12 +632,12 @@ absl::Status Engine::ReduceScatterFlatStage1(std::vector<DeviceBuffer>* g32) {
     for (int64_t a = 0; a < shard; a += chunk) {
       const int64_t len = std::min(chunk, shard - a);
       for (int r = 0; r < world_; ++r) {
-        cpu::ToF32(groups_[g].grads.data<char>() + (r * shard + a) * es, t,
-                   pack + r * len, len);
+        device_->ToF32(groups_[g].grads.data<char>() + (r * shard + a) * es, t,
+                       pack + r * len, len, 1.0f);
       }
       RETURN_IF_ERROR(comm_->ReduceScatterV(pack, out + a,
                                             std::vector<int64_t>(world_, len)));
-      cpu::ToF32(out + a, DType::kF32, out + a, len, 1.0f / world_);
+      device_->ToF32(out + a, DType::kF32, out + a, len, 1.0f / world_);
     }
   }
   return absl::OkStatus();
@@ -702,11 +701,11 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
       RETURN_IF_ERROR(ReduceScatterFlatStage1(&g32));
     } else {
       for (size_t g = 0; g < groups_.size(); ++g) {
-        cpu::ToF32(groups_[g].grads.data(), t, g32[g].data<float>(), groups_[g].owned_len);
+        device_->ToF32(groups_[g].grads.data(), t, g32[g].data<float>(), groups_[g].owned_len, 1.0f);
       }
     }
     for (size_t g = 0; g < groups_.size(); ++g) {
-      sumsq += cpu::SumSquares(g32[g].data(), DType::kF32, groups_[g].owned_len);
+      sumsq += device_->SumSquares(g32[g].data(), DType::kF32, groups_[g].owned_len);
     }
     // Norm and overflow in one all-reduce: a non-finite gradient anywhere
     // makes the global sum of squares non-finite.
@@ -754,7 +753,7 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
       s.grad_scale = factor;
       s.nesterov = config_.nesterov;
       s.first_step = step == 1;
-      cpu::SgdStep(s, g32[g].data<float>(), gs.master.data<float>(),
+      device_->SgdStep(s, g32[g].data<float>(), gs.master.data<float>(),
                    gs.m.data<float>(), gs.owned_len, work, t);
     } else {
       const bool decoupled = config_.optimizer == OptimizerType::kAdamW ||
@@ -763,7 +762,7 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
           static_cast<float>(info.lr), static_cast<float>(config_.beta1),
           static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
           static_cast<float>(config_.weight_decay), decoupled, step, factor);
-      cpu::AdamStep(s, g32[g].data<float>(), gs.master.data<float>(),
+      device_->AdamStep(s, g32[g].data<float>(), gs.master.data<float>(),
                     gs.m.data<float>(), gs.v.data<float>(), gs.owned_len, work, t);
     }
   }
@@ -823,23 +822,27 @@ absl::Status Engine::ReadMaster(int id, float* out) {
   if (out == nullptr) return absl::InvalidArgumentError("read_master: out is null");
   const Param& p = params_[id];
   if (!p.trainable) {
-    cpu::ToF32(p.whole.data(), p.dtype, out, p.numel);
+    device_->DownloadF32(p.whole.data(), p.dtype, out, p.numel);
     return absl::OkStatus();
   }
   const ParamPlace& pl = layout_.place(p.li);
   const GroupState& gs = groups_[pl.group];
   if (config_.stage == 0) {
-    std::memcpy(out, gs.master.data<float>() + pl.offset, p.numel * 4);
+    device_->DownloadF32(gs.master.data<float>() + pl.offset, DType::kF32, out, p.numel);
     return absl::OkStatus();
   }
+  // Gather into device memory (collectives move device buffers), then copy.
+  ASSIGN_OR_RETURN(DeviceBuffer full, DeviceBuffer::Make(device_.get(), p.numel * 4));
   const Slice s = layout_.SliceOn(p.li, rank_);
   const float* send = gs.master.data<float>() + s.shard_offset;
   auto counts = layout_.Counts(p.li);
+  float* dst = full.data<float>();
   RETURN_IF_ERROR(Fail(stream_->Wait(stream_->Submit([&] {
     ScopedCountingKind k(comm_.get(), CollectiveKind::kControl);
-    return comm_->AllGatherV(send, out, counts, DType::kF32);
+    return comm_->AllGatherV(send, dst, counts, DType::kF32);
   }))));
   (void)stream_->Drain();
+  device_->DownloadF32(dst, DType::kF32, out, p.numel);
   return absl::OkStatus();
 }
 

@@ -1,0 +1,292 @@
+#include "tests/testing/mlp_harness.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <thread>
+
+#include "core/comm/thread_communicator.h"
+#include "core/common/status_macros.h"
+#include "kernels/cast_math.h"
+
+namespace zero {
+namespace testing {
+namespace {
+
+uint64_t SplitMix(uint64_t* s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+double Uniform(uint64_t* s) {
+  return static_cast<double>(SplitMix(s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0;
+}
+
+struct Shapes {
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<bool> trainable;
+};
+
+Shapes ModelShapes(const MlpSpec& m) {
+  Shapes s;
+  s.names = {"embed", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+  s.shapes = {{m.in}, {m.hidden, m.in}, {m.hidden}, {m.out, m.hidden}, {m.out}};
+  s.trainable = {!m.frozen_embedding, true, true, true, true};
+  return s;
+}
+
+std::vector<std::vector<double>> InitialParams(const MlpSpec& m) {
+  Shapes s = ModelShapes(m);
+  uint64_t seed = 42;
+  std::vector<std::vector<double>> p;
+  const double fan_in[] = {1.0, static_cast<double>(m.in), static_cast<double>(m.in),
+                           static_cast<double>(m.hidden), static_cast<double>(m.hidden)};
+  for (size_t i = 0; i < s.shapes.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : s.shapes[i]) n *= d;
+    std::vector<double> v(n);
+    // Rounded to float: engine and reference start from the same values.
+    for (auto& x : v) x = static_cast<float>(Uniform(&seed) / std::sqrt(fan_in[i]) * (i == 0 ? 0.1 : 1.0));
+    p.push_back(std::move(v));
+  }
+  return p;
+}
+
+// One micro-batch of the global batch for step `step`, micro-step `micro`.
+void Batch(const MlpSpec& m, int step, int micro, std::vector<double>* x,
+           std::vector<double>* t) {
+  uint64_t seed = 1000003ull * static_cast<uint64_t>(step * 64 + micro) + 7;
+  x->resize(static_cast<size_t>(m.global_batch) * m.in);
+  t->resize(static_cast<size_t>(m.global_batch) * m.out);
+  for (int r = 0; r < m.global_batch; ++r) {
+    for (int a = 0; a < m.in; ++a) (*x)[r * m.in + a] = Uniform(&seed);
+    for (int j = 0; j < m.out; ++j) {
+      double s = 0;
+      for (int a = 0; a < m.in; ++a) s += (*x)[r * m.in + a] * (((a + j) % 5) - 2);
+      (*t)[r * m.out + j] = std::sin(0.3 * s);
+    }
+  }
+}
+
+// Gradient of the mean loss over rows [lo, hi) of the batch, in double.
+// p: embed, w1, b1, w2, b2. Returns gradients for all five.
+std::vector<std::vector<double>> Grad(const MlpSpec& m,
+                                      const std::vector<std::vector<double>>& p,
+                                      const std::vector<double>& x,
+                                      const std::vector<double>& t, int lo,
+                                      int hi) {
+  std::vector<std::vector<double>> g(p.size());
+  for (size_t i = 0; i < p.size(); ++i) g[i].assign(p[i].size(), 0.0);
+  const double inv = 1.0 / (hi - lo);
+  std::vector<double> xin(m.in), h(m.hidden), dy(m.out), dh(m.hidden);
+  for (int r = lo; r < hi; ++r) {
+    for (int a = 0; a < m.in; ++a) xin[a] = x[r * m.in + a] + p[0][a];
+    for (int j = 0; j < m.hidden; ++j) {
+      double z = p[2][j];
+      for (int a = 0; a < m.in; ++a) z += p[1][j * m.in + a] * xin[a];
+      h[j] = std::tanh(z);
+    }
+    for (int k = 0; k < m.out; ++k) {
+      double y = p[4][k];
+      for (int j = 0; j < m.hidden; ++j) y += p[3][k * m.hidden + j] * h[j];
+      dy[k] = (y - t[r * m.out + k]) * inv;
+      g[4][k] += dy[k];
+      for (int j = 0; j < m.hidden; ++j) g[3][k * m.hidden + j] += dy[k] * h[j];
+    }
+    for (int j = 0; j < m.hidden; ++j) {
+      double d = 0;
+      for (int k = 0; k < m.out; ++k) d += dy[k] * p[3][k * m.hidden + j];
+      dh[j] = d * (1.0 - h[j] * h[j]);
+      g[2][j] += dh[j];
+      for (int a = 0; a < m.in; ++a) {
+        g[1][j * m.in + a] += dh[j] * xin[a];
+        g[0][a] += dh[j] * p[1][j * m.in + a];
+      }
+    }
+  }
+  return g;
+}
+
+double LoadAs(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kF16: return math::HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kBF16: return math::Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+  }
+  return 0;
+}
+
+void StoreAs(void* p, DType t, int64_t i, double v) {
+  switch (t) {
+    case DType::kF32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case DType::kF16: static_cast<uint16_t*>(p)[i] = math::FloatToHalf(static_cast<float>(v)); break;
+    case DType::kBF16: static_cast<uint16_t*>(p)[i] = math::FloatToBf16(static_cast<float>(v)); break;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
+                                   const MlpSpec& spec) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(config, comm));
+  Shapes s = ModelShapes(spec);
+  auto init = InitialParams(spec);
+  std::vector<int> ids;
+  for (size_t i = 0; i < s.names.size(); ++i) {
+    std::vector<float> f(init[i].begin(), init[i].end());
+    ParamSpec ps;
+    ps.name = s.names[i];
+    ps.shape = s.shapes[i];
+    ps.dtype = s.trainable[i] ? config.dtype : DType::kF32;
+    ps.init = f.data();
+    ps.trainable = s.trainable[i];
+    ASSIGN_OR_RETURN(int id, e->RegisterParam(ps));
+    ids.push_back(id);
+  }
+  RETURN_IF_ERROR(e->Finalize());
+  const int W = comm->world_size(), rank = comm->rank();
+  const int local = spec.global_batch / W;
+  const int gas = static_cast<int>(e->config().gradient_accumulation_steps);
+  const DType t = config.dtype;
+  MlpResult res;
+  std::vector<double> x, tg;
+  for (int step = 0; step < spec.steps; ++step) {
+    for (int micro = 0; micro < gas; ++micro) {
+      Batch(spec, step, micro, &x, &tg);
+      // Forward: gather every param, read the working copy.
+      std::vector<std::vector<double>> p(ids.size());
+      for (size_t i = 0; i < ids.size(); ++i) {
+        ASSIGN_OR_RETURN(void* d, e->Gather(ids[i]));
+        ASSIGN_OR_RETURN(int64_t n, e->ParamNumel(ids[i]));
+        DType pt = s.trainable[i] ? t : DType::kF32;
+        p[i].resize(n);
+        for (int64_t k = 0; k < n; ++k) p[i][k] = LoadAs(d, pt, k);
+        RETURN_IF_ERROR(e->Release(ids[i]));
+      }
+      auto g = Grad(spec, p, x, tg, rank * local, (rank + 1) * local);
+      // Backward: stage 3 gathers the layer again, as FSDP does.
+      if (spec.regather_for_backward) {
+        for (int i = static_cast<int>(ids.size()) - 1; i >= 0; --i) {
+          ASSIGN_OR_RETURN(void* d, e->Gather(ids[i]));
+          (void)d;
+          RETURN_IF_ERROR(e->Release(ids[i]));
+        }
+      }
+      const double scale = e->loss_scale() / gas;
+      for (int i = static_cast<int>(ids.size()) - 1; i >= 0; --i) {
+        if (!s.trainable[i]) continue;
+        ASSIGN_OR_RETURN(void* gb, e->GradBuffer(ids[i]));
+        for (size_t k = 0; k < g[i].size(); ++k) StoreAs(gb, t, k, g[i][k] * scale);
+        if (step == spec.inf_step && rank == spec.inf_rank && i == 3) {
+          StoreAs(gb, t, 1, std::numeric_limits<double>::infinity());
+        }
+        RETURN_IF_ERROR(e->GradReady(ids[i]));
+      }
+      ASSIGN_OR_RETURN(StepInfo info, e->Step());
+      if (info.boundary) res.steps.push_back(info);
+    }
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSIGN_OR_RETURN(int64_t n, e->ParamNumel(ids[i]));
+    std::vector<float> out(n);
+    RETURN_IF_ERROR(e->ReadMaster(ids[i], out.data()));
+    res.params.push_back(std::move(out));
+    res.names.push_back(s.names[i]);
+  }
+  res.stats = e->Stats();
+  return res;
+}
+
+MlpResult TrainMlpReference(const Config& c, const MlpSpec& spec) {
+  Shapes s = ModelShapes(spec);
+  auto p = InitialParams(spec);
+  std::vector<std::vector<double>> m(p.size()), v(p.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    m[i].assign(p[i].size(), 0.0);
+    v[i].assign(p[i].size(), 0.0);
+  }
+  const int gas = c.gradient_accumulation_steps > 0 ? static_cast<int>(c.gradient_accumulation_steps) : 1;
+  int64_t t = 0;
+  MlpResult res;
+  std::vector<double> x, tg;
+  for (int step = 0; step < spec.steps; ++step) {
+    std::vector<std::vector<double>> g(p.size());
+    for (size_t i = 0; i < p.size(); ++i) g[i].assign(p[i].size(), 0.0);
+    for (int micro = 0; micro < gas; ++micro) {
+      Batch(spec, step, micro, &x, &tg);
+      auto gm = Grad(spec, p, x, tg, 0, spec.global_batch);
+      for (size_t i = 0; i < p.size(); ++i) {
+        for (size_t k = 0; k < p[i].size(); ++k) g[i][k] += gm[i][k] / gas;
+      }
+    }
+    if (step == spec.inf_step) continue;  // overflow: skip, no state change
+    double sumsq = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (!s.trainable[i]) continue;
+      for (double gk : g[i]) sumsq += gk * gk;
+    }
+    double coef = 1.0;
+    if (c.gradient_clipping > 0) {
+      double clip = (std::sqrt(sumsq) + 1e-6) / c.gradient_clipping;
+      if (clip > 1) coef = 1.0 / clip;
+    }
+    ++t;
+    const double lr = c.lr;
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (!s.trainable[i]) continue;
+      for (size_t k = 0; k < p[i].size(); ++k) {
+        double gk = g[i][k] * coef;
+        if (c.optimizer == OptimizerType::kSgd) {
+          if (c.weight_decay != 0) gk += c.weight_decay * p[i][k];
+          if (c.momentum != 0) {
+            m[i][k] = t == 1 ? gk : c.momentum * m[i][k] + (1 - c.dampening) * gk;
+            gk = c.nesterov ? gk + c.momentum * m[i][k] : m[i][k];
+          }
+          p[i][k] -= lr * gk;
+          continue;
+        }
+        const bool decoupled = c.optimizer == OptimizerType::kAdamW || c.adam_w_mode;
+        if (!decoupled) gk += c.weight_decay * p[i][k];
+        m[i][k] = c.beta1 * m[i][k] + (1 - c.beta1) * gk;
+        v[i][k] = c.beta2 * v[i][k] + (1 - c.beta2) * gk * gk;
+        double mhat = m[i][k] / (1 - std::pow(c.beta1, t));
+        double vhat = v[i][k] / (1 - std::pow(c.beta2, t));
+        double upd = mhat / (std::sqrt(vhat) + c.eps);
+        if (decoupled) upd += c.weight_decay * p[i][k];
+        p[i][k] -= lr * upd;
+      }
+    }
+  }
+  for (size_t i = 0; i < p.size(); ++i) {
+    res.params.emplace_back(p[i].begin(), p[i].end());
+    res.names.push_back(s.names[i]);
+  }
+  return res;
+}
+
+double MaxRelDiff(const MlpResult& a, const MlpResult& b) {
+  double diff = 0, mag = 0;
+  for (size_t i = 0; i < b.params.size() && i < a.params.size(); ++i) {
+    for (size_t k = 0; k < b.params[i].size(); ++k) {
+      diff = std::max(diff, std::fabs(static_cast<double>(a.params[i][k]) - b.params[i][k]));
+      mag = std::max(mag, std::fabs(static_cast<double>(b.params[i][k])));
+    }
+  }
+  if (a.params.size() != b.params.size()) return std::numeric_limits<double>::infinity();
+  return diff / mag;
+}
+
+void RunThreads(int world, const std::function<void(int, Communicator*)>& fn) {
+  auto comms = MakeThreadCommunicators(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] { fn(r, comms[r].get()); });
+  }
+  for (auto& th : threads) th.join();
+}
+
+}  // namespace testing
+}  // namespace zero

@@ -1,0 +1,62 @@
+// A small MLP trained through the C++ engine, and the same training in plain
+// double precision: the reference that multi-rank tests compare against.
+//
+// Model: y = W2 tanh(W1 (x + e) + b1) + b2, loss = mean over samples of
+// 0.5 |y - t|^2. `e` is a frozen param. Each step draws a fresh global batch;
+// rank r of W takes rows [r*B/W, (r+1)*B/W) of each micro-batch.
+#ifndef ZERO_TESTS_TESTING_MLP_HARNESS_H_
+#define ZERO_TESTS_TESTING_MLP_HARNESS_H_
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/comm/communicator.h"
+#include "core/config/config.h"
+#include "core/engine/engine.h"
+
+namespace zero {
+namespace testing {
+
+struct MlpSpec {
+  int in = 8;
+  int hidden = 25;  // odd sizes make params straddle shards
+  int out = 3;
+  int global_batch = 12;  // divisible by 1, 2, 3 and 4
+  int steps = 10;
+  bool frozen_embedding = true;
+  // Inject +inf into one gradient element on rank `inf_rank` at this step
+  // (-1: never). Every rank (and the reference) must skip that step.
+  int inf_step = -1;
+  int inf_rank = 0;
+  bool regather_for_backward = true;  // stage 3 gathers twice per step
+};
+
+struct MlpResult {
+  std::vector<std::vector<float>> params;  // master fp32, registration order
+  std::vector<std::string> names;
+  std::vector<StepInfo> steps;
+  EngineStats stats;
+};
+
+// Trains through an engine over `comm`. Collective: every rank calls it.
+absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
+                                   const MlpSpec& spec);
+
+// The same training on one rank, in double, Adam/AdamW/SGD written out here
+// (independent of kernels/), with DeepSpeed's clipping and skip semantics.
+MlpResult TrainMlpReference(const Config& config, const MlpSpec& spec);
+
+// max |a - b| / max |b| over all params.
+double MaxRelDiff(const MlpResult& a, const MlpResult& b);
+
+// Runs fn(rank, comm) on `world` threads over a thread communicator group.
+void RunThreads(int world,
+                const std::function<void(int, Communicator*)>& fn);
+
+}  // namespace testing
+}  // namespace zero
+
+#endif  // ZERO_TESTS_TESTING_MLP_HARNESS_H_
