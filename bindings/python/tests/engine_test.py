@@ -140,6 +140,11 @@ def test_comm_close_while_an_engine_uses_it_raises():
         comm.rank
 
 
+def test_comm_self_alias_makes_a_one_rank_comm():
+    with zero.Comm.self() as comm:
+        assert (comm.rank, comm.size, comm.kind) == (0, 1, "self")
+
+
 def test_engine_made_without_comm_uses_one_rank():
     with make_engine() as eng:
         assert (eng.rank, eng.world_size) == (0, 1)

@@ -109,3 +109,24 @@ def test_four_ranks_under_mpirun_match_torch_adamw(tmp_path):
     for stage in range(4):
         params = torch.load(tmp_path / f"stage{stage}.pt")
         torch_model.assert_params_close(params, REFERENCE)
+
+
+def test_bf16_params_are_bf16_views_and_stages_agree():
+    finals = {}
+    for stage in (0, 3):
+        model = torch_model.make_model()
+        cfg = dict(torch_model.ds_config(stage), bf16={"enabled": True})
+        with zt.initialize(model, cfg) as engine:
+            assert model[0].weight.dtype == torch.bfloat16
+            for x, y in torch_model.make_data():
+                loss = torch_model.loss_fn(engine(x.to(torch.bfloat16)).float(), y)
+                engine.backward(loss)
+                engine.step()
+            finals[stage] = engine.full_state_dict()
+    torch_model.assert_params_close(finals[3], finals[0], rtol=1e-2)
+
+
+def test_cuda_or_meta_params_are_refused():
+    model = torch_model.make_model().to("meta")
+    with pytest.raises(ValueError, match="CPU"):
+        zt.initialize(model, torch_model.ds_config(0))

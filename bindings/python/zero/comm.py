@@ -29,6 +29,9 @@ class Comm:
         """A one-rank communicator that needs no MPI."""
         return cls(_zero_c.Comm.create_self(), "self")
 
+    #: Alias of :meth:`self_` (``zero.Comm.self()``).
+    self = self_
+
     @classmethod
     def mpi(cls) -> "Comm":
         """MPI_COMM_WORLD (initializes MPI; zero finalizes it at exit)."""

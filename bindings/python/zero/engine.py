@@ -288,7 +288,7 @@ class Engine:
         self._c.report_samples(int(samples))
 
     def read_master(self, p: ParamRef) -> np.ndarray:
-        """COLLECTIVE in stages 1-3. A new float32 array holding the param's
+        """COLLECTIVE (every rank calls it). A new float32 array holding the param's
         full fp32 master weights."""
         info = self.param(p)
         out = np.empty(info.shape, dtype=np.float32)

@@ -163,6 +163,11 @@ class ZeroTorchEngine(torch.nn.Module):
                  model_parameters: Optional[Iterable[torch.nn.Parameter]] = None,
                  overlap_grad_hooks: bool = True) -> None:
         super().__init__()
+        for name, p in model.named_parameters():
+            if p.device.type != "cpu":
+                raise ValueError(
+                    f"zero.torch: param {name!r} is on {p.device}; the runtime "
+                    "holds model state in CPU memory, so the model must be too")
         self.module = model
         self.zero = Engine(config, comm)
         self.dtype = _TORCH_DTYPE[self.zero.dtype]
@@ -255,6 +260,7 @@ class ZeroTorchEngine(torch.nn.Module):
         updates the params in place."""
         self._check_open()
         info = self.zero.step()
+        self._handed = [False] * len(self._params)
         self.last_step_info = info
         self.global_steps = info.global_step
         return info
@@ -297,7 +303,7 @@ class ZeroTorchEngine(torch.nn.Module):
         return self.zero.stats()
 
     def full_state_dict(self) -> Dict[str, torch.Tensor]:
-        """COLLECTIVE in stages 1-3. Every param's full fp32 master weights,
+        """COLLECTIVE (every rank calls it). Every param's full fp32 master weights,
         by name, as new tensors."""
         self._check_open()
         return {name: torch.from_numpy(self.zero.read_master(pid))
