@@ -41,6 +41,7 @@ def ds_config(stage: int, gas: int = 1, world: int = 1) -> Dict:
         "train_micro_batch_size_per_gpu": GLOBAL_BATCH // (gas * world),
         "gradient_accumulation_steps": gas,
         "steps_per_print": 0,
+        "comm_timeout_seconds": 120,  # a failing rank ends the test, not a hang
         "optimizer": {"type": "AdamW",
                       "params": {"lr": LR, "betas": list(BETAS), "eps": EPS,
                                  "weight_decay": WEIGHT_DECAY}},
