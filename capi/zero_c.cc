@@ -452,6 +452,9 @@ zero_status zero_engine_stats(const zero_engine_t* engine, zero_stats* stats) {
     stats->global_step = s.global_step;
     stats->skipped_steps = s.skipped_steps;
     stats->micro_step = s.micro_step;
+    stats->sent_bytes_allgather = s.sent_bytes[static_cast<int>(K::kAllGather)];
+    stats->sent_bytes_reduce_scatter = s.sent_bytes[static_cast<int>(K::kReduceScatter)];
+    stats->sent_bytes_allreduce = s.sent_bytes[static_cast<int>(K::kAllReduce)];
     return Report(absl::OkStatus());
   });
 }

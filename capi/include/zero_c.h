@@ -210,9 +210,16 @@ typedef struct zero_stats {
   int64_t sent_control;             /* scalars (norm, overflow, checks) */
   int64_t collective_calls;
   int64_t global_step, skipped_steps, micro_step;
+  int64_t sent_bytes_allgather;      /* the same traffic in bytes */
+  int64_t sent_bytes_reduce_scatter;
+  int64_t sent_bytes_allreduce;
 } zero_stats;
 
-#define ZERO_STATS_INIT {sizeof(zero_stats)}
+#define ZERO_STATS_INIT                                                       \
+  {                                                                           \
+    sizeof(zero_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+        0, 0, 0, 0, 0, 0, 0                                                   \
+  }
 
 /* Creates an engine from a zero_config. The engine keeps a reference to
  * `comm`, which must outlive it. */

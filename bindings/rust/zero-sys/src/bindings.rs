@@ -893,12 +893,15 @@ pub struct zero_stats {
     pub global_step: i64,
     pub skipped_steps: i64,
     pub micro_step: i64,
+    pub sent_bytes_allgather: i64,
+    pub sent_bytes_reduce_scatter: i64,
+    pub sent_bytes_allreduce: i64,
 }
 #[test]
 fn bindgen_test_layout_zero_stats() {
     assert_eq!(
         ::core::mem::size_of::<zero_stats>(),
-        176usize,
+        200usize,
         concat!("Size of: ", stringify!(zero_stats))
     );
     assert_eq!(
@@ -1297,6 +1300,57 @@ fn bindgen_test_layout_zero_stats() {
         );
     }
     test_field_micro_step();
+    fn test_field_sent_bytes_allgather() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).sent_bytes_allgather) as usize - ptr as usize
+            },
+            176usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_stats),
+                "::",
+                stringify!(sent_bytes_allgather)
+            )
+        );
+    }
+    test_field_sent_bytes_allgather();
+    fn test_field_sent_bytes_reduce_scatter() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).sent_bytes_reduce_scatter) as usize - ptr as usize
+            },
+            184usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_stats),
+                "::",
+                stringify!(sent_bytes_reduce_scatter)
+            )
+        );
+    }
+    test_field_sent_bytes_reduce_scatter();
+    fn test_field_sent_bytes_allreduce() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).sent_bytes_allreduce) as usize - ptr as usize
+            },
+            192usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_stats),
+                "::",
+                stringify!(sent_bytes_allreduce)
+            )
+        );
+    }
+    test_field_sent_bytes_allreduce();
 }
 extern "C" {
     pub fn zero_engine_create(

@@ -99,5 +99,8 @@ pub const fn zero_stats_init() -> zero_stats {
         global_step: 0,
         skipped_steps: 0,
         micro_step: 0,
+        sent_bytes_allgather: 0,
+        sent_bytes_reduce_scatter: 0,
+        sent_bytes_allreduce: 0,
     }
 }
