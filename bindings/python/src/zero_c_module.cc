@@ -346,6 +346,9 @@ class Engine {
     ZERO_STAT(global_step);
     ZERO_STAT(skipped_steps);
     ZERO_STAT(micro_step);
+    ZERO_STAT(sent_bytes_allgather);
+    ZERO_STAT(sent_bytes_reduce_scatter);
+    ZERO_STAT(sent_bytes_allreduce);
 #undef ZERO_STAT
     return d;
   }

@@ -82,7 +82,8 @@ def test_stats_is_a_dict_of_the_c_fields():
         stats = eng.stats()
         assert stats["rank"] == 0 and stats["world_size"] == 1
         assert stats["stage"] == 2
-        assert {"master_bytes", "sent_allgather", "micro_step"} <= set(stats)
+        assert {"master_bytes", "sent_allgather", "micro_step",
+                "sent_bytes_allreduce"} <= set(stats)
 
 
 def test_loss_scale_is_one_in_fp32():
