@@ -171,8 +171,7 @@ class ZeroTorchEngine(torch.nn.Module):
         self.module = model
         self.zero = Engine(config, comm)
         self.dtype = _TORCH_DTYPE[self.zero.dtype]
-        zcfg = self.zero.config.get("zero_optimization", {}) or {}
-        self.stage = int(zcfg.get("stage", 0))
+        self.stage = int(self.zero.stats()["stage"])  # as the runtime parsed it
         gas = self.zero.config.get("gradient_accumulation_steps", 1)
         self.gradient_accumulation_steps = int(gas) if isinstance(gas, int) else 1
         self.overlap_grad_hooks = overlap_grad_hooks
