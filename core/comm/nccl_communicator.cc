@@ -141,7 +141,7 @@ class NcclCommunicator : public Communicator {
       ncclResult_t e = ncclGroupEnd();
       return r != ncclSuccess ? r : e;
     });
-    if (s.ok()) Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_));
+    if (s.ok()) Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_), esz);
     return s;
   }
 
@@ -170,7 +170,7 @@ class NcclCommunicator : public Communicator {
       return r != ncclSuccess ? r : e;
     });
     if (s.ok()) {
-      Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_));
+      Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
     }
     return s;
   }
@@ -191,7 +191,7 @@ class NcclCommunicator : public Communicator {
       if (bytes == 0) return ncclSuccess;
       return ncclBroadcast(data, data, bytes, ncclInt8, root, comm_, stream_);
     });
-    if (s.ok()) Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0);
+    if (s.ok()) Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0, 1);
     return s;
   }
 
@@ -238,7 +238,7 @@ class NcclCommunicator : public Communicator {
                            op == ReduceOp::kSum ? ncclSum : ncclMax, comm_,
                            stream_);
     });
-    if (s.ok()) Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_));
+    if (s.ok()) Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_), sizeof(T));
     return s;
   }
 
