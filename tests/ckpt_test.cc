@@ -474,6 +474,30 @@ TEST(CkptTest, TruncatedShardIsRefused) {
 }
 
 // Sets the shape of param #1 (fc1.weight) in the manifest of DIR/t.
+TEST(CkptTest, RankFileFromAnotherSaveIsRefused) {
+  const std::string a = SaveSmall("mixed_a");
+  MlpSpec spec;
+  spec.ckpt_dir = TmpDir("mixed_b");
+  spec.steps = 3;  // same layout, other values
+  spec.final_tag = "t";
+  TrainAt(BaseConfig(2, DType::kF32), 2, spec);
+  auto text = ckpt::ReadFile(spec.ckpt_dir + "/t/rank_00001.bin");
+  ASSERT_TRUE(text.ok());
+  std::ofstream(a + "/t/rank_00001.bin", std::ios::binary) << *text;
+  for (const absl::Status& s : LoadAll(a, 2)) {
+    EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+    EXPECT_NE(s.message().find("rank_00001.bin: the section index differs"), std::string::npos) << s;
+  }
+}
+
+TEST(CkptTest, NoTagAndNoLatestIsNotFound) {
+  const std::string dir = TmpDir("empty");
+  ASSERT_TRUE(ckpt::MakeDirs(dir).ok());
+  auto ck = Checkpoint::Open(dir, "");
+  EXPECT_TRUE(absl::IsNotFound(ck.status())) << ck.status();
+  EXPECT_NE(ck.status().message().find("latest"), std::string::npos) << ck.status();
+}
+
 void EditShape(const std::string& dir, std::vector<int64_t> shape) {
   const std::string path = dir + "/t/manifest.json";
   auto j = nlohmann::ordered_json::parse(Slurp(path));
