@@ -321,23 +321,19 @@ typedef struct zero_load_options {
 
 #define ZERO_LOAD_OPTIONS_INIT {sizeof(zero_load_options), 1, 0}
 
-/* COLLECTIVE. Writes DIR/TAG (a file per rank, then manifest.json), then
- * points DIR/latest at TAG. Only between accumulations (after the step()
- * that ends one). A failed save leaves earlier tags and `latest` whole. */
+/* COLLECTIVE. Writes DIR/TAG atomically, then points DIR/latest at it; a
+ * failed save leaves earlier tags whole. Refused mid-accumulation. */
 ZERO_API zero_status zero_engine_save(zero_engine_t* engine, const char* dir,
                                       const char* tag);
 
-/* COLLECTIVE. Loads DIR/TAG (`tag` NULL: DIR/latest) into a finalized
- * engine with every param released; world size and stage may differ from the
- * saving run. Restores steps and loss scale. `options` may be NULL
- * (defaults). Params missing, extra or reshaped: ZERO_FAILED_PRECONDITION;
- * corrupt files: ZERO_DATA_LOSS, naming file and section; same on every rank. */
+/* COLLECTIVE. Loads DIR/TAG (NULL: latest; any world size or stage) with
+ * steps and loss scale; options NULL = defaults; fails alike on every rank. */
 ZERO_API zero_status zero_engine_load(zero_engine_t* engine, const char* dir,
                                       const char* tag,
                                       const zero_load_options* options);
 
-/* Writes every param of DIR/TAG (`tag` NULL: latest) to one safetensors file
- * at `out_path` as `dtype` (fp32 master values, or rounded). Needs no engine. */
+/* Writes every param of DIR/TAG (NULL: latest) as one safetensors file of
+ * `dtype` (fp32 master values, or rounded); needs no engine. */
 ZERO_API zero_status zero_checkpoint_export_safetensors(const char* dir,
                                                         const char* tag,
                                                         const char* out_path,
