@@ -345,6 +345,34 @@ zero_status zero_engine_param_numel(const zero_engine_t* engine, int32_t id,
   });
 }
 
+zero_status zero_engine_param_info(const zero_engine_t* engine, int32_t id,
+                                   zero_param_info* info) {
+  ZERO_CHECK_ARG("zero_engine_param_info", engine);
+  ZERO_CHECK_ARG("zero_engine_param_info", info);
+  if (info->struct_size < sizeof(zero_param_info)) {
+    g_last_error = "zero_engine_param_info: info->struct_size too small; use ZERO_PARAM_INFO_INIT";
+    return ZERO_INVALID_ARGUMENT;
+  }
+  return Guard([&] {
+    auto r = engine->engine->ParamInfo(id);
+    if (!r.ok()) return Report(r.status());
+    info->name = engine->engine->ParamName(id);
+    info->ndim = static_cast<int32_t>(r->shape.size());
+    for (int i = 0; i < 8; ++i) info->shape[i] = i < info->ndim ? r->shape[i] : 0;
+    info->dtype = static_cast<zero_dtype>(r->dtype);
+    info->trainable = r->trainable ? 1 : 0;
+    return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_engine_gradient_accumulation_steps(const zero_engine_t* engine,
+                                                    int32_t* steps) {
+  ZERO_CHECK_ARG("zero_engine_gradient_accumulation_steps", engine);
+  ZERO_CHECK_ARG("zero_engine_gradient_accumulation_steps", steps);
+  *steps = static_cast<int32_t>(engine->engine->config().gradient_accumulation_steps);
+  return ZERO_OK;
+}
+
 zero_status zero_engine_gather(zero_engine_t* engine, int32_t id, void** data) {
   ZERO_CHECK_ARG("zero_engine_gather", engine);
   ZERO_CHECK_ARG("zero_engine_gather", data);

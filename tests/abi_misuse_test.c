@@ -138,6 +138,15 @@ int main(void) {
   EXPECT(zero_engine_stats(engine, &stats) == ZERO_OK);
   EXPECT(stats.trainable_numel == 12 && stats.global_step == 1 && stats.world_size == 1);
 
+  {
+    zero_param_info pi = ZERO_PARAM_INFO_INIT;
+    int32_t gas = 0;
+    EXPECT(zero_engine_param_info(engine, 0, &pi) == ZERO_OK);
+    EXPECT(strcmp(pi.name, "w") == 0 && pi.ndim == 2 && pi.shape[0] == 4 && pi.shape[1] == 3 &&
+           pi.dtype == ZERO_DTYPE_F32 && pi.trainable == 1);
+    EXPECT(is_error(zero_engine_param_info(engine, 3, &pi), ZERO_INVALID_ARGUMENT, "no param with id 3"));
+    EXPECT(zero_engine_gradient_accumulation_steps(engine, &gas) == ZERO_OK && gas == 1);
+  }
   zero_engine_destroy(engine);
   zero_comm_destroy(comm);
   printf("%d passed, %d failed\n", passed, failed);

@@ -142,6 +142,17 @@ absl::StatusOr<int64_t> Engine::ParamNumel(int id) const {
   return params_[id].numel;
 }
 
+absl::StatusOr<ParamSpec> Engine::ParamInfo(int id) const {
+  RETURN_IF_ERROR(CheckId(id, "param_info"));
+  const Param& p = params_[id];
+  ParamSpec s;
+  s.name = p.name;
+  s.shape = p.shape;
+  s.dtype = p.dtype;
+  s.trainable = p.trainable;
+  return s;
+}
+
 // Every rank must have registered the same params: rank 0's description is
 // broadcast, each rank finds its first difference, and a MAX all-reduce tells
 // every rank the earliest difference anywhere, so all fail alike.

@@ -70,6 +70,10 @@ class Engine {
   int num_params() const { return static_cast<int>(params_.size()); }
   absl::StatusOr<int> FindParam(const std::string& name) const;
   absl::StatusOr<int64_t> ParamNumel(int id) const;
+  // What was registered for param `id` (init values are not kept).
+  absl::StatusOr<ParamSpec> ParamInfo(int id) const;
+  // The engine's own copy of the name (valid for its life); id must be valid.
+  const char* ParamName(int id) const { return params_[id].name.c_str(); }
 
   absl::StatusOr<void*> Gather(int id);
   absl::Status Release(int id);
