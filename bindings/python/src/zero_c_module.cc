@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -319,6 +320,52 @@ class Engine {
     Check(s);
   }
 
+  // The registered description of a param (zero_param_info).
+  py::dict ParamInfo(int32_t id) const {
+    zero_param_info info = ZERO_PARAM_INFO_INIT;
+    Check(zero_engine_param_info(get(), id, &info));
+    py::list shape;
+    for (int32_t i = 0; i < info.ndim; ++i) shape.append(info.shape[i]);
+    py::dict d;
+    d["name"] = std::string(info.name != nullptr ? info.name : "");
+    d["shape"] = py::tuple(shape);
+    d["dtype"] = static_cast<int32_t>(info.dtype);
+    d["trainable"] = info.trainable != 0;
+    return d;
+  }
+
+  int32_t GradientAccumulationSteps() const {
+    int32_t steps = 0;
+    Check(zero_engine_gradient_accumulation_steps(get(), &steps));
+    return steps;
+  }
+
+  void Save(const std::string& dir, const std::string& tag) {
+    zero_engine_t* e = get();
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_engine_save(e, dir.c_str(), tag.c_str());
+    }
+    Check(s);
+  }
+
+  // tag: None loads DIR/latest.
+  void Load(const std::string& dir, const std::optional<std::string>& tag,
+            bool load_optimizer_states, bool allow_missing) {
+    zero_engine_t* e = get();
+    zero_load_options options = ZERO_LOAD_OPTIONS_INIT;
+    options.load_optimizer_states = load_optimizer_states ? 1 : 0;
+    options.allow_missing = allow_missing ? 1 : 0;
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_engine_load(e, dir.c_str(), tag ? tag->c_str() : nullptr,
+                           &options);
+    }
+    Check(s);
+  }
+
   py::dict Stats() const {
     zero_stats st = ZERO_STATS_INIT;
     Check(zero_engine_stats(get(), &st));
@@ -394,6 +441,22 @@ PYBIND11_MODULE(_zero_c, m) {
   m.attr("DTYPE_F16") = static_cast<int>(ZERO_DTYPE_F16);
   m.attr("DTYPE_BF16") = static_cast<int>(ZERO_DTYPE_BF16);
 
+  m.def(
+      "export_safetensors",
+      [](const std::string& dir, const std::optional<std::string>& tag,
+         const std::string& out_path, int dtype) {
+        zero_status s;
+        {
+          py::gil_scoped_release nogil;
+          s = zero_checkpoint_export_safetensors(
+              dir.c_str(), tag ? tag->c_str() : nullptr, out_path.c_str(),
+              static_cast<zero_dtype>(dtype));
+        }
+        Check(s);
+      },
+      py::arg("dir"), py::arg("tag"), py::arg("out_path"), py::arg("dtype"),
+      "Writes every param of DIR/TAG (None: latest) as one safetensors file.");
+
   py::class_<Comm>(m, "Comm")
       .def_static("create_self", &Comm::Self)
       .def_static("create_mpi", &Comm::Mpi)
@@ -425,6 +488,11 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("step", &Engine::Step)
       .def("report_samples", &Engine::ReportSamples, py::arg("samples"))
       .def("read_master", &Engine::ReadMaster, py::arg("id"), py::arg("out"))
+      .def("param_info", &Engine::ParamInfo, py::arg("id"))
+      .def("gradient_accumulation_steps", &Engine::GradientAccumulationSteps)
+      .def("save", &Engine::Save, py::arg("dir"), py::arg("tag"))
+      .def("load", &Engine::Load, py::arg("dir"), py::arg("tag"),
+           py::arg("load_optimizer_states"), py::arg("allow_missing"))
       .def("stats", &Engine::Stats)
       .def("close", &Engine::Destroy)
       .def_property_readonly("closed", &Engine::closed);

@@ -18,6 +18,7 @@ from . import _zero_c
 from .comm import Comm, launched_by_mpi, launcher_rank_and_size
 from .dtypes import DType, bf16_to_float32, float32_to_bf16
 from .engine import Engine, ParamInfo, StepInfo, load_config
+from .checkpoint import export_safetensors
 from .errors import (AbortedError, DataLossError, FailedPreconditionError,
                      InternalError, InvalidArgumentError, IOError,
                      MismatchError, NotFoundError, OutOfMemoryError,
@@ -44,6 +45,7 @@ if version() // 10000 != HEADER_VERSION // 10000:
 
 __all__ = [
     "Comm", "DType", "Engine", "ParamInfo", "StepInfo", "load_config",
+    "export_safetensors",
     "bf16_to_float32", "float32_to_bf16", "launched_by_mpi",
     "launcher_rank_and_size", "version",
     "ZeroError", "InvalidArgumentError", "FailedPreconditionError",

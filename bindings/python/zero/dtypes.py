@@ -9,6 +9,8 @@ import enum
 
 import numpy as np
 
+from .errors import InvalidArgumentError
+
 
 class DType(enum.IntEnum):
     """The C ``zero_dtype`` values."""
@@ -26,11 +28,30 @@ class DType(enum.IntEnum):
     def itemsize(self) -> int:
         return _NUMPY[self].itemsize
 
+    @classmethod
+    def parse(cls, value: "str | int | DType") -> "DType":
+        """A DType from itself, its C value, or a name: ``"fp32"``/
+        ``"float32"``, ``"fp16"``/``"float16"``, ``"bf16"``/``"bfloat16"``."""
+        if isinstance(value, str):
+            dt = _NAMES.get(value.lower())
+            if dt is None:
+                raise InvalidArgumentError(
+                    f"unknown dtype {value!r}: use one of {sorted(_NAMES)}")
+            return dt
+        return cls(value)
+
 
 _NUMPY = {
     DType.F32: np.dtype(np.float32),
     DType.F16: np.dtype(np.float16),
     DType.BF16: np.dtype(np.uint16),
+}
+
+
+_NAMES = {
+    "fp32": DType.F32, "float32": DType.F32, "f32": DType.F32,
+    "fp16": DType.F16, "float16": DType.F16, "f16": DType.F16,
+    "bf16": DType.BF16, "bfloat16": DType.BF16,
 }
 
 

@@ -18,6 +18,7 @@ from .errors import InvalidArgumentError, NotFoundError
 
 ParamRef = Union[int, str]
 ConfigLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
+PathLike = Union[str, "os.PathLike[str]"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,13 +36,14 @@ class StepInfo:
 
 @dataclasses.dataclass(frozen=True)
 class ParamInfo:
-    """A registered parameter as the Python side knows it."""
+    """A registered parameter as the runtime describes it
+    (``zero_param_info``, :meth:`Engine.param_info`)."""
 
-    id: int
-    name: str
-    shape: Tuple[int, ...]
-    dtype: DType
-    trainable: bool
+    id: int                 #: registration order: 0, 1, ...
+    name: str               #: the unique registered name
+    shape: Tuple[int, ...]  #: full (unsharded) shape
+    dtype: DType            #: element type of the working copy
+    trainable: bool         #: False: frozen, no gradient or optimizer state
 
     @property
     def numel(self) -> int:
@@ -145,7 +147,8 @@ class Engine:
         """
         init: Optional[np.ndarray] = None
         if value is not None:
-            init = np.ascontiguousarray(np.asarray(value, dtype=np.float32))
+            # order="C", not ascontiguousarray: that makes 0-d values 1-d.
+            init = np.asarray(value, dtype=np.float32, order="C")
             if shape is not None and tuple(shape) != init.shape:
                 raise InvalidArgumentError(
                     f"register_param({name!r}): shape {tuple(shape)} differs "
@@ -159,7 +162,8 @@ class Engine:
         address = 0 if init is None else init.ctypes.data
         pid = self._c.register_param(name, list(shape_t), int(dt), address,
                                      bool(trainable))
-        info = ParamInfo(pid, name, shape_t, dt, bool(trainable))
+        # The runtime is the record; this is a cache of what it registered.
+        info = self.param_info(pid)
         while len(self._params) <= pid:
             self._params.append(None)  # type: ignore[arg-type]
         self._params[pid] = info
@@ -175,7 +179,8 @@ class Engine:
     # ---- lookup -------------------------------------------------------
 
     def param(self, p: ParamRef) -> ParamInfo:
-        """The :class:`ParamInfo` of a param id or name."""
+        """The :class:`ParamInfo` of a param id or name (cached at
+        registration; unknown ones raise the runtime's error)."""
         if isinstance(p, str):
             info = self._by_name.get(p)
             if info is None:
@@ -189,6 +194,15 @@ class Engine:
             return self._params[pid]
         self._c.param_numel(pid)  # raises the runtime's error for a bad id
         raise InvalidArgumentError(f"unknown param id {pid}")
+
+    def param_info(self, p: ParamRef) -> ParamInfo:
+        """What the runtime registered for a param id or name: name, shape,
+        dtype, trainable (``zero_engine_param_info``). Unknown names raise
+        :class:`zero.NotFoundError`, bad ids :class:`zero.InvalidArgumentError`."""
+        pid = self._c.find_param(p) if isinstance(p, str) else int(p)
+        d = self._c.param_info(pid)
+        return ParamInfo(pid, d["name"], tuple(int(x) for x in d["shape"]),
+                         DType(d["dtype"]), bool(d["trainable"]))
 
     @property
     def params(self) -> List[ParamInfo]:
@@ -205,6 +219,12 @@ class Engine:
 
     def param_numel(self, p: ParamRef) -> int:
         return self._c.param_numel(self.param(p).id)
+
+    @property
+    def gradient_accumulation_steps(self) -> int:
+        """How many :meth:`step` calls make one optimizer step, as the
+        runtime resolved it (``"auto"`` and batch arithmetic applied)."""
+        return self._c.gradient_accumulation_steps()
 
     @property
     def rank(self) -> int:
@@ -294,6 +314,38 @@ class Engine:
         out = np.empty(info.shape, dtype=np.float32)
         self._c.read_master(info.id, out.ctypes.data)
         return out
+
+    # ---- checkpoints ----------------------------------------------------
+
+    def save(self, dir: PathLike, tag: str) -> None:
+        """COLLECTIVE. Writes the full training state (params, optimizer
+        states, steps, loss scale) to ``dir/tag`` atomically, then points
+        ``dir/latest`` at it; a failed save leaves earlier tags whole.
+        Refused mid-accumulation (:class:`zero.FailedPreconditionError`)."""
+        self._c.save(os.fspath(dir), str(tag))
+
+    def load(self, dir: PathLike, tag: Optional[str] = None, *,
+             load_optimizer_states: bool = True,
+             allow_missing: bool = False) -> None:
+        """COLLECTIVE. Restores ``dir/tag`` (None: the tag ``dir/latest``
+        names), saved at any world size or stage, with steps and loss scale.
+        Call it with every param released, not mid-accumulation. In stages
+        0-2 a param's working copy keeps its address, so arrays gathered
+        before show the loaded values.
+
+        Args:
+            load_optimizer_states: False starts the optimizer moments at zero.
+            allow_missing: True lets params the checkpoint lacks keep their
+                values (otherwise :class:`zero.FailedPreconditionError` names
+                them). Params the engine lacks are always refused.
+
+        A missing tag raises :class:`zero.NotFoundError`, a corrupt file
+        :class:`zero.DataLossError` naming it; a load that fails after it
+        began changing state leaves the engine unusable (make a new one).
+        Fails alike on every rank.
+        """
+        self._c.load(os.fspath(dir), None if tag is None else str(tag),
+                     bool(load_optimizer_states), bool(allow_missing))
 
     def stats(self) -> Dict[str, int]:
         """Bytes per category on this rank and elements sent per collective

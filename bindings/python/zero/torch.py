@@ -33,7 +33,9 @@ must be used only inside the forward of a module that owns it.
 from __future__ import annotations
 
 import atexit
+import os
 import types
+import warnings
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
@@ -43,9 +45,12 @@ import torch
 from .comm import Comm
 from .dtypes import DType
 from .engine import ConfigLike, Engine, StepInfo
-from .errors import FailedPreconditionError
+from .errors import FailedPreconditionError, UnimplementedError, ZeroError
 
 __all__ = ["initialize", "ZeroTorchEngine"]
+
+#: The file save_checkpoint writes client_state to, inside DIR/TAG.
+CLIENT_STATE_FILE = "client_state.pt"
 
 _TORCH_DTYPE = {
     DType.F32: torch.float32,
@@ -172,8 +177,8 @@ class ZeroTorchEngine(torch.nn.Module):
         self.zero = Engine(config, comm)
         self.dtype = _TORCH_DTYPE[self.zero.dtype]
         self.stage = int(self.zero.stats()["stage"])  # as the runtime parsed it
-        gas = self.zero.config.get("gradient_accumulation_steps", 1)
-        self.gradient_accumulation_steps = int(gas) if isinstance(gas, int) else 1
+        # As the runtime resolved it ("auto" and batch arithmetic applied).
+        self.gradient_accumulation_steps = self.zero.gradient_accumulation_steps
         self.overlap_grad_hooks = overlap_grad_hooks
         self.global_steps = 0
         self.micro_steps = 0
@@ -309,18 +314,109 @@ class ZeroTorchEngine(torch.nn.Module):
                 for name, pid in zip(self._names, self._ids)}
 
     def save_checkpoint(self, save_dir: str, tag: Optional[str] = None,
-                        client_state: Optional[dict] = None) -> None:
-        """Not available: the C ABI v1 has no save/load entry points."""
-        raise NotImplementedError(
-            "save_checkpoint: the zero C ABI v1 has no checkpoint save/load "
-            "yet (zero_engine_save/zero_engine_load)")
+                        client_state: Optional[dict] = None,
+                        save_latest: bool = True,
+                        exclude_frozen_parameters: bool = False) -> bool:
+        """COLLECTIVE. Saves the training state to ``save_dir/tag`` (default
+        tag ``global_step{N}``, as DeepSpeed) and points ``save_dir/latest``
+        at it (:meth:`zero.Engine.save`). Call it right after the
+        :meth:`step` that ends an accumulation. ``client_state`` (any
+        picklable dict) is written by rank 0 next to the runtime's files as
+        ``client_state.pt``; the directory must be shared by all ranks.
+        Returns True, as DeepSpeed does."""
+        self._check_open()
+        if not save_latest:
+            raise UnimplementedError(
+                "save_checkpoint(save_latest=False): the runtime always points "
+                "DIR/latest at the tag it saved")
+        if exclude_frozen_parameters:
+            raise UnimplementedError(
+                "save_checkpoint(exclude_frozen_parameters=True): the runtime "
+                "saves every param")
+        if tag is None:
+            tag = f"global_step{self.global_steps}"
+        tag = str(tag)
+        self.zero.save(save_dir, tag)
+        if client_state:
+            if self.global_rank == 0:
+                path = os.path.join(os.fspath(save_dir), tag, CLIENT_STATE_FILE)
+                torch.save(dict(client_state), path + ".tmp")
+                os.replace(path + ".tmp", path)
+            self.zero.comm.barrier()  # every rank returns after it exists
+        return True
 
     def load_checkpoint(self, load_dir: str, tag: Optional[str] = None,
-                        **kwargs: Any) -> Tuple[None, dict]:
-        """Not available: the C ABI v1 has no save/load entry points."""
-        raise NotImplementedError(
-            "load_checkpoint: the zero C ABI v1 has no checkpoint save/load "
-            "yet (zero_engine_save/zero_engine_load)")
+                        load_module_strict: bool = True,
+                        load_optimizer_states: bool = True,
+                        load_lr_scheduler_states: bool = True,
+                        load_module_only: bool = False,
+                        custom_load_fn: Any = None
+                        ) -> Tuple[Optional[str], Optional[dict]]:
+        """COLLECTIVE. Restores ``load_dir/tag`` (None: the tag named by
+        ``load_dir/latest``), saved at any world size or stage, with steps and
+        loss scale (:meth:`zero.Engine.load`). Call it after
+        :func:`initialize` or right after the :meth:`step` that ends an
+        accumulation. Returns ``(load_path, client_state)`` as DeepSpeed does:
+        ``client_state`` is what :meth:`save_checkpoint` was given (``{}`` if
+        nothing); ``(None, None)`` when ``tag`` is None and there is no
+        ``latest`` file.
+
+        ``load_module_only`` (or ``load_optimizer_states=False``) starts the
+        optimizer moments at zero; ``load_module_strict=False`` lets params
+        the checkpoint lacks keep their values. The learning-rate schedule
+        comes from the config and the restored step, so
+        ``load_lr_scheduler_states`` changes nothing.
+
+        Stages 0-2: the module's params keep aliasing the runtime's working
+        copy, which now holds the loaded values. Stage 3: params are gathered
+        afresh at their next use. A corrupt checkpoint raises
+        :class:`zero.DataLossError` naming the file; if the engine's state was
+        partly overwritten it is unusable afterwards (make a new one).
+        """
+        self._check_open()
+        if custom_load_fn is not None:
+            raise UnimplementedError("load_checkpoint(custom_load_fn=...)")
+        load_dir = os.fspath(load_dir)
+        if tag is None:
+            latest = os.path.join(load_dir, "latest")
+            if not os.path.isfile(latest):
+                warnings.warn(f"load_checkpoint: no checkpoint tag given and "
+                              f"{latest} does not exist; nothing loaded")
+                return None, None
+            with open(latest, "r", encoding="utf-8") as f:
+                tag = f.read().strip()
+        tag = str(tag)
+        # The runtime loads only while no param is gathered; in stages 0-2
+        # params stay gathered for the engine's life, so release them for the
+        # load and gather them again (the resident copy does not move).
+        held = [i for i in range(len(self._params)) if self._gather_count[i] > 0]
+        for i in held:
+            self.zero.release(self._ids[i])
+        try:
+            self.zero.load(load_dir, tag,
+                           load_optimizer_states=(load_optimizer_states and
+                                                  not load_module_only),
+                           allow_missing=not load_module_strict)
+        except BaseException:
+            for i in held:  # best effort: a broken engine refuses gathers
+                try:
+                    self._regather_resident(i)
+                except ZeroError:
+                    self._gather_count[i] = 0
+            raise
+        for i in held:
+            self._regather_resident(i)
+        stats = self.zero.stats()
+        self.global_steps = int(stats["global_step"])
+        self.micro_steps = self.global_steps * self.gradient_accumulation_steps
+        self._handed = [False] * len(self._params)
+        load_path = os.path.join(load_dir, tag)
+        client_state: dict = {}
+        client_file = os.path.join(load_path, CLIENT_STATE_FILE)
+        if os.path.isfile(client_file):
+            client_state = torch.load(client_file, map_location="cpu",
+                                      weights_only=False)
+        return load_path, client_state
 
     def close(self, keep_values: bool = True) -> None:
         """Frees the runtime; the params become torch-owned tensors holding
@@ -363,6 +459,14 @@ class ZeroTorchEngine(torch.nn.Module):
         if self._closed:
             raise FailedPreconditionError(
                 "ZeroTorchEngine is closed (used after close)")
+
+    def _regather_resident(self, i: int) -> None:
+        """Stages 0-2: gathers param i again after a release; its storage is
+        the runtime's resident copy, which keeps its address."""
+        view = self.zero.gather(self._ids[i], writable=True)
+        p = self._params[i]
+        if p.data.data_ptr() != view.ctypes.data:  # not expected; stay correct
+            p.data = _as_tensor(view, self.zero.dtype)
 
     def _hand_in(self, i: int) -> None:
         """Copies param i's gradient (if any) into the runtime and frees it."""

@@ -1,0 +1,247 @@
+"""zero.Engine save/load, zero.export_safetensors, param_info and the
+resolved gradient_accumulation_steps, on one rank and on thread ranks."""
+import os
+import threading
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import zero
+
+STEPS, SAVE_AT = 6, 3
+SHAPES = {"w": (3, 5), "b": (5,), "frozen": (2,)}
+
+
+def config(stage=1, **extra):
+    cfg = {"zero_optimization": {"stage": stage},
+           "optimizer": {"type": "AdamW",
+                         "params": {"lr": 0.05, "weight_decay": 0.01}},
+           "steps_per_print": 0, "comm_timeout_seconds": 60}
+    cfg.update(extra)
+    return cfg
+
+
+def make_engine(stage=1, comm=None, **extra):
+    eng = zero.Engine(config(stage, **extra), comm=comm)
+    rng = np.random.default_rng(0)
+    eng.register_param("w", rng.standard_normal(SHAPES["w"]))
+    eng.register_param("b", rng.standard_normal(SHAPES["b"]))
+    eng.register_param("frozen", np.array([1.0, 2.0]), trainable=False)
+    eng.finalize()
+    return eng
+
+
+def grads(step, rank=0):
+    """A different gradient per step (and per rank)."""
+    rng = np.random.default_rng(100 + 10 * step + rank)
+    return {n: rng.standard_normal(SHAPES[n]).astype(np.float32)
+            for n in ("w", "b")}
+
+
+def train(eng, first, last, rank=0):
+    for step in range(first, last):
+        for name, g in grads(step, rank).items():
+            eng.set_grad(name, g)
+        eng.step()
+
+
+def masters(eng):
+    return {n: eng.read_master(n) for n in SHAPES}
+
+
+def assert_bitwise_equal(got, want):
+    assert sorted(got) == sorted(want)
+    for n in want:
+        np.testing.assert_array_equal(got[n], want[n], err_msg=n)
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_resume_from_a_save_matches_the_uninterrupted_run(tmp_path, stage):
+    with make_engine(stage) as eng:
+        train(eng, 0, STEPS)
+        want = masters(eng)
+    with make_engine(stage) as eng:
+        train(eng, 0, SAVE_AT)
+        eng.save(tmp_path, "mid")
+    with make_engine(stage) as eng:
+        eng.load(tmp_path)  # tag None: latest
+        assert eng.stats()["global_step"] == SAVE_AT
+        train(eng, SAVE_AT, STEPS)
+        assert_bitwise_equal(masters(eng), want)
+
+
+def test_loaded_values_show_in_views_gathered_before_the_load(tmp_path):
+    with make_engine(1) as eng:
+        train(eng, 0, 2)
+        eng.save(tmp_path, "t")
+        saved = eng.read_master("w")
+    with make_engine(1) as eng:
+        w = eng.gather("w")
+        eng.release("w")  # load needs every param released
+        eng.load(tmp_path, "t")
+        again = eng.gather("w")
+        assert again.ctypes.data == w.ctypes.data  # stages 0-2: stable
+        np.testing.assert_array_equal(w, saved)
+        eng.release("w")
+
+
+def test_load_without_optimizer_states_restarts_the_moments(tmp_path):
+    with make_engine(1) as eng:
+        train(eng, 0, SAVE_AT)
+        eng.save(tmp_path, "t")
+    with make_engine(1) as full, make_engine(1) as fresh:
+        full.load(tmp_path, "t")
+        fresh.load(tmp_path, "t", load_optimizer_states=False)
+        assert_bitwise_equal(masters(fresh), masters(full))
+        train(full, SAVE_AT, SAVE_AT + 1)
+        train(fresh, SAVE_AT, SAVE_AT + 1)
+        assert not np.array_equal(full.read_master("w"), fresh.read_master("w"))
+
+
+def test_allow_missing_keeps_params_the_checkpoint_lacks(tmp_path):
+    with make_engine(1) as eng:
+        train(eng, 0, 1)
+        eng.save(tmp_path, "t")
+        want = masters(eng)
+
+    def with_extra():
+        eng = zero.Engine(config(1))
+        for n, shape in SHAPES.items():
+            eng.register_param(n, np.zeros(shape), trainable=n != "frozen")
+        eng.register_param("extra", np.full(4, 7.0))
+        eng.finalize()
+        return eng
+
+    with with_extra() as eng:
+        with pytest.raises(zero.FailedPreconditionError, match="'extra'"):
+            eng.load(tmp_path, "t")
+    with with_extra() as eng:
+        eng.load(tmp_path, "t", allow_missing=True)
+        np.testing.assert_array_equal(eng.read_master("extra"), np.full(4, 7.0))
+        assert_bitwise_equal({n: eng.read_master(n) for n in SHAPES}, want)
+
+
+def test_two_thread_ranks_at_stage_3_save_and_one_rank_at_stage_1_resumes(tmp_path):
+    world = 2
+    comms = zero.Comm.threads(world)
+    errors = []
+
+    def rank_main(r):
+        try:
+            with make_engine(3, comm=comms[r]) as eng:
+                train(eng, 0, SAVE_AT, rank=r)
+                eng.save(tmp_path, "t")
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for c in comms:
+        c.close()
+    assert not errors, errors
+    assert {"rank_00000.bin", "rank_00001.bin"} <= set(os.listdir(tmp_path / "t"))
+    with make_engine(1) as eng:
+        eng.load(tmp_path, "t")
+        assert eng.stats()["global_step"] == SAVE_AT
+        train(eng, SAVE_AT, STEPS)  # trains on from the resharded state
+
+
+def test_save_mid_accumulation_is_refused(tmp_path):
+    with make_engine(1, gradient_accumulation_steps=2,
+                     train_micro_batch_size_per_gpu=1) as eng:
+        train(eng, 0, 1)  # one micro-step of two
+        with pytest.raises(zero.FailedPreconditionError, match="micro-step"):
+            eng.save(tmp_path, "t")
+
+
+def test_missing_tag_raises_not_found(tmp_path):
+    with make_engine(1) as eng:
+        with pytest.raises(zero.NotFoundError):
+            eng.load(tmp_path, "nope")
+        with pytest.raises(zero.NotFoundError, match="latest"):
+            eng.load(tmp_path)
+
+
+def test_corrupt_shard_raises_data_loss_naming_the_file(tmp_path):
+    with make_engine(2) as eng:
+        train(eng, 0, 2)
+        eng.save(tmp_path, "t")
+    shard = tmp_path / "t" / "rank_00000.bin"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    shard.write_bytes(bytes(data))
+    with make_engine(2) as eng:
+        with pytest.raises(zero.DataLossError, match="rank_00000.bin"):
+            eng.load(tmp_path, "t")
+    with pytest.raises(zero.DataLossError, match="rank_00000.bin"):
+        zero.export_safetensors(tmp_path, "t", tmp_path / "out.safetensors")
+
+
+def test_export_equals_read_master(tmp_path):
+    with make_engine(2) as eng:
+        train(eng, 0, 2)
+        eng.save(tmp_path, "t")
+        want = masters(eng)
+    out = tmp_path / "model.safetensors"
+    zero.export_safetensors(tmp_path, "t", out)
+    tensors = load_file(str(out))
+    assert sorted(tensors) == sorted(want)
+    for n, t in tensors.items():
+        assert t.dtype == np.float32 and t.shape == SHAPES[n]
+        np.testing.assert_array_equal(t, want[n], err_msg=n)
+
+
+def test_bf16_export_is_the_rounded_master(tmp_path):
+    with make_engine(2) as eng:
+        train(eng, 0, 2)
+        eng.save(tmp_path, "t")
+        want = eng.read_master("w")
+    out = tmp_path / "model_bf16.safetensors"
+    zero.export_safetensors(tmp_path, None, out, dtype="bf16")  # None: latest
+    raw = out.read_bytes()
+    header_len = int.from_bytes(raw[:8], "little")
+    assert b'"w":{"dtype":"BF16","shape":[3,5]' in raw[8:8 + header_len]
+    with pytest.raises(zero.InvalidArgumentError, match="dtype"):
+        zero.export_safetensors(tmp_path, None, out, dtype="int8")
+    # The bits, read past the header (numpy has no bfloat16).
+    import json
+    header = json.loads(raw[8:8 + header_len])
+    lo, hi = header["w"]["data_offsets"]
+    bits = np.frombuffer(raw[8 + header_len + lo:8 + header_len + hi], np.uint16)
+    np.testing.assert_array_equal(bits, zero.float32_to_bf16(want).ravel())
+
+
+def test_param_info_is_what_was_registered():
+    with zero.Engine(config(3, bf16={"enabled": True})) as eng:
+        eng.register_param("layer.weight", np.ones((2, 3, 4)))
+        eng.register_param("scalar", np.float32(3.0))
+        eng.register_param("frozen", np.ones(5), trainable=False,
+                           dtype=zero.DType.F32)
+        eng.finalize()
+        assert eng.param_info(0) == zero.ParamInfo(
+            0, "layer.weight", (2, 3, 4), zero.DType.BF16, True)
+        assert eng.param_info("scalar") == zero.ParamInfo(
+            1, "scalar", (), zero.DType.BF16, True)
+        assert eng.param_info(2) == zero.ParamInfo(
+            2, "frozen", (5,), zero.DType.F32, False)
+        assert eng.params == [eng.param_info(i) for i in range(3)]
+        with pytest.raises(zero.InvalidArgumentError):
+            eng.param_info(3)
+        with pytest.raises(zero.NotFoundError):
+            eng.param_info("nope")
+
+
+@pytest.mark.parametrize("gas_config, want", [
+    ({}, 1),
+    ({"gradient_accumulation_steps": 4}, 4),
+    ({"gradient_accumulation_steps": "auto", "train_batch_size": 12,
+      "train_micro_batch_size_per_gpu": 3}, 4),
+    ({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2}, 4),
+])
+def test_gradient_accumulation_steps_is_resolved_by_the_runtime(gas_config, want):
+    with zero.Engine(config(1, **gas_config)) as eng:
+        assert eng.gradient_accumulation_steps == want

@@ -1,0 +1,28 @@
+"""Checkpoint files without an engine: export to safetensors.
+
+Saving and loading are :meth:`zero.Engine.save` and :meth:`zero.Engine.load`
+(collective, on a live engine); a checkpoint is the directory ``DIR/TAG``
+written by them, with ``DIR/latest`` naming the newest tag.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Union
+
+from . import _zero_c
+from .dtypes import DType
+from .engine import PathLike
+
+
+def export_safetensors(dir: PathLike, tag: Optional[str], out_path: PathLike,
+                       dtype: Union[str, DType] = "fp32") -> None:
+    """Writes every param of checkpoint ``dir/tag`` (None: the tag
+    ``dir/latest`` names) as one safetensors file at ``out_path``: the fp32
+    master values, or rounded to ``dtype`` (``"fp32"``, ``"fp16"``,
+    ``"bf16"`` or a :class:`DType`). Needs no engine or communicator.
+
+    A missing checkpoint raises :class:`zero.NotFoundError`, a corrupt one
+    :class:`zero.DataLossError` naming the file.
+    """
+    _zero_c.export_safetensors(os.fspath(dir), None if tag is None else str(tag),
+                               os.fspath(out_path), int(DType.parse(dtype)))
