@@ -29,11 +29,11 @@ def make_model() -> torch.nn.Module:
     return model
 
 
-def make_data() -> List[Tuple[torch.Tensor, torch.Tensor]]:
-    """STEPS global batches (inputs, targets), seed 1."""
+def make_data(steps: int = STEPS) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+    """`steps` global batches (inputs, targets), seed 1."""
     g = torch.Generator().manual_seed(1)
     return [(torch.randn(GLOBAL_BATCH, IN, generator=g),
-             torch.randn(GLOBAL_BATCH, OUT, generator=g)) for _ in range(STEPS)]
+             torch.randn(GLOBAL_BATCH, OUT, generator=g)) for _ in range(steps)]
 
 
 def ds_config(stage: int, gas: int = 1, world: int = 1) -> Dict:
@@ -53,14 +53,14 @@ def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.mse_loss(out, target)
 
 
-def train_reference(gas: int = 1) -> Dict[str, torch.Tensor]:
+def train_reference(gas: int = 1, steps: int = STEPS) -> Dict[str, torch.Tensor]:
     """Plain single-process torch: AdamW on each full global batch (split
     into `gas` micro-batches whose losses are divided by gas)."""
     model = make_model()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=LR, betas=BETAS, eps=EPS,
                             weight_decay=WEIGHT_DECAY)
-    for x, y in make_data():
+    for x, y in make_data(steps):
         opt.zero_grad()
         for xm, ym in zip(x.chunk(gas), y.chunk(gas)):
             (loss_fn(model(xm), ym) / gas).backward()
@@ -68,8 +68,20 @@ def train_reference(gas: int = 1) -> Dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.named_parameters()}
 
 
+def _train_steps(engine, batches, rank: int, world: int, gas: int) -> list:
+    """Runs `batches` (global) on this rank's slice; returns the StepInfos."""
+    infos = []
+    for x, y in batches:
+        xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
+        for xm, ym in zip(xs.chunk(gas), ys.chunk(gas)):
+            loss = loss_fn(engine(xm), ym)
+            engine.backward(loss)
+            infos.append(engine.step())
+    return infos
+
+
 def train_zero(stage: int, rank: int = 0, world: int = 1, gas: int = 1,
-               comm=None, overlap_grad_hooks: bool = True):
+               comm=None, overlap_grad_hooks: bool = True, steps: int = STEPS):
     """zero.torch on this rank's slice of each global batch; returns
     (full fp32 params by name, engine stats, list of StepInfo)."""
     import zero.torch as zt
@@ -77,19 +89,42 @@ def train_zero(stage: int, rank: int = 0, world: int = 1, gas: int = 1,
     model = make_model()
     engine = zt.initialize(model, ds_config(stage, gas, world), comm=comm,
                            overlap_grad_hooks=overlap_grad_hooks)
-    infos = []
     try:
-        for x, y in make_data():
-            xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
-            for xm, ym in zip(xs.chunk(gas), ys.chunk(gas)):
-                loss = loss_fn(engine(xm), ym)
-                engine.backward(loss)
-                infos.append(engine.step())
+        infos = _train_steps(engine, make_data(steps), rank, world, gas)
         params = engine.full_state_dict()
         stats = engine.stats()
     finally:
         engine.close()
     return params, stats, infos
+
+
+RESUME_STEPS, SAVE_AT = 6, 3
+
+
+def train_zero_resumed(stage: int, ckpt_dir: str, rank: int = 0,
+                       world: int = 1):
+    """Trains SAVE_AT steps and saves (default tag, client_state), then a new
+    model (other initial values) and engine load the checkpoint and train on
+    to RESUME_STEPS. Returns (full fp32 params, what load_checkpoint
+    returned, whether stages 0-2 params kept their storage over the load)."""
+    import zero.torch as zt
+
+    data = make_data(RESUME_STEPS)
+    with zt.initialize(make_model(), ds_config(stage, 1, world)) as engine:
+        _train_steps(engine, data[:SAVE_AT], rank, world, 1)
+        engine.save_checkpoint(ckpt_dir, client_state={"step": SAVE_AT})
+    model = make_model()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)  # the checkpoint must overwrite every value
+    with zt.initialize(model, ds_config(stage, 1, world)) as engine:
+        ptrs = [p.data_ptr() for p in model.parameters()]
+        loaded = engine.load_checkpoint(ckpt_dir)
+        kept = ptrs == [p.data_ptr() for p in model.parameters()]
+        assert engine.global_steps == SAVE_AT
+        _train_steps(engine, data[SAVE_AT:], rank, world, 1)
+        params = engine.full_state_dict()
+    return params, loaded, kept
 
 
 def assert_params_close(got: Dict[str, torch.Tensor],

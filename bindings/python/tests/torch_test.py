@@ -1,5 +1,6 @@
 """zero.torch trains like plain torch + AdamW: stages 0-3, one rank in this
-process and four ranks under mpirun, fp32, within 1e-5 relative."""
+process and four ranks under mpirun, fp32, within 1e-5 relative; a run saved
+and resumed midway ends bitwise equal to the uninterrupted one."""
 import os
 import shutil
 import subprocess
@@ -84,15 +85,81 @@ def test_use_after_close_raises():
         engine.zero.gather(0)
 
 
-def test_checkpoint_not_implemented_yet(tmp_path):
-    with zt.initialize(torch_model.make_model(), torch_model.ds_config(0)) as engine:
-        with pytest.raises(NotImplementedError):
-            engine.save_checkpoint(str(tmp_path))
-        with pytest.raises(NotImplementedError):
+@pytest.mark.parametrize("stage", [1, 3])
+def test_resumed_run_ends_equal_to_the_uninterrupted_run(tmp_path, stage):
+    want, _, _ = torch_model.train_zero(stage, steps=torch_model.RESUME_STEPS)
+    got, (path, client_state), kept = torch_model.train_zero_resumed(
+        stage, str(tmp_path))
+    assert path == str(tmp_path / f"global_step{torch_model.SAVE_AT}")
+    assert client_state == {"step": torch_model.SAVE_AT}
+    assert (tmp_path / "latest").read_text().strip() == os.path.basename(path)
+    if stage < 3:
+        assert kept  # params still alias the runtime's working copy
+    for name in want:
+        assert torch.equal(got[name], want[name]), name
+    torch_model.assert_params_close(
+        got, torch_model.train_reference(steps=torch_model.RESUME_STEPS))
+
+
+def test_load_checkpoint_without_latest_returns_none(tmp_path):
+    with zt.initialize(torch_model.make_model(), torch_model.ds_config(1)) as engine:
+        with pytest.warns(UserWarning, match="latest"):
+            assert engine.load_checkpoint(str(tmp_path)) == (None, None)
+        with pytest.raises(zero.NotFoundError):
+            engine.load_checkpoint(str(tmp_path), tag="nope")
+
+
+def test_load_checkpoint_module_only_and_no_client_state(tmp_path):
+    with zt.initialize(torch_model.make_model(), torch_model.ds_config(2)) as engine:
+        x, y = torch_model.make_data()[0]
+        engine.backward(torch_model.loss_fn(engine(x), y))
+        engine.step()
+        assert engine.save_checkpoint(str(tmp_path), tag="t") is True
+        want = engine.full_state_dict()
+    model = torch_model.make_model()
+    with zt.initialize(model, torch_model.ds_config(2)) as engine:
+        path, client_state = engine.load_checkpoint(str(tmp_path), "t",
+                                                    load_module_only=True)
+        assert path == str(tmp_path / "t") and client_state == {}
+        assert engine.global_steps == 1
+        for name, p in model.named_parameters():
+            assert torch.equal(p.detach(), want[name]), name
+
+
+def test_corrupt_checkpoint_raises_data_loss_naming_the_file(tmp_path):
+    with zt.initialize(torch_model.make_model(), torch_model.ds_config(1)) as engine:
+        engine.save_checkpoint(str(tmp_path), tag="t")
+    shard = tmp_path / "t" / "rank_00000.bin"
+    data = bytearray(shard.read_bytes())
+    data[-8] ^= 0x01
+    shard.write_bytes(bytes(data))
+    with zt.initialize(torch_model.make_model(), torch_model.ds_config(1)) as engine:
+        with pytest.raises(zero.DataLossError, match="rank_00000.bin"):
             engine.load_checkpoint(str(tmp_path))
 
 
-def test_four_ranks_under_mpirun_match_torch_adamw(tmp_path):
+def test_gradient_accumulation_steps_auto_comes_from_the_runtime():
+    cfg = dict(torch_model.ds_config(1), gradient_accumulation_steps="auto",
+               train_batch_size=torch_model.GLOBAL_BATCH,
+               train_micro_batch_size_per_gpu=torch_model.GLOBAL_BATCH // 4)
+    with zt.initialize(torch_model.make_model(), cfg) as engine:
+        assert engine.gradient_accumulation_steps == 4
+
+
+def test_two_ranks_under_mpirun_resume_equal_to_the_uninterrupted_run(tmp_path):
+    proc = _mpirun(2, tmp_path, "--resume", "--stages", "1,3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    reference = torch_model.train_reference(steps=torch_model.RESUME_STEPS)
+    for stage in (1, 3):
+        want = torch.load(tmp_path / f"stage{stage}.pt")
+        got = torch.load(tmp_path / f"stage{stage}_resumed.pt")
+        for name in want:
+            assert torch.equal(got[name], want[name]), (stage, name)
+        torch_model.assert_params_close(got, reference)
+
+
+def _mpirun(np_, out, *worker_args):
+    """Runs torch_worker.py on np_ ranks writing to `out`."""
     mpirun = shutil.which("mpirun")
     assert mpirun, "openmpi-bin is required"
     env = dict(os.environ)
@@ -100,11 +167,15 @@ def test_four_ranks_under_mpirun_match_torch_adamw(tmp_path):
     env.setdefault("OMPI_MCA_plm_rsh_agent", "")  # no ssh: one node
     worker = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                           "torch_worker.py")
-    cmd = [mpirun, "-np", "4", "--oversubscribe", "--allow-run-as-root",
+    cmd = [mpirun, "-np", str(np_), "--oversubscribe", "--allow-run-as-root",
            "--mca", "btl", "self,vader", "-x", "PYTHONPATH",
-           sys.executable, worker, "--out", str(tmp_path)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+           sys.executable, worker, "--out", str(out), *worker_args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True,
                           timeout=600)
+
+
+def test_four_ranks_under_mpirun_match_torch_adamw(tmp_path):
+    proc = _mpirun(4, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for stage in range(4):
         params = torch.load(tmp_path / f"stage{stage}.pt")

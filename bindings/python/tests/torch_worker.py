@@ -1,7 +1,9 @@
 """One rank of the multi-rank torch adapter test (run under mpirun).
 
 Trains the shared model at each requested stage on this rank's slice of the
-global batch; rank 0 writes the final full params to OUT/stage{s}.pt.
+global batch; rank 0 writes the final full params to OUT/stage{s}.pt (and,
+with --resume, those of a run saved and resumed midway to
+OUT/stage{s}_resumed.pt).
 """
 import argparse
 import os
@@ -19,13 +21,26 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--stages", default="0,1,2,3")
     ap.add_argument("--gas", type=int, default=1)
+    ap.add_argument("--resume", action="store_true",
+                    help="train RESUME_STEPS steps, and again with a save at "
+                    "SAVE_AT and a resume; also write OUT/stage{s}_resumed.pt")
     args = ap.parse_args()
     rank, world = zero.launcher_rank_and_size()
+    steps = torch_model.RESUME_STEPS if args.resume else torch_model.STEPS
     for stage in [int(s) for s in args.stages.split(",")]:
-        params, stats, _ = torch_model.train_zero(stage, rank, world, gas=args.gas)
+        params, stats, _ = torch_model.train_zero(stage, rank, world, gas=args.gas,
+                                                  steps=steps)
         assert stats["world_size"] == world, stats
         if rank == 0:
             torch.save(params, os.path.join(args.out, f"stage{stage}.pt"))
+        if args.resume:
+            ckpt = os.path.join(args.out, f"ckpt{stage}")
+            resumed, (_, client_state), kept = torch_model.train_zero_resumed(
+                stage, ckpt, rank, world)
+            assert client_state == {"step": torch_model.SAVE_AT}, client_state
+            assert kept or stage == 3
+            if rank == 0:
+                torch.save(resumed, os.path.join(args.out, f"stage{stage}_resumed.pt"))
 
 
 if __name__ == "__main__":
