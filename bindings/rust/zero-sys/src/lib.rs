@@ -7,8 +7,8 @@
 //!
 //! The header's `*_INIT` macros are struct initializers, which bindgen cannot
 //! translate; [`zero_config_init`], [`zero_param_desc_init`],
-//! [`zero_step_info_init`], [`zero_stats_init`] and [`zero_load_options_init`]
-//! spell the same values.
+//! [`zero_step_info_init`], [`zero_stats_init`], [`zero_load_options_init`]
+//! and [`zero_param_info_init`] spell the same values.
 #![no_std]
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![allow(missing_docs, clippy::all)]
@@ -75,35 +75,15 @@ pub const fn zero_step_info_init() -> zero_step_info {
 }
 
 /// `ZERO_STATS_INIT`: `struct_size` set, everything else zero.
-pub const fn zero_stats_init() -> zero_stats {
-    zero_stats {
-        struct_size: core::mem::size_of::<zero_stats>(),
-        rank: 0,
-        world_size: 0,
-        stage: 0,
-        trainable_numel: 0,
-        padded_numel: 0,
-        master_bytes: 0,
-        optimizer_bytes: 0,
-        grad_bytes: 0,
-        param_bytes: 0,
-        frozen_bytes: 0,
-        buffer_bytes: 0,
-        live_gathered_bytes: 0,
-        live_gathered_high_water: 0,
-        sent_allgather: 0,
-        sent_reduce_scatter: 0,
-        sent_allreduce: 0,
-        sent_broadcast: 0,
-        sent_control: 0,
-        collective_calls: 0,
-        global_step: 0,
-        skipped_steps: 0,
-        micro_step: 0,
-        sent_bytes_allgather: 0,
-        sent_bytes_reduce_scatter: 0,
-        sent_bytes_allreduce: 0,
-    }
+///
+/// Built from a zeroed value rather than a field list, so fields appended to
+/// `zero_stats` by a newer header need no change here (they are integers, for
+/// which all-zero bytes are a valid value).
+pub fn zero_stats_init() -> zero_stats {
+    // SAFETY: zero_stats is a plain C struct of integers; all-zero is valid.
+    let mut s: zero_stats = unsafe { core::mem::zeroed() };
+    s.struct_size = core::mem::size_of::<zero_stats>();
+    s
 }
 
 /// `ZERO_LOAD_OPTIONS_INIT`: load optimizer states, refuse missing params.
@@ -112,5 +92,18 @@ pub const fn zero_load_options_init() -> zero_load_options {
         struct_size: core::mem::size_of::<zero_load_options>(),
         load_optimizer_states: 1,
         allow_missing: 0,
+    }
+}
+
+/// `ZERO_PARAM_INFO_INIT`: no name, 0-d, fp32, frozen; filled by
+/// `zero_engine_param_info`.
+pub const fn zero_param_info_init() -> zero_param_info {
+    zero_param_info {
+        struct_size: core::mem::size_of::<zero_param_info>(),
+        name: core::ptr::null(),
+        ndim: 0,
+        shape: [0; 8],
+        dtype: ZERO_DTYPE_F32,
+        trainable: 0,
     }
 }

@@ -32,6 +32,10 @@ int main(void) {
          (long long)t.trainable_numel, (long long)t.micro_step);
   zero_load_options l = ZERO_LOAD_OPTIONS_INIT;
   printf("load %zu %d %d\n", l.struct_size, l.load_optimizer_states, l.allow_missing);
+  zero_param_info p = ZERO_PARAM_INFO_INIT;
+  printf("info %zu %d %d", p.struct_size, p.name == NULL, p.ndim);
+  for (int i = 0; i < 8; ++i) printf(" %lld", (long long)p.shape[i]);
+  printf(" %d %d\n", (int)p.dtype, p.trainable);
   return 0;
 }
 "#;
@@ -135,6 +139,19 @@ fn rust_lines() -> String {
         l.struct_size, l.load_optimizer_states, l.allow_missing
     )
     .unwrap();
+    let p = zero_param_info_init();
+    write!(
+        out,
+        "info {} {} {}",
+        p.struct_size,
+        p.name.is_null() as i32,
+        p.ndim
+    )
+    .unwrap();
+    for d in p.shape {
+        write!(out, " {d}").unwrap();
+    }
+    writeln!(out, " {} {}", p.dtype, p.trainable).unwrap();
     out
 }
 

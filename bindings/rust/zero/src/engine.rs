@@ -167,6 +167,28 @@ pub struct Stats {
     pub skipped_steps: i64,
     /// Micro-steps (calls to [`Engine::step`]) so far.
     pub micro_step: i64,
+    /// Bytes sent by all-gathers (the traffic of `sent_allgather`).
+    pub sent_bytes_allgather: i64,
+    /// Bytes sent by reduce-scatters.
+    pub sent_bytes_reduce_scatter: i64,
+    /// Bytes sent by all-reduces.
+    pub sent_bytes_allreduce: i64,
+}
+
+/// What was registered for a param ([`Engine::param_info`],
+/// `zero_param_info`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamInfo {
+    /// The param's id.
+    pub id: ParamId,
+    /// Its unique name.
+    pub name: String,
+    /// Its full (unsharded) shape; empty for a 0-d param.
+    pub shape: Vec<usize>,
+    /// The dtype of its working copy.
+    pub dtype: DType,
+    /// `false`: frozen, no gradient or optimizer state.
+    pub trainable: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -583,7 +605,66 @@ impl<'c> Engine<'c> {
             global_step: s.global_step,
             skipped_steps: s.skipped_steps,
             micro_step: s.micro_step,
+            sent_bytes_allgather: s.sent_bytes_allgather,
+            sent_bytes_reduce_scatter: s.sent_bytes_reduce_scatter,
+            sent_bytes_allreduce: s.sent_bytes_allreduce,
         })
+    }
+
+    /// What the runtime registered for a param: name, shape, dtype,
+    /// trainable (`zero_engine_param_info`). [`Status::InvalidArgument`] for
+    /// an unknown id.
+    pub fn param_info(&self, id: ParamId) -> Result<ParamInfo> {
+        let mut raw = sys::zero_param_info_init();
+        // SAFETY: live handle, valid out pointer with struct_size set.
+        check(unsafe { sys::zero_engine_param_info(self.raw.as_ptr(), id.0, &mut raw) })?;
+        let internal = |what: String| Error::new(Status::Internal, what);
+        if raw.name.is_null() || !(0..=8).contains(&raw.ndim) {
+            return Err(internal(format!(
+                "zero_engine_param_info({}) returned no name or ndim {}",
+                id.0, raw.ndim
+            )));
+        }
+        // SAFETY: non-NULL, NUL-terminated, owned by the engine, which lives;
+        // copied at once.
+        let name = unsafe { std::ffi::CStr::from_ptr(raw.name) }
+            .to_string_lossy()
+            .into_owned();
+        let shape = raw.shape[..raw.ndim as usize]
+            .iter()
+            .map(|&d| usize::try_from(d))
+            .collect::<std::result::Result<Vec<usize>, _>>()
+            .map_err(|_| internal(format!("param '{name}': negative size in {:?}", raw.shape)))?;
+        let dtype = DType::from_raw(raw.dtype)
+            .ok_or_else(|| internal(format!("param '{name}': unknown dtype {}", raw.dtype)))?;
+        Ok(ParamInfo {
+            id,
+            name,
+            shape,
+            dtype,
+            trainable: raw.trainable != 0,
+        })
+    }
+
+    /// How many [`step`](Engine::step) calls make one optimizer step, as the
+    /// runtime resolved it (`"auto"` and batch arithmetic applied).
+    pub fn gradient_accumulation_steps(&self) -> Result<u32> {
+        let mut steps = 0;
+        // SAFETY: live handle, valid out pointer.
+        check(unsafe {
+            sys::zero_engine_gradient_accumulation_steps(self.raw.as_ptr(), &mut steps)
+        })?;
+        u32::try_from(steps).map_err(|_| {
+            Error::new(
+                Status::Internal,
+                format!("gradient_accumulation_steps is {steps}"),
+            )
+        })
+    }
+
+    /// The C handle, for the other modules of this crate.
+    pub(crate) fn as_ptr(&self) -> *mut sys::zero_engine_t {
+        self.raw.as_ptr()
     }
 }
 

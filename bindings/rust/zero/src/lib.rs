@@ -9,7 +9,10 @@
 //!   [`Config::builder`].
 //! * [`Engine`]: registers params ([`ParamDesc`] → [`ParamId`]), gathers them
 //!   ([`Gathered`], released on drop), takes gradients ([`GradBuffer`]) and
-//!   steps the optimizer ([`StepInfo`]); [`Stats`] reports memory and traffic.
+//!   steps the optimizer ([`StepInfo`]); [`Stats`] reports memory and traffic,
+//!   [`ParamInfo`] what was registered.
+//! * Checkpoints: [`Engine::save`], [`Engine::load`] ([`LoadOptions`]), and
+//!   [`export_safetensors`] of a saved checkpoint.
 //!
 //! Every fallible call returns [`Result`]; an [`Error`] carries the C status
 //! ([`Status`]) and the library's message. Handles are freed on drop, and
@@ -20,14 +23,18 @@
 //! //capi:libzero_c.so`); set `ZERO_LIB_DIR` to use another directory.
 #![deny(missing_docs)]
 
+mod checkpoint;
 mod comm;
 mod config;
 mod engine;
 mod error;
 
+pub use checkpoint::{export_safetensors, LoadOptions};
 pub use comm::Communicator;
 pub use config::{Config, ConfigBuilder, DType, Optimizer};
-pub use engine::{Engine, Gathered, GradBuffer, ParamData, ParamDesc, ParamId, Stats, StepInfo};
+pub use engine::{
+    Engine, Gathered, GradBuffer, ParamData, ParamDesc, ParamId, ParamInfo, Stats, StepInfo,
+};
 pub use error::{Error, Result, Status};
 
 /// The version of the header these bindings were generated from, as

@@ -1,0 +1,269 @@
+//! Checkpoints through the safe API: a run saved and resumed midway ends
+//! bitwise equal to the uninterrupted one; export matches the master weights;
+//! corruption and missing tags are the documented statuses. Also the
+//! introspection calls: param_info and gradient_accumulation_steps.
+use std::path::{Path, PathBuf};
+
+use zero::{Communicator, Config, DType, Engine, LoadOptions, ParamDesc, ParamId, Status};
+
+const STEPS: usize = 6;
+const SAVE_AT: usize = 3;
+
+fn adamw(stage: u32) -> Config {
+    Config::builder()
+        .stage(stage)
+        .lr(0.05)
+        .weight_decay(0.01)
+        .steps_per_print(0)
+        .build()
+}
+
+/// A fresh directory under the system temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("zero_rs_ckpt_{}_{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Registers w (3x5), b (5) and a frozen param; returns the trainable ids.
+fn setup(engine: &mut Engine<'_>) -> [ParamId; 2] {
+    let w_init: Vec<f32> = (0..15).map(|i| (i as f32 - 7.0) * 0.1).collect();
+    let w = engine
+        .register_param(ParamDesc::new("w", &[3, 5]).init(&w_init))
+        .unwrap();
+    let b = engine
+        .register_param(ParamDesc::new("b", &[5]).init(&[0.5; 5]))
+        .unwrap();
+    engine
+        .register_param(
+            ParamDesc::new("frozen", &[2])
+                .init(&[1.0, 2.0])
+                .trainable(false),
+        )
+        .unwrap();
+    engine.finalize().unwrap();
+    [w, b]
+}
+
+/// A different gradient for every step and param.
+fn train(engine: &mut Engine<'_>, ids: [ParamId; 2], steps: std::ops::Range<usize>) {
+    for step in steps {
+        for id in ids {
+            let n = engine.param_numel(id).unwrap();
+            let g: Vec<f32> = (0..n)
+                .map(|i| ((step * 31 + i * 7 + id.index() * 3) % 11) as f32 - 5.0)
+                .collect();
+            engine.set_grad(id, &g).unwrap();
+        }
+        engine.step().unwrap();
+    }
+}
+
+fn masters(engine: &mut Engine<'_>, ids: [ParamId; 2]) -> Vec<Vec<f32>> {
+    ids.iter().map(|&id| engine.master(id).unwrap()).collect()
+}
+
+#[test]
+fn resumed_run_ends_bitwise_equal_to_the_uninterrupted_run() {
+    for stage in 0..=3 {
+        let dir = TempDir::new(&format!("resume{stage}"));
+        let comm = Communicator::new_self().unwrap();
+        let want = {
+            let mut e = Engine::new(&adamw(stage), &comm).unwrap();
+            let ids = setup(&mut e);
+            train(&mut e, ids, 0..STEPS);
+            masters(&mut e, ids)
+        };
+        {
+            let mut e = Engine::new(&adamw(stage), &comm).unwrap();
+            let ids = setup(&mut e);
+            train(&mut e, ids, 0..SAVE_AT);
+            e.save(dir.path(), "mid").unwrap();
+        }
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("latest"))
+                .unwrap()
+                .trim(),
+            "mid"
+        );
+        let mut e = Engine::new(&adamw(stage), &comm).unwrap();
+        let ids = setup(&mut e);
+        e.load(dir.path(), None, LoadOptions::new()).unwrap();
+        assert_eq!(e.stats().unwrap().global_step, SAVE_AT as i64);
+        train(&mut e, ids, SAVE_AT..STEPS);
+        assert_eq!(masters(&mut e, ids), want, "stage {stage}");
+    }
+}
+
+#[test]
+fn load_without_optimizer_states_keeps_the_weights_only() {
+    let dir = TempDir::new("weights_only");
+    let comm = Communicator::new_self().unwrap();
+    let saved = {
+        let mut e = Engine::new(&adamw(1), &comm).unwrap();
+        let ids = setup(&mut e);
+        train(&mut e, ids, 0..SAVE_AT);
+        e.save(dir.path(), "t").unwrap();
+        masters(&mut e, ids)
+    };
+    let mut full = Engine::new(&adamw(1), &comm).unwrap();
+    let mut fresh = Engine::new(&adamw(1), &comm).unwrap();
+    let ids = setup(&mut full);
+    setup(&mut fresh);
+    full.load(dir.path(), Some("t"), LoadOptions::default())
+        .unwrap();
+    fresh
+        .load(
+            dir.path(),
+            Some("t"),
+            LoadOptions::new().load_optimizer_states(false),
+        )
+        .unwrap();
+    assert_eq!(masters(&mut fresh, ids), saved);
+    train(&mut full, ids, SAVE_AT..SAVE_AT + 1);
+    train(&mut fresh, ids, SAVE_AT..SAVE_AT + 1);
+    assert_ne!(masters(&mut full, ids), masters(&mut fresh, ids));
+}
+
+#[test]
+fn export_holds_the_master_weights() {
+    let dir = TempDir::new("export");
+    let comm = Communicator::new_self().unwrap();
+    let mut e = Engine::new(&adamw(2), &comm).unwrap();
+    let ids = setup(&mut e);
+    train(&mut e, ids, 0..2);
+    e.save(dir.path(), "t").unwrap();
+    let want = e.master(ids[1]).unwrap();
+    let out = dir.path().join("model.safetensors");
+    zero::export_safetensors(dir.path(), Some("t"), &out, DType::F32).unwrap();
+    // safetensors: 8-byte little-endian header length, JSON header, data.
+    let bytes = std::fs::read(&out).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + header_len]).unwrap();
+    let key = "\"b\":{\"dtype\":\"F32\",\"shape\":[5],\"data_offsets\":[";
+    let at = header.find(key).expect(header) + key.len();
+    let begin: usize = header[at..].split(',').next().unwrap().parse().unwrap();
+    let data = &bytes[8 + header_len + begin..8 + header_len + begin + 20];
+    let got: Vec<f32> = data
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn corrupt_shard_is_data_loss_naming_the_file() {
+    let dir = TempDir::new("corrupt");
+    let comm = Communicator::new_self().unwrap();
+    {
+        let mut e = Engine::new(&adamw(1), &comm).unwrap();
+        let ids = setup(&mut e);
+        train(&mut e, ids, 0..1);
+        e.save(dir.path(), "t").unwrap();
+    }
+    let shard = dir.path().join("t/rank_00000.bin");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x10;
+    std::fs::write(&shard, bytes).unwrap();
+    let mut e = Engine::new(&adamw(1), &comm).unwrap();
+    setup(&mut e);
+    let err = e
+        .load(dir.path(), Some("t"), LoadOptions::new())
+        .unwrap_err();
+    assert_eq!(err.status(), Status::DataLoss, "{err}");
+    assert!(err.message().contains("rank_00000.bin"), "{err}");
+}
+
+#[test]
+fn missing_tag_is_not_found_and_mid_accumulation_save_is_refused() {
+    let dir = TempDir::new("errors");
+    let comm = Communicator::new_self().unwrap();
+    let config = Config::from_json(
+        r#"{"zero_optimization": {"stage": 1}, "gradient_accumulation_steps": 2,
+            "train_micro_batch_size_per_gpu": 1, "steps_per_print": 0}"#,
+    )
+    .unwrap();
+    let mut e = Engine::new(&config, &comm).unwrap();
+    let ids = setup(&mut e);
+    let err = e
+        .load(dir.path(), Some("nope"), LoadOptions::new())
+        .unwrap_err();
+    assert_eq!(err.status(), Status::NotFound, "{err}");
+    train(&mut e, ids, 0..1); // one micro-step of two
+    let err = e.save(dir.path(), "t").unwrap_err();
+    assert_eq!(err.status(), Status::FailedPrecondition, "{err}");
+    let err = e.save(dir.path(), "bad\0tag").unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument, "{err}");
+}
+
+#[test]
+fn param_info_is_what_was_registered() {
+    let comm = Communicator::new_self().unwrap();
+    let config = Config::builder()
+        .stage(3)
+        .dtype(DType::BF16)
+        .steps_per_print(0)
+        .build();
+    let mut e = Engine::new(&config, &comm).unwrap();
+    let w = e
+        .register_param(ParamDesc::new("layer.weight", &[2, 3, 4]))
+        .unwrap();
+    let s = e.register_param(ParamDesc::new("scalar", &[])).unwrap();
+    let f = e
+        .register_param(
+            ParamDesc::new("frozen", &[5])
+                .dtype(DType::F32)
+                .trainable(false),
+        )
+        .unwrap();
+    e.finalize().unwrap();
+    let info = e.param_info(w).unwrap();
+    assert_eq!(
+        (
+            info.id,
+            info.name.as_str(),
+            &info.shape[..],
+            info.dtype,
+            info.trainable
+        ),
+        (w, "layer.weight", &[2usize, 3, 4][..], DType::BF16, true)
+    );
+    let info = e.param_info(s).unwrap();
+    assert_eq!((info.name.as_str(), info.shape.len()), ("scalar", 0));
+    let info = e.param_info(f).unwrap();
+    assert_eq!(
+        (&info.shape[..], info.dtype, info.trainable),
+        (&[5usize][..], DType::F32, false)
+    );
+    let bad = e.find_param("nope").unwrap_err();
+    assert_eq!(bad.status(), Status::NotFound);
+}
+
+#[test]
+fn gradient_accumulation_steps_is_resolved_by_the_runtime() {
+    let comm = Communicator::new_self().unwrap();
+    let auto = Config::from_json(
+        r#"{"gradient_accumulation_steps": "auto", "train_batch_size": 12,
+            "train_micro_batch_size_per_gpu": 3, "steps_per_print": 0}"#,
+    )
+    .unwrap();
+    let e = Engine::new(&auto, &comm).unwrap();
+    assert_eq!(e.gradient_accumulation_steps().unwrap(), 4);
+    let e = Engine::new(&adamw(0), &comm).unwrap();
+    assert_eq!(e.gradient_accumulation_steps().unwrap(), 1);
+}
