@@ -337,12 +337,11 @@ class ZeroTorchEngine(torch.nn.Module):
             tag = f"global_step{self.global_steps}"
         tag = str(tag)
         self.zero.save(save_dir, tag)
-        if client_state:
-            if self.global_rank == 0:
-                path = os.path.join(os.fspath(save_dir), tag, CLIENT_STATE_FILE)
-                torch.save(dict(client_state), path + ".tmp")
-                os.replace(path + ".tmp", path)
-            self.zero.comm.barrier()  # every rank returns after it exists
+        if client_state and self.global_rank == 0:
+            path = os.path.join(os.fspath(save_dir), tag, CLIENT_STATE_FILE)
+            torch.save(dict(client_state), path + ".tmp")
+            os.replace(path + ".tmp", path)
+        self.zero.comm.barrier()  # every rank returns once the file exists
         return True
 
     def load_checkpoint(self, load_dir: str, tag: Optional[str] = None,
