@@ -210,6 +210,13 @@ typedef struct zero_stats {
   int64_t sent_control;             /* scalars (norm, overflow, checks) */
   int64_t collective_calls;
   int64_t global_step, skipped_steps, micro_step;
+  /* Appended for NVMe optimizer offload (zero when off). With it,
+   * master_bytes is 0 and optimizer_bytes counts the host staging buffers. */
+  int64_t nvme_bytes;        /* state files on disk, both slots */
+  int64_t nvme_read_bytes;   /* cumulative */
+  int64_t nvme_write_bytes;  /* cumulative */
+  int32_t nvme_direct_io;    /* 1: O_DIRECT; 0: the file system refused it */
+  int32_t nvme_uring;        /* 1: io_uring; 0: blocking pread/pwrite */
 } zero_stats;
 
 #define ZERO_STATS_INIT {sizeof(zero_stats)}

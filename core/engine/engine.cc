@@ -1,8 +1,11 @@
 #include "core/engine/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -225,12 +228,14 @@ absl::Status Engine::AllocateState() {
     GroupState& gs = groups_[g];
     gs.owned_begin = stage == 0 ? 0 : lg.shard * rank_;
     gs.owned_len = stage == 0 ? lg.padded : lg.shard;
-    ASSIGN_OR_RETURN(gs.master, DeviceBuffer::Make(d, gs.owned_len * 4));
-    if (adam || momentum) {
-      ASSIGN_OR_RETURN(gs.m, DeviceBuffer::Make(d, gs.owned_len * 4));
-    }
-    if (adam) {
-      ASSIGN_OR_RETURN(gs.v, DeviceBuffer::Make(d, gs.owned_len * 4));
+    if (config_.offload_optimizer.device != "nvme") {
+      ASSIGN_OR_RETURN(gs.master, DeviceBuffer::Make(d, gs.owned_len * 4));
+      if (adam || momentum) {
+        ASSIGN_OR_RETURN(gs.m, DeviceBuffer::Make(d, gs.owned_len * 4));
+      }
+      if (adam) {
+        ASSIGN_OR_RETURN(gs.v, DeviceBuffer::Make(d, gs.owned_len * 4));
+      }
     }
     const int64_t work_len = stage == 3 ? lg.shard : lg.padded;
     ASSIGN_OR_RETURN(gs.working, DeviceBuffer::Make(d, work_len * es));
@@ -245,7 +250,7 @@ absl::Status Engine::AllocateState() {
     // The part of [offset, offset+numel) that this rank owns.
     const int64_t lo = std::max(pl.offset, gs.owned_begin);
     const int64_t hi = std::min(pl.offset + pl.numel, gs.owned_begin + gs.owned_len);
-    if (hi > lo) {
+    if (hi > lo && gs.master.data() != nullptr) {
       std::memcpy(gs.master.data<float>() + (lo - gs.owned_begin),
                   p.init.data() + (lo - pl.offset), (hi - lo) * 4);
     }
@@ -261,6 +266,7 @@ absl::Status Engine::AllocateState() {
       cpu::FromF32(p.init.data(), p.whole.data(), t, p.numel);
     }
   }
+  if (config_.offload_optimizer.device == "nvme") RETURN_IF_ERROR(CreateNvmeTier());
   for (Param& p : params_) {
     if (!p.trainable) {
       ASSIGN_OR_RETURN(p.whole, DeviceBuffer::Make(d, p.numel * DTypeSize(p.dtype)));
@@ -278,6 +284,50 @@ absl::Status Engine::AllocateState() {
   pack_cap_ = cap;
   ASSIGN_OR_RETURN(pack_, DeviceBuffer::Make(d, pack_cap_ * 4));
   ASSIGN_OR_RETURN(recv_, DeviceBuffer::Make(d, pack_cap_ * 4));
+  return absl::OkStatus();
+}
+
+// Master weights and moments of every group go to files under nvme_path,
+// streamed in sub_group_size pieces (core/offload/nvme_tier.h). Called while
+// the params' fp32 init values are still at hand.
+absl::Status Engine::CreateNvmeTier() {
+  const OffloadConfig& oc = config_.offload_optimizer;
+  const bool adam = config_.optimizer != OptimizerType::kSgd;
+  offload::NvmeTierOptions o;
+  o.dir = oc.nvme_path;
+  o.tag = absl::StrFormat("zero_optim_r%d_p%d_%x", rank_, static_cast<int>(::getpid()),
+                          reinterpret_cast<uintptr_t>(this));
+  o.num_arrays = adam ? 3 : (config_.momentum != 0.0 ? 2 : 1);
+  o.buffer_count = oc.buffer_count;
+  o.chunk_elems = config_.sub_group_size;
+  o.aio.queue_depth = config_.aio.queue_depth;
+  o.aio.block_size = config_.aio.block_size;
+  std::vector<int64_t> lens;
+  for (const GroupState& gs : groups_) lens.push_back(gs.owned_len);
+  ASSIGN_OR_RETURN(nvme_, offload::NvmeTier::Create(o, lens));
+  const offload::NvmeTierStats st = nvme_->stats();
+  if (!st.note.empty()) {
+    std::fprintf(stderr, "[zero] rank %d: nvme offload under '%s': %s\n", rank_,
+                 oc.nvme_path.c_str(), st.note.c_str());
+  }
+  // Initial master values from the params' init; moments start at zero.
+  return nvme_->Initialize([&](const offload::NvmeTier::Chunk& c, float* const* arr) {
+    const GroupState& gs = groups_[c.group];
+    const int64_t a = gs.owned_begin + c.begin, b = a + c.len;  // group coordinates
+    for (int li : layout_.groups()[c.group].members) {
+      const ParamPlace& pl = layout_.place(li);
+      const int64_t lo = std::max(pl.offset, a), hi = std::min(pl.offset + pl.numel, b);
+      if (hi <= lo) continue;
+      const Param& p = params_[trainable_ids_[li]];
+      std::memcpy(arr[0] + (lo - a), p.init.data() + (lo - pl.offset), (hi - lo) * 4);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status Engine::ReadOwnedMaster(int g, int64_t begin, int64_t len, float* out) {
+  if (nvme_) return nvme_->ReadRange(g, 0, begin, len, out);
+  std::memcpy(out, groups_[g].master.data<float>() + begin, len * 4);
   return absl::OkStatus();
 }
 
@@ -742,29 +792,60 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
   const float factor = static_cast<float>(
       math::UnscaleClipFactor(scaled_norm, scale, config_.gradient_clipping));
   const int64_t step = global_step_ + 1;
-  for (size_t g = 0; g < groups_.size(); ++g) {
+  math::SgdScalars sgd;
+  sgd.lr = static_cast<float>(info.lr);
+  sgd.momentum = static_cast<float>(config_.momentum);
+  sgd.dampening = static_cast<float>(config_.dampening);
+  sgd.weight_decay = static_cast<float>(config_.weight_decay);
+  sgd.grad_scale = factor;
+  sgd.nesterov = config_.nesterov;
+  sgd.first_step = step == 1;
+  const bool decoupled = config_.optimizer == OptimizerType::kAdamW ||
+                         config_.adam_w_mode;
+  const math::AdamScalars adam = math::MakeAdamScalars(
+      static_cast<float>(info.lr), static_cast<float>(config_.beta1),
+      static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
+      static_cast<float>(config_.weight_decay), decoupled, step, factor);
+  // Elements [begin, begin+len) of group g's owned range; master/m/v point
+  // at those elements (m, v may be null for SGD).
+  auto update = [&](size_t g, int64_t begin, int64_t len, float* master,
+                    float* m, float* v) {
     GroupState& gs = groups_[g];
-    char* work = gs.working.data<char>() + (stage == 3 ? 0 : gs.owned_begin * es);
+    char* work = gs.working.data<char>() + ((stage == 3 ? 0 : gs.owned_begin) + begin) * es;
+    const float* grad = g32[g].data<float>() + begin;
     if (config_.optimizer == OptimizerType::kSgd) {
-      math::SgdScalars s;
-      s.lr = static_cast<float>(info.lr);
-      s.momentum = static_cast<float>(config_.momentum);
-      s.dampening = static_cast<float>(config_.dampening);
-      s.weight_decay = static_cast<float>(config_.weight_decay);
-      s.grad_scale = factor;
-      s.nesterov = config_.nesterov;
-      s.first_step = step == 1;
-      cpu::SgdStep(s, g32[g].data<float>(), gs.master.data<float>(),
-                   gs.m.data<float>(), gs.owned_len, work, t);
+      cpu::SgdStep(sgd, grad, master, m, len, work, t);
     } else {
-      const bool decoupled = config_.optimizer == OptimizerType::kAdamW ||
-                             config_.adam_w_mode;
-      math::AdamScalars s = math::MakeAdamScalars(
-          static_cast<float>(info.lr), static_cast<float>(config_.beta1),
-          static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
-          static_cast<float>(config_.weight_decay), decoupled, step, factor);
-      cpu::AdamStep(s, g32[g].data<float>(), gs.master.data<float>(),
-                    gs.m.data<float>(), gs.v.data<float>(), gs.owned_len, work, t);
+      cpu::AdamStep(adam, grad, master, m, v, len, work, t);
+    }
+  };
+  if (nvme_) {
+    // Streamed: read sub-group k+1 while updating k while writing k-1. The
+    // step counts only if every rank wrote all of its state (one MAX).
+    const int arrays = config_.optimizer != OptimizerType::kSgd
+                           ? 3 : (config_.momentum != 0.0 ? 2 : 1);
+    auto agree = [&](bool ok) -> absl::StatusOr<bool> {
+      if (world_ == 1) return ok;
+      double failed = ok ? 0.0 : 1.0;
+      RETURN_IF_ERROR(stream_->Wait(stream_->Submit([&] {
+        ScopedCountingKind k(comm_.get(), CollectiveKind::kControl);
+        return comm_->AllReduce(&failed, 1, ReduceOp::kMax);
+      })));
+      (void)stream_->Drain();
+      return failed == 0.0;
+    };
+    RETURN_IF_ERROR(nvme_->Update(
+        [&](const offload::NvmeTier::Chunk& c, float* const* arr) {
+          update(c.group, c.begin, c.len, arr[0], arrays > 1 ? arr[1] : nullptr,
+                 arrays > 2 ? arr[2] : nullptr);
+          return absl::OkStatus();
+        },
+        agree));
+  } else {
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      GroupState& gs = groups_[g];
+      update(g, 0, gs.owned_len, gs.master.data<float>(), gs.m.data<float>(),
+             gs.v.data<float>());
     }
   }
   g32.clear();
@@ -827,13 +908,11 @@ absl::Status Engine::ReadMaster(int id, float* out) {
     return absl::OkStatus();
   }
   const ParamPlace& pl = layout_.place(p.li);
-  const GroupState& gs = groups_[pl.group];
-  if (config_.stage == 0) {
-    std::memcpy(out, gs.master.data<float>() + pl.offset, p.numel * 4);
-    return absl::OkStatus();
-  }
+  if (config_.stage == 0) return Fail(ReadOwnedMaster(pl.group, pl.offset, p.numel, out));
   const Slice s = layout_.SliceOn(p.li, rank_);
-  const float* send = gs.master.data<float>() + s.shard_offset;
+  std::vector<float> mine(s.numel);
+  if (s.numel > 0) RETURN_IF_ERROR(Fail(ReadOwnedMaster(pl.group, s.shard_offset, s.numel, mine.data())));
+  const float* send = mine.data();
   auto counts = layout_.Counts(p.li);
   RETURN_IF_ERROR(Fail(stream_->Wait(stream_->Submit([&] {
     ScopedCountingKind k(comm_.get(), CollectiveKind::kControl);
@@ -859,6 +938,16 @@ EngineStats Engine::Stats() const {
   for (const Param& p : params_) {
     if (!p.trainable) s.frozen_bytes += p.whole.bytes();
     if (p.persistent) s.param_bytes += p.whole.bytes();
+  }
+  if (nvme_) {
+    const offload::NvmeTierStats t = nvme_->stats();
+    s.optimizer_bytes = t.host_bytes;  // staging buffers; master/m/v on disk
+    s.nvme_bytes = t.file_bytes;
+    s.nvme_read_bytes = t.bytes_read;
+    s.nvme_write_bytes = t.bytes_written;
+    s.nvme_direct_io = t.direct_io;
+    s.nvme_uring = t.uring;
+    s.offload_note = t.note;
   }
   s.buffer_bytes = buckets_.bytes() + pack_.bytes() + recv_.bytes() + live_bytes_;
   s.live_gathered_bytes = live_bytes_;

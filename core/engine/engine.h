@@ -18,6 +18,7 @@
 #include "core/comm/communicator.h"
 #include "core/config/config.h"
 #include "core/device/device.h"
+#include "core/offload/nvme_tier.h"
 #include "core/engine/grad_bucket.h"
 #include "core/optim/loss_scaler.h"
 #include "core/optim/lr_schedule.h"
@@ -52,6 +53,13 @@ struct EngineStats {
   int64_t sent[static_cast<int>(CollectiveKind::kCount)] = {};
   int64_t collective_calls = 0;
   int64_t global_step = 0, skipped_steps = 0, micro_step = 0;
+  // NVMe optimizer offload (zero when off). master_bytes and optimizer_bytes
+  // above count host-resident bytes only; with NVMe that is the staging
+  // buffers (optimizer_bytes), bounded by buffer_count sub-groups.
+  int64_t nvme_bytes = 0;                  // state files on disk (both slots)
+  int64_t nvme_read_bytes = 0, nvme_write_bytes = 0;  // cumulative
+  int nvme_direct_io = 0, nvme_uring = 0;  // 1: O_DIRECT / io_uring in use
+  std::string offload_note;                // fallbacks taken (O_DIRECT, io_uring)
 };
 
 class Engine {
@@ -133,6 +141,10 @@ class Engine {
   absl::StatusOr<StepInfo> Boundary();
   void MaybePrint(const StepInfo& info);
   void* WorkingPtr(int li) const;  // stage <= 2
+  // NVMe optimizer offload: files created and initial state written.
+  absl::Status CreateNvmeTier();
+  // Owned fp32 master elements [begin, begin+len) of group g, wherever they live.
+  absl::Status ReadOwnedMaster(int g, int64_t begin, int64_t len, float* out);
 
   Config config_;
   std::unique_ptr<Communicator> comm_;
@@ -146,6 +158,9 @@ class Engine {
   std::unordered_map<std::string, int> by_name_;
   Layout layout_;
   std::vector<GroupState> groups_;
+  // Set when offload_optimizer.device is "nvme": master/m/v live there and
+  // GroupState's master/m/v stay empty.
+  std::unique_ptr<offload::NvmeTier> nvme_;
   std::vector<int> trainable_ids_;  // layout index -> param id
 
   GradBuckets buckets_;

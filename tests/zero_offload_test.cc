@@ -1,0 +1,268 @@
+// offload_optimizer.device = "nvme": master weights and Adam moments live in
+// files under nvme_path and stream through a few host buffers. Training ends
+// bitwise where in-memory training ends (same kernels, same order), host
+// memory for optimizer state stays under buffer_count sub-groups, and broken
+// paths or files are clear errors.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/comm/thread_communicator.h"
+#include "core/common/dtype.h"
+#include "core/engine/engine.h"
+#include "tests/testing/mlp_harness.h"
+
+namespace zero {
+namespace testing {
+namespace {
+
+std::string FreshDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  static int n = 0;
+  std::string dir = std::string(base ? base : "/tmp") + "/" + name + std::to_string(n++);
+  ::mkdir(dir.c_str(), 0700);
+  return dir;
+}
+
+std::vector<std::string> FilesIn(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(dir + "/" + n);
+  }
+  ::closedir(d);
+  return out;
+}
+
+Config BaseConfig(int stage, DType dtype) {
+  Config c;
+  c.stage = stage;
+  c.dtype = dtype;
+  c.lr = 1e-2;
+  c.weight_decay = 0.01;
+  c.steps_per_print = 0;
+  c.comm_timeout_seconds = 30;
+  c.initial_scale_power = 8;
+  c.reduce_bucket_size = 100;
+  c.stage3_param_persistence_threshold = 10;
+  c.sub_group_size = 96;  // several groups, each a few chunks
+  return c;
+}
+
+Config Nvme(Config c, const std::string& dir) {
+  c.offload_optimizer.device = "nvme";
+  c.offload_optimizer.nvme_path = dir;
+  c.offload_optimizer.buffer_count = 3;
+  return c;
+}
+
+MlpResult TrainAt(const Config& c, int world, const MlpSpec& spec) {
+  std::vector<MlpResult> results(world);
+  std::mutex mu;
+  RunThreads(world, [&](int rank, Communicator* comm) {
+    auto r = TrainMlp(c, comm, spec);
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_TRUE(r.ok()) << "rank " << rank << ": " << r.status();
+    if (r.ok()) results[rank] = std::move(*r);
+  });
+  return results[0];
+}
+
+void ExpectBitwiseEqual(const MlpResult& a, const MlpResult& b) {
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    ASSERT_EQ(a.params[i].size(), b.params[i].size());
+    for (size_t j = 0; j < a.params[i].size(); ++j) {
+      ASSERT_EQ(a.params[i][j], b.params[i][j]) << a.names[i] << "[" << j << "]";
+    }
+  }
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  for (size_t s = 0; s < a.steps.size(); ++s) {
+    EXPECT_EQ(a.steps[s].grad_norm, b.steps[s].grad_norm) << "step " << s;
+    EXPECT_EQ(a.steps[s].skipped, b.steps[s].skipped) << "step " << s;
+  }
+}
+
+class NvmeOffloadTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+// The kernels are elementwise and run in the same order, so streaming the
+// state through files changes no bit, in any dtype.
+TEST_P(NvmeOffloadTest, TrainsBitwiseLikeInMemory) {
+  const int stage = std::get<0>(GetParam());
+  const int world = std::get<1>(GetParam());
+  const DType dtype = static_cast<DType>(std::get<2>(GetParam()));
+  Config c = BaseConfig(stage, dtype);
+  MlpSpec spec;
+  if (dtype == DType::kF16) spec.inf_step = 4;  // a skipped step on the way
+  MlpResult mem = TrainAt(c, world, spec);
+  const std::string dir = FreshDir("nvme");
+  MlpResult nvme = TrainAt(Nvme(c, dir), world, spec);
+  ExpectBitwiseEqual(nvme, mem);
+  EXPECT_EQ(nvme.stats.master_bytes, 0);
+  EXPECT_GT(nvme.stats.nvme_bytes, 0);
+  EXPECT_GT(nvme.stats.nvme_write_bytes, 0);
+  EXPECT_TRUE(FilesIn(dir).empty()) << "state files left after destroy";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    StagesWorldsDtypes, NvmeOffloadTest,
+    ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 3),
+                       ::testing::Values(0, 1, 2)),
+    [](const ::testing::TestParamInfo<NvmeOffloadTest::ParamType>& i) {
+      return "stage" + std::to_string(std::get<0>(i.param)) + "_world" +
+             std::to_string(std::get<1>(i.param)) + "_" +
+             DTypeName(static_cast<DType>(std::get<2>(i.param)));
+    });
+
+TEST(NvmeOffload, SgdWithMomentumTrainsBitwiseLikeInMemory) {
+  Config c = BaseConfig(2, DType::kF32);
+  c.optimizer = OptimizerType::kSgd;
+  c.momentum = 0.9;
+  MlpSpec spec;
+  MlpResult mem = TrainAt(c, 3, spec);
+  MlpResult nvme = TrainAt(Nvme(c, FreshDir("sgd")), 3, spec);
+  ExpectBitwiseEqual(nvme, mem);
+}
+
+// Optimizer state larger than the host may hold for it: buffer_count
+// sub-groups of 2048 elements (4 x 2048 x 12 bytes = 96 KiB) for ~220 KiB of
+// master + m + v.
+TEST(NvmeOffload, HostBytesStayUnderTheCapWhileStateIsLarger) {
+  Config c = BaseConfig(1, DType::kF32);
+  c.sub_group_size = 2048;
+  MlpSpec spec;
+  spec.in = 64;
+  spec.hidden = 256;
+  spec.out = 8;
+  spec.steps = 4;
+  Config n = Nvme(c, FreshDir("cap"));
+  n.offload_optimizer.buffer_count = 4;
+  const int64_t cap = 4 * 2048 * 12;
+  MlpResult mem = TrainAt(c, 1, spec);
+  MlpResult nvme = TrainAt(n, 1, spec);
+  ExpectBitwiseEqual(nvme, mem);
+  const int64_t state = nvme.stats.trainable_numel * 12;
+  EXPECT_GT(state, 2 * cap);
+  EXPECT_EQ(mem.stats.master_bytes + mem.stats.optimizer_bytes,
+            nvme.stats.padded_numel * 12);
+  EXPECT_GT(nvme.stats.optimizer_bytes, 0);
+  EXPECT_LE(nvme.stats.master_bytes + nvme.stats.optimizer_bytes, cap);
+  EXPECT_GE(nvme.stats.nvme_bytes, 2 * state);  // double-buffered on disk
+  // Every step reads and writes all of it once.
+  EXPECT_GE(nvme.stats.nvme_write_bytes, (spec.steps + 1) * state);
+}
+
+TEST(NvmeOffload, MissingPathIsAClearError) {
+  Config c = Nvme(BaseConfig(2, DType::kF32), "/nonexistent/zero_nvme");
+  MlpSpec spec;
+  auto comms = MakeThreadCommunicators(1);
+  auto r = TrainMlp(c, comms[0].get(), spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+  EXPECT_NE(r.status().message().find("offload_optimizer.nvme_path '/nonexistent/zero_nvme'"),
+            std::string::npos) << r.status();
+}
+
+TEST(NvmeOffload, UnwritablePathIsAClearError) {
+  Config c = Nvme(BaseConfig(2, DType::kF32), "/sys");  // refuses even root
+  MlpSpec spec;
+  auto comms = MakeThreadCommunicators(1);
+  auto r = TrainMlp(c, comms[0].get(), spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << r.status();
+}
+
+TEST(NvmeOffload, ParamOffloadToNvmeIsUnimplemented) {
+  Config c = BaseConfig(3, DType::kF32);
+  c.offload_param.device = "nvme";
+  c.offload_param.nvme_path = FreshDir("param");
+  absl::Status s = c.Resolve(1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_NE(s.message().find("offload_param.device"), std::string::npos) << s;
+}
+
+TEST(NvmeOffload, FromDsConfigJson) {
+  const std::string dir = FreshDir("json");
+  auto c = ParseDsConfig(R"({"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 2, "sub_group_size": 1000,
+        "offload_optimizer": {"device": "nvme", "nvme_path": ")" + dir + R"(",
+                              "buffer_count": 4}},
+      "aio": {"block_size": 262144, "queue_depth": 16}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->Resolve(1).ok());
+}
+
+// Drives one engine by hand: one 5000-element param, constant gradients.
+class ManualEngine {
+ public:
+  explicit ManualEngine(const std::string& dir) : comms_(MakeThreadCommunicators(1)) {
+    Config c = Nvme(BaseConfig(2, DType::kF32), dir);
+    c.sub_group_size = 1024;
+    auto e = Engine::Create(c, comms_[0].get());
+    EXPECT_TRUE(e.ok()) << e.status();
+    engine_ = std::move(*e);
+    ParamSpec p;
+    p.name = "w";
+    p.shape = {5000};
+    EXPECT_TRUE(engine_->RegisterParam(p).ok());
+    EXPECT_TRUE(engine_->Finalize().ok());
+  }
+  absl::Status Step() {
+    auto g = engine_->GradBuffer(0);
+    if (!g.ok()) return g.status();
+    float* d = static_cast<float*>(*g);
+    for (int i = 0; i < 5000; ++i) d[i] = 0.001f * (i % 7 - 3);
+    absl::Status s = engine_->GradReady(0);
+    if (!s.ok()) return s;
+    return engine_->Step().status();
+  }
+  Engine* engine() { return engine_.get(); }
+  void Destroy() { engine_.reset(); }
+
+ private:
+  std::vector<std::unique_ptr<Communicator>> comms_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST(NvmeOffload, FileTruncatedBetweenStepsIsAClearErrorNotACrash) {
+  const std::string dir = FreshDir("trunc");
+  ManualEngine m(dir);
+  ASSERT_TRUE(m.Step().ok());
+  std::vector<std::string> files = FilesIn(dir);
+  ASSERT_EQ(files.size(), 1u);
+  ASSERT_EQ(::truncate(files[0].c_str(), 100), 0);
+  absl::Status s = m.Step();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(files[0]), std::string::npos) << s;
+  // The engine refuses further work instead of training on lost state.
+  EXPECT_FALSE(m.Step().ok());
+  m.Destroy();
+  EXPECT_TRUE(FilesIn(dir).empty());
+}
+
+TEST(NvmeOffload, FilesExistWhileTrainingAndGoAwayOnDestroy) {
+  const std::string dir = FreshDir("life");
+  ManualEngine m(dir);
+  ASSERT_TRUE(m.Step().ok());
+  ASSERT_TRUE(m.Step().ok());
+  EXPECT_EQ(FilesIn(dir).size(), 1u);
+  EngineStats st = m.engine()->Stats();
+  EXPECT_EQ(st.nvme_bytes, 2 * 5 * 3 * 4096);  // 5 chunks x 3 arrays x 4 KiB, 2 slots
+  std::printf("direct_io=%d uring=%d note='%s'\n", st.nvme_direct_io, st.nvme_uring,
+              st.offload_note.c_str());
+  m.Destroy();
+  EXPECT_TRUE(FilesIn(dir).empty());
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace zero
