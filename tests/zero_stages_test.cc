@@ -141,6 +141,25 @@ TEST(StagesTest, ClippingActiveAcrossRanks) {
   }
 }
 
+// overlap_comm: buckets reduce on the comm thread while the caller fills the
+// next; the result must not change.
+TEST(StagesTest, OverlapCommGivesTheSameResult) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (DType t : {DType::kF32, DType::kF16}) {
+      Config c = BaseConfig(stage, t);
+      c.overlap_comm = 1;
+      c.reduce_bucket_size = 64;  // many buckets in flight per step
+      c.gradient_accumulation_steps = 2;
+      MlpSpec spec;
+      Config sync = c;
+      sync.overlap_comm = 0;
+      MlpResult a = TrainAt(c, 3, spec);
+      MlpResult b = TrainAt(sync, 3, spec);
+      EXPECT_EQ(MaxRelDiff(a, b), 0.0) << "stage " << stage << " " << DTypeName(t);
+    }
+  }
+}
+
 TEST(StagesTest, Fp16OverflowOnOneRankSkipsTheStepEverywhere) {
   for (int stage = 0; stage <= 3; ++stage) {
     Config c = BaseConfig(stage, DType::kF16);

@@ -266,7 +266,8 @@ ZERO_API zero_status zero_engine_release(zero_engine_t* engine, int32_t id);
 
 /* *grad receives a zero-filled buffer of numel elements (the param's dtype)
  * for this micro-step's gradient of a trainable param: write or add into it,
- * then call zero_engine_grad_ready. Valid until zero_engine_grad_ready.
+ * then call zero_engine_grad_ready. Valid until zero_engine_grad_ready;
+ * asking again before grad_ready returns the same buffer.
  * The engine averages gradients over ranks and sums them over micro-steps:
  * divide each micro-step's loss by gradient_accumulation_steps (as
  * DeepSpeed's backward does) and multiply it by zero_engine_loss_scale. */
@@ -296,8 +297,8 @@ ZERO_API zero_status zero_engine_step(zero_engine_t* engine,
 ZERO_API zero_status zero_engine_report_samples(zero_engine_t* engine,
                                                 int64_t samples);
 
-/* COLLECTIVE in stages 1-3. Copies the param's full fp32 master weights into
- * `out` (numel floats). */
+/* COLLECTIVE (every rank calls it; stage 0 copies locally). Copies the
+ * param's full fp32 master weights into `out` (numel floats). */
 ZERO_API zero_status zero_engine_read_master(zero_engine_t* engine,
                                              int32_t id, float* out);
 

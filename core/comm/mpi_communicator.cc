@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <thread>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 
@@ -63,6 +64,10 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &world_);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    // Ranks on this node (OpenMPI tells; else assume one per node).
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const unsigned local_ranks = local ? static_cast<unsigned>(std::atoi(local)) : 1;
+    oversubscribed_ = local_ranks > std::max(1u, std::thread::hardware_concurrency());
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -185,11 +190,10 @@ class MpiCommunicator : public Communicator {
       return absl::InternalError(
           absl::StrCat("mpi communicator: ", what, ": ", MpiError(rc)));
     }
-    const auto start = Clock::now();
     const auto deadline =
-        start + std::chrono::duration_cast<Clock::duration>(
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
                     std::chrono::duration<double>(timeout_seconds_));
-    for (int spins = 0;; ++spins) {
+    for (unsigned spins = 0;; ++spins) {
       int done = 0;
       rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) {
@@ -199,18 +203,21 @@ class MpiCommunicator : public Communicator {
                                                " failed: ", MpiError(rc)));
       }
       if (done) return absl::OkStatus();
-      if (spins > 64) {
-        if (Clock::now() > deadline) {
-          broken_ = true;
-          g_broken = true;
-          return absl::DeadlineExceededError(absl::StrCat(
-              "mpi communicator: ", what, " timed out after ",
-              timeout_seconds_, " s on rank ", rank_, " of ", world_,
-              ": a peer is dead or stuck (comm_timeout_seconds)"));
-        }
-        // Yield the core: with more ranks than cores, spinning starves the
-        // very peers we wait for.
-        std::this_thread::sleep_for(std::chrono::microseconds(spins > 2000 ? 200 : 10));
+      if ((spins & 1023) == 1023 && Clock::now() > deadline) {
+        broken_ = true;
+        g_broken = true;
+        return absl::DeadlineExceededError(absl::StrCat(
+            "mpi communicator: ", what, " timed out after ", timeout_seconds_,
+            " s on rank ", rank_, " of ", world_,
+            ": a peer is dead or stuck (comm_timeout_seconds)"));
+      }
+      // Progress happens inside MPI_Test, so poll; with more local ranks
+      // than cores, back off into short sleeps so the peers we wait for get
+      // the core (spinning would starve them).
+      if (oversubscribed_ && spins > 64) {
+        std::this_thread::sleep_for(std::chrono::microseconds(spins > 4096 ? 100 : 5));
+      } else {
+        std::this_thread::yield();
       }
     }
   }
@@ -218,6 +225,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_;
   int rank_ = 0, world_ = 1;
   bool broken_ = false;
+  bool oversubscribed_ = false;
 };
 
 }  // namespace

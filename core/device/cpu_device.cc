@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/device/device.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace zero {
 namespace {
@@ -38,6 +39,38 @@ class CpuDevice : public Device {
     std::memcpy(dst, src, bytes);
   }
   size_t allocated_bytes() const override { return allocated_; }
+
+  void AdamStep(const math::AdamScalars& s, const float* g, float* p, float* m,
+                float* v, int64_t n, void* work, DType t) override {
+    cpu::AdamStep(s, g, p, m, v, n, work, t);
+  }
+  void SgdStep(const math::SgdScalars& s, const float* g, float* p, float* buf,
+               int64_t n, void* work, DType t) override {
+    cpu::SgdStep(s, g, p, buf, n, work, t);
+  }
+  void ToF32(const void* src, DType t, float* dst, int64_t n, float scale) override {
+    cpu::ToF32(src, t, dst, n, scale);
+  }
+  void FromF32(const float* src, void* dst, DType t, int64_t n) override {
+    cpu::FromF32(src, dst, t, n);
+  }
+  void Accumulate(void* dst, const void* src, DType t, int64_t n) override {
+    cpu::Accumulate(dst, src, t, n);
+  }
+  void AccumulateF32(void* dst, const float* src, float scale, DType t, int64_t n) override {
+    cpu::AccumulateF32(dst, src, scale, t, n);
+  }
+  double SumSquares(const void* x, DType t, int64_t n) override {
+    return cpu::SumSquares(x, t, n);
+  }
+  // Host memory is device memory here.
+  void UploadF32(const float* host, void* dst, DType t, int64_t n) override {
+    cpu::FromF32(host, dst, t, n);
+  }
+  void DownloadF32(const void* src, DType t, float* host, int64_t n) override {
+    cpu::ToF32(src, t, host, n, 1.0f);
+  }
+  void Synchronize() override {}
 
  private:
   static size_t Rounded(size_t bytes) {

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "kernels/adam_math.h"
+#include "kernels/dtype.h"
 
 namespace zero {
 
@@ -25,6 +27,34 @@ class Device {
   virtual void Copy(void* dst, const void* src, size_t bytes) = 0;
   // Bytes currently allocated through this device.
   virtual size_t allocated_bytes() const = 0;
+
+  // Kernels over this device's memory (kernels/cpu, kernels/cuda). All
+  // per-element math comes from kernels/*_math.h. Work is ordered: a later
+  // call sees the effects of earlier ones; Synchronize() waits for all.
+  // Adam/SGD on fp32 (p, m, v) with raw fp32 gradients g; writes the
+  // updated p to `work` as `work_dtype` in the same pass when non-null.
+  virtual void AdamStep(const math::AdamScalars& s, const float* g, float* p,
+                        float* m, float* v, int64_t n, void* work,
+                        DType work_dtype) = 0;
+  virtual void SgdStep(const math::SgdScalars& s, const float* g, float* p,
+                       float* buf, int64_t n, void* work, DType work_dtype) = 0;
+  // dst = float(src) * scale.
+  virtual void ToF32(const void* src, DType t, float* dst, int64_t n,
+                     float scale) = 0;
+  // dst = cast(src).
+  virtual void FromF32(const float* src, void* dst, DType t, int64_t n) = 0;
+  // dst += src (both dtype t, summed in fp32).
+  virtual void Accumulate(void* dst, const void* src, DType t, int64_t n) = 0;
+  // dst += src * scale (dst dtype t, src fp32).
+  virtual void AccumulateF32(void* dst, const float* src, float scale,
+                             DType t, int64_t n) = 0;
+  // Sum of squares in double; waits for the result.
+  virtual double SumSquares(const void* x, DType t, int64_t n) = 0;
+  // Host fp32 <-> device values of dtype t (uploads and downloads).
+  virtual void UploadF32(const float* host, void* dst, DType t, int64_t n) = 0;
+  virtual void DownloadF32(const void* src, DType t, float* host,
+                           int64_t n) = 0;
+  virtual void Synchronize() = 0;
 };
 
 std::unique_ptr<Device> MakeCpuDevice();

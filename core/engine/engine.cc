@@ -15,7 +15,6 @@
 #include "absl/strings/str_split.h"
 #include "core/common/status_macros.h"
 #include "kernels/adam_math.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/norm_math.h"
 
 namespace zero {
@@ -250,27 +249,27 @@ absl::Status Engine::AllocateState() {
     // The part of [offset, offset+numel) that this rank owns.
     const int64_t lo = std::max(pl.offset, gs.owned_begin);
     const int64_t hi = std::min(pl.offset + pl.numel, gs.owned_begin + gs.owned_len);
-    if (hi > lo && gs.master.data() != nullptr) {
-      std::memcpy(gs.master.data<float>() + (lo - gs.owned_begin),
-                  p.init.data() + (lo - pl.offset), (hi - lo) * 4);
+    if (hi > lo && gs.master.data() != nullptr) {  // null: state on NVMe
+      d->UploadF32(p.init.data() + (lo - pl.offset),
+                   gs.master.data<float>() + (lo - gs.owned_begin), DType::kF32, hi - lo);
     }
     if (stage <= 2) {
-      cpu::FromF32(p.init.data(), gs.working.data<char>() + pl.offset * es, t, p.numel);
+      d->UploadF32(p.init.data(), gs.working.data<char>() + pl.offset * es, t, p.numel);
     } else if (hi > lo) {
-      cpu::FromF32(p.init.data() + (lo - pl.offset),
+      d->UploadF32(p.init.data() + (lo - pl.offset),
                    gs.working.data<char>() + (lo - gs.owned_begin) * es, t, hi - lo);
     }
     if (stage == 3 && p.numel < config_.stage3_param_persistence_threshold) {
       p.persistent = true;
       ASSIGN_OR_RETURN(p.whole, DeviceBuffer::Make(d, p.numel * es));
-      cpu::FromF32(p.init.data(), p.whole.data(), t, p.numel);
+      d->UploadF32(p.init.data(), p.whole.data(), t, p.numel);
     }
   }
   if (config_.offload_optimizer.device == "nvme") RETURN_IF_ERROR(CreateNvmeTier());
   for (Param& p : params_) {
     if (!p.trainable) {
       ASSIGN_OR_RETURN(p.whole, DeviceBuffer::Make(d, p.numel * DTypeSize(p.dtype)));
-      cpu::FromF32(p.init.data(), p.whole.data(), p.dtype, p.numel);
+      d->UploadF32(p.init.data(), p.whole.data(), p.dtype, p.numel);
     }
     std::vector<float>().swap(p.init);
   }
@@ -292,6 +291,13 @@ absl::Status Engine::AllocateState() {
 // the params' fp32 init values are still at hand.
 absl::Status Engine::CreateNvmeTier() {
   const OffloadConfig& oc = config_.offload_optimizer;
+  // The optimizer runs on the host over the staging buffers and writes the
+  // working copy in place: the CPU device only, for now.
+  if (device_->name() != "cpu") {
+    return absl::UnimplementedError(absl::StrCat(
+        "zero_optimization.offload_optimizer.device: \"nvme\" needs the cpu "
+        "device in this version, not ", device_->name()));
+  }
   const bool adam = config_.optimizer != OptimizerType::kSgd;
   offload::NvmeTierOptions o;
   o.dir = oc.nvme_path;
@@ -323,12 +329,6 @@ absl::Status Engine::CreateNvmeTier() {
     }
     return absl::OkStatus();
   });
-}
-
-absl::Status Engine::ReadOwnedMaster(int g, int64_t begin, int64_t len, float* out) {
-  if (nvme_) return nvme_->ReadRange(g, 0, begin, len, out);
-  std::memcpy(out, groups_[g].master.data<float>() + begin, len * 4);
-  return absl::OkStatus();
 }
 
 absl::Status Engine::Finalize() {
@@ -584,15 +584,15 @@ absl::Status Engine::ReduceBucket(const std::vector<int>& ids, const void* data,
     for (size_t k = 0; k < ids.size(); ++k) {
       const Param& p = params_[ids[k]];
       const ParamPlace& pl = layout_.place(p.li);
-      cpu::Accumulate(groups_[pl.group].grads.data<char>() + pl.offset * es,
+      device_->Accumulate(groups_[pl.group].grads.data<char>() + pl.offset * es,
                       base + offsets[k] * es, t, p.numel);
     }
     if (config_.stage == 0 && boundary && world_ > 1) {
       int64_t n = 0;
       for (int id : ids) {
         const Param& p = params_[id];
-        cpu::ToF32(groups_[layout_.place(p.li).group].grads.data<char>() +
-                       layout_.place(p.li).offset * es, t, pack + n, p.numel);
+        device_->ToF32(groups_[layout_.place(p.li).group].grads.data<char>() +
+                       layout_.place(p.li).offset * es, t, pack + n, p.numel, 1.0f);
         n += p.numel;
       }
       RETURN_IF_ERROR(comm_->AllReduce(pack, n, ReduceOp::kSum));
@@ -600,8 +600,8 @@ absl::Status Engine::ReduceBucket(const std::vector<int>& ids, const void* data,
       for (int id : ids) {
         Param& p = params_[id];
         const ParamPlace& pl = layout_.place(p.li);
-        cpu::ToF32(pack + n, DType::kF32, pack + n, p.numel, inv_world);
-        cpu::FromF32(pack + n, groups_[pl.group].grads.data<char>() + pl.offset * es, t, p.numel);
+        device_->ToF32(pack + n, DType::kF32, pack + n, p.numel, inv_world);
+        device_->FromF32(pack + n, groups_[pl.group].grads.data<char>() + pl.offset * es, t, p.numel);
         p.reduced_at_boundary = true;
         n += p.numel;
       }
@@ -614,7 +614,7 @@ absl::Status Engine::ReduceBucket(const std::vector<int>& ids, const void* data,
     for (size_t k = 0; k < ids.size(); ++k) {
       const Slice s = layout_.SliceOn(params_[ids[k]].li, r);
       if (s.numel == 0) continue;
-      cpu::ToF32(base + (offsets[k] + s.param_offset) * es, t, pack + pos, s.numel);
+      device_->ToF32(base + (offsets[k] + s.param_offset) * es, t, pack + pos, s.numel, 1.0f);
       pos += s.numel;
       counts[r] += s.numel;
     }
@@ -625,7 +625,7 @@ absl::Status Engine::ReduceBucket(const std::vector<int>& ids, const void* data,
     const int li = params_[ids[k]].li;
     const Slice s = layout_.SliceOn(li, rank_);
     if (s.numel == 0) continue;
-    cpu::AccumulateF32(groups_[layout_.place(li).group].grads.data<char>() +
+    device_->AccumulateF32(groups_[layout_.place(li).group].grads.data<char>() +
                            s.shard_offset * es,
                        recv + pos, inv_world, t, s.numel);
     pos += s.numel;
@@ -655,15 +655,15 @@ absl::Status Engine::ReduceLeftoversStage0() {
     int64_t pos = 0;
     for (int id : batch) {
       const ParamPlace& pl = layout_.place(params_[id].li);
-      cpu::ToF32(groups_[pl.group].grads.data<char>() + pl.offset * es, t, pack + pos, params_[id].numel);
+      device_->ToF32(groups_[pl.group].grads.data<char>() + pl.offset * es, t, pack + pos, params_[id].numel, 1.0f);
       pos += params_[id].numel;
     }
     RETURN_IF_ERROR(comm_->AllReduce(pack, pos, ReduceOp::kSum));
     pos = 0;
     for (int id : batch) {
       const ParamPlace& pl = layout_.place(params_[id].li);
-      cpu::ToF32(pack + pos, DType::kF32, pack + pos, params_[id].numel, 1.0f / world_);
-      cpu::FromF32(pack + pos, groups_[pl.group].grads.data<char>() + pl.offset * es, t, params_[id].numel);
+      device_->ToF32(pack + pos, DType::kF32, pack + pos, params_[id].numel, 1.0f / world_);
+      device_->FromF32(pack + pos, groups_[pl.group].grads.data<char>() + pl.offset * es, t, params_[id].numel);
       pos += params_[id].numel;
     }
   }
@@ -683,12 +683,12 @@ absl::Status Engine::ReduceScatterFlatStage1(std::vector<DeviceBuffer>* g32) {
     for (int64_t a = 0; a < shard; a += chunk) {
       const int64_t len = std::min(chunk, shard - a);
       for (int r = 0; r < world_; ++r) {
-        cpu::ToF32(groups_[g].grads.data<char>() + (r * shard + a) * es, t,
-                   pack + r * len, len);
+        device_->ToF32(groups_[g].grads.data<char>() + (r * shard + a) * es, t,
+                       pack + r * len, len, 1.0f);
       }
       RETURN_IF_ERROR(comm_->ReduceScatterV(pack, out + a,
                                             std::vector<int64_t>(world_, len)));
-      cpu::ToF32(out + a, DType::kF32, out + a, len, 1.0f / world_);
+      device_->ToF32(out + a, DType::kF32, out + a, len, 1.0f / world_);
     }
   }
   return absl::OkStatus();
@@ -752,11 +752,11 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
       RETURN_IF_ERROR(ReduceScatterFlatStage1(&g32));
     } else {
       for (size_t g = 0; g < groups_.size(); ++g) {
-        cpu::ToF32(groups_[g].grads.data(), t, g32[g].data<float>(), groups_[g].owned_len);
+        device_->ToF32(groups_[g].grads.data(), t, g32[g].data<float>(), groups_[g].owned_len, 1.0f);
       }
     }
     for (size_t g = 0; g < groups_.size(); ++g) {
-      sumsq += cpu::SumSquares(g32[g].data(), DType::kF32, groups_[g].owned_len);
+      sumsq += device_->SumSquares(g32[g].data(), DType::kF32, groups_[g].owned_len);
     }
     // Norm and overflow in one all-reduce: a non-finite gradient anywhere
     // makes the global sum of squares non-finite.
@@ -814,9 +814,9 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
     char* work = gs.working.data<char>() + ((stage == 3 ? 0 : gs.owned_begin) + begin) * es;
     const float* grad = g32[g].data<float>() + begin;
     if (config_.optimizer == OptimizerType::kSgd) {
-      cpu::SgdStep(sgd, grad, master, m, len, work, t);
+      device_->SgdStep(sgd, grad, master, m, len, work, t);
     } else {
-      cpu::AdamStep(adam, grad, master, m, v, len, work, t);
+      device_->AdamStep(adam, grad, master, m, v, len, work, t);
     }
   };
   if (nvme_) {
@@ -904,21 +904,37 @@ absl::Status Engine::ReadMaster(int id, float* out) {
   if (out == nullptr) return absl::InvalidArgumentError("read_master: out is null");
   const Param& p = params_[id];
   if (!p.trainable) {
-    cpu::ToF32(p.whole.data(), p.dtype, out, p.numel);
+    device_->DownloadF32(p.whole.data(), p.dtype, out, p.numel);
     return absl::OkStatus();
   }
   const ParamPlace& pl = layout_.place(p.li);
-  if (config_.stage == 0) return Fail(ReadOwnedMaster(pl.group, pl.offset, p.numel, out));
+  const GroupState& gs = groups_[pl.group];
+  if (config_.stage == 0) {
+    if (nvme_) return Fail(nvme_->ReadRange(pl.group, 0, pl.offset, p.numel, out));
+    device_->DownloadF32(gs.master.data<float>() + pl.offset, DType::kF32, out, p.numel);
+    return absl::OkStatus();
+  }
+  // Gather into device memory (collectives move device buffers), then copy.
+  ASSIGN_OR_RETURN(DeviceBuffer full, DeviceBuffer::Make(device_.get(), p.numel * 4));
   const Slice s = layout_.SliceOn(p.li, rank_);
-  std::vector<float> mine(s.numel);
-  if (s.numel > 0) RETURN_IF_ERROR(Fail(ReadOwnedMaster(pl.group, s.shard_offset, s.numel, mine.data())));
-  const float* send = mine.data();
+  const float* send = gs.master.data<float>() + s.shard_offset;
+  DeviceBuffer mine;  // NVMe: this rank's slice, read from the files
+  if (nvme_) {
+    ASSIGN_OR_RETURN(mine, DeviceBuffer::Make(device_.get(), s.numel * 4));
+    if (s.numel > 0) {
+      RETURN_IF_ERROR(Fail(nvme_->ReadRange(pl.group, 0, s.shard_offset, s.numel,
+                                            mine.data<float>())));
+    }
+    send = mine.data<float>();
+  }
   auto counts = layout_.Counts(p.li);
+  float* dst = full.data<float>();
   RETURN_IF_ERROR(Fail(stream_->Wait(stream_->Submit([&] {
     ScopedCountingKind k(comm_.get(), CollectiveKind::kControl);
-    return comm_->AllGatherV(send, out, counts, DType::kF32);
+    return comm_->AllGatherV(send, dst, counts, DType::kF32);
   }))));
   (void)stream_->Drain();
+  device_->DownloadF32(dst, DType::kF32, out, p.numel);
   return absl::OkStatus();
 }
 

@@ -143,8 +143,6 @@ class Engine {
   void* WorkingPtr(int li) const;  // stage <= 2
   // NVMe optimizer offload: files created and initial state written.
   absl::Status CreateNvmeTier();
-  // Owned fp32 master elements [begin, begin+len) of group g, wherever they live.
-  absl::Status ReadOwnedMaster(int g, int64_t begin, int64_t len, float* out);
 
   Config config_;
   std::unique_ptr<Communicator> comm_;

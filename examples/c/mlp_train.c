@@ -2,7 +2,7 @@
  * (hand-written forward and backward), zero owns the model state.
  *
  *   mlp_train [--config ds_config.json] [--stage S] [--steps N]
- *             [--hidden H] [--dump FILE] [--quiet]
+ *             [--hidden H] [--lr LR] [--dump FILE] [--quiet]
  *
  * Under mpirun every rank takes its slice of each global batch. The data, the
  * initial values and the arithmetic (double precision, fixed loop order) are
@@ -143,6 +143,7 @@ static double now_s(void) {
 int main(int argc, char** argv) {
   const char *config_path = NULL, *dump = NULL;
   int stage = 0, steps = 30, hidden = 32, quiet = 0, i;
+  float lr = 1e-2f;
   zero_comm_t* comm = NULL;
   zero_engine_t* engine = NULL;
   int32_t rank, world, ids[4];
@@ -161,10 +162,11 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--stage") && i + 1 < argc) stage = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) hidden = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = (float)atof(argv[++i]);
     else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
     else if (!strcmp(argv[i], "--quiet")) quiet = 1;
     else {
-      fprintf(stderr, "usage: %s [--config F] [--stage S] [--steps N] [--hidden H] [--dump F] [--quiet]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--config F] [--stage S] [--steps N] [--hidden H] [--lr LR] [--dump F] [--quiet]\n", argv[0]);
       return 2;
     }
   }
@@ -191,7 +193,7 @@ int main(int argc, char** argv) {
   } else {
     zero_config cfg = ZERO_CONFIG_INIT;
     cfg.stage = stage;
-    cfg.lr = 1e-2f;
+    cfg.lr = lr;
     cfg.steps_per_print = quiet ? 0 : 10;
     CHECK(zero_engine_create(&cfg, comm, &engine));
   }
@@ -321,10 +323,11 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       printf("{\"example\": \"mlp_train\", \"stage\": %d, \"world\": %d, \"params\": %lld, "
              "\"first_loss\": %.6f, \"final_loss\": %.6f, \"step_ms\": %.3f, "
-             "\"model_state_bytes_per_rank\": %lld}\n",
+             "\"model_state_bytes_per_rank\": %lld, \"sent_elems_per_step\": %.0f}\n",
              st.stage, st.world_size, (long long)st.trainable_numel, first_loss, last_loss,
              step_time * 1e3,
-             (long long)(st.master_bytes + st.optimizer_bytes + st.grad_bytes + st.param_bytes));
+             (long long)(st.master_bytes + st.optimizer_bytes + st.grad_bytes + st.param_bytes),
+             (double)(st.sent_allgather + st.sent_reduce_scatter + st.sent_allreduce) / steps);
     }
   }
   if (dump) {

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs `cargo test --offline` over the Rust workspace (bindings/rust plus
+# examples/rust) against the Bazel-built libzero_c.so, then `cargo doc` with
+# warnings denied. Sources are copied out of the runfiles tree so cargo can
+# write next to them (Cargo.lock checks, build-script outputs).
+set -euo pipefail
+R="$TEST_SRCDIR/$TEST_WORKSPACE"
+source "$R/bindings/rust/rust_env.sh"
+
+W="$TEST_TMPDIR/src"
+mkdir -p "$W/bindings" "$W/examples" "$W/capi/include" "$TEST_TMPDIR/lib"
+cp -rL "$R/bindings/rust" "$W/bindings/"
+cp -rL "$R/examples/rust" "$W/examples/"
+cp -L "$R/capi/include/zero_c.h" "$W/capi/include/"
+# A private copy keeps the rpath baked into the test binaries stable.
+cp -L "$R/capi/libzero_c.so" "$TEST_TMPDIR/lib/"
+export ZERO_LIB_DIR="$TEST_TMPDIR/lib"
+export ZERO_HEADER="$W/capi/include/zero_c.h"
+
+# The C example, for the bitwise Rust-vs-C test; required under Bazel.
+if [ -n "${ZERO_C_EXAMPLE_RUNFILE:-}" ]; then
+  export ZERO_C_EXAMPLE="$R/$ZERO_C_EXAMPLE_RUNFILE"
+  export ZERO_REQUIRE_C_EXAMPLE=1
+fi
+# The mpirun test is required under Bazel too (mpirun is a test dependency).
+export ZERO_REQUIRE_MPIRUN=1
+
+cd "$W/bindings/rust"
+cargo --version
+cargo test --offline --locked --workspace -- --test-threads=2
+RUSTDOCFLAGS="-D warnings" cargo doc --offline --locked --workspace --no-deps
+echo "cargo test and cargo doc passed"

@@ -1,0 +1,812 @@
+//! The engine: one sharded training state, its params, gradients and steps.
+use std::ffi::CString;
+use std::ptr::{self, NonNull};
+
+use zero_sys as sys;
+
+use crate::comm::Communicator;
+use crate::config::{Config, DType, Source};
+use crate::error::{check, Error, Result, Status};
+
+/// Identifies a registered parameter of one [`Engine`]: 0, 1, ... in
+/// registration order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParamId(i32);
+
+impl ParamId {
+    /// The position in registration order.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Describes one parameter for [`Engine::register_param`].
+///
+/// ```
+/// let init = [0.5f32; 6];
+/// let desc = zero::ParamDesc::new("fc.weight", &[2, 3]).init(&init);
+/// # let _ = desc;
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct ParamDesc<'a> {
+    name: &'a str,
+    shape: &'a [usize],
+    dtype: Option<DType>,
+    init: Option<&'a [f32]>,
+    trainable: bool,
+}
+
+impl<'a> ParamDesc<'a> {
+    /// A trainable param named `name` (unique) of `shape` (0 to 8 sizes, each
+    /// at least 1), of the engine's working dtype, initialized to zeros.
+    pub fn new(name: &'a str, shape: &'a [usize]) -> ParamDesc<'a> {
+        ParamDesc {
+            name,
+            shape,
+            dtype: None,
+            init: None,
+            trainable: true,
+        }
+    }
+
+    /// The param's dtype (default: the engine's, [`Engine::dtype`]); a
+    /// trainable param must use the engine's dtype, a frozen one may differ.
+    pub fn dtype(mut self, dtype: DType) -> ParamDesc<'a> {
+        self.dtype = Some(dtype);
+        self
+    }
+
+    /// Initial values, fp32, one per element in row-major order (copied).
+    pub fn init(mut self, values: &'a [f32]) -> ParamDesc<'a> {
+        self.init = Some(values);
+        self
+    }
+
+    /// `false` freezes the param: no gradient and no optimizer state.
+    pub fn trainable(mut self, trainable: bool) -> ParamDesc<'a> {
+        self.trainable = trainable;
+        self
+    }
+
+    fn numel(&self) -> Result<usize> {
+        let invalid = |msg: String| Error::new(Status::InvalidArgument, msg);
+        if self.shape.len() > 8 {
+            return Err(invalid(format!(
+                "param '{}': ndim must be 0..8, got {}",
+                self.name,
+                self.shape.len()
+            )));
+        }
+        let mut numel: usize = 1;
+        for &d in self.shape {
+            if d == 0 || i64::try_from(d).is_err() {
+                return Err(invalid(format!(
+                    "param '{}': every size must be >= 1, shape is {:?}",
+                    self.name, self.shape
+                )));
+            }
+            numel = numel
+                .checked_mul(d)
+                .filter(|&n| i64::try_from(n).is_ok())
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "param '{}': shape {:?} overflows",
+                        self.name, self.shape
+                    ))
+                })?;
+        }
+        Ok(numel)
+    }
+}
+
+/// What [`Engine::step`] did (`zero_step_info`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepInfo {
+    /// This was the last micro-step of an accumulation: the optimizer ran
+    /// (or skipped on overflow).
+    pub boundary: bool,
+    /// fp16 overflow: the step was skipped on every rank.
+    pub skipped: bool,
+    /// Optimizer steps taken, skipped ones excluded.
+    pub global_step: i64,
+    /// Overflow skips so far.
+    pub skipped_steps: i64,
+    /// Scale for the next backward (1 unless fp16).
+    pub loss_scale: f64,
+    /// Global L2 norm of the unscaled gradients.
+    pub grad_norm: f64,
+    /// Learning rate the optimizer used.
+    pub lr: f64,
+}
+
+/// Memory and traffic of this rank (`zero_stats`). Byte counts are what this
+/// rank holds; `sent_*` count elements this rank sent, as in the ZeRO paper.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// This rank.
+    pub rank: i32,
+    /// Number of ranks.
+    pub world_size: i32,
+    /// ZeRO stage 0..3.
+    pub stage: i32,
+    /// Psi: trainable elements, unpadded.
+    pub trainable_numel: i64,
+    /// Trainable elements after group padding.
+    pub padded_numel: i64,
+    /// fp32 master weights held here.
+    pub master_bytes: i64,
+    /// Optimizer states held here.
+    pub optimizer_bytes: i64,
+    /// Gradient storage held here.
+    pub grad_bytes: i64,
+    /// Working params held here, resident.
+    pub param_bytes: i64,
+    /// Frozen params (whole on every rank).
+    pub frozen_bytes: i64,
+    /// Buckets and stage-3 gathered params now.
+    pub buffer_bytes: i64,
+    /// Stage 3: bytes gathered now.
+    pub live_gathered_bytes: i64,
+    /// Stage 3: most bytes gathered at once.
+    pub live_gathered_high_water: i64,
+    /// Elements sent by all-gathers: n(W-1)/W each.
+    pub sent_allgather: i64,
+    /// Elements sent by reduce-scatters: n(W-1)/W each.
+    pub sent_reduce_scatter: i64,
+    /// Elements sent by all-reduces: 2n(W-1)/W each.
+    pub sent_allreduce: i64,
+    /// Elements sent by broadcasts.
+    pub sent_broadcast: i64,
+    /// Scalars (norm, overflow, checks).
+    pub sent_control: i64,
+    /// Collectives issued.
+    pub collective_calls: i64,
+    /// Optimizer steps taken, skipped ones excluded.
+    pub global_step: i64,
+    /// fp16 overflow skips so far.
+    pub skipped_steps: i64,
+    /// Micro-steps (calls to [`Engine::step`]) so far.
+    pub micro_step: i64,
+    /// NVMe optimizer offload: state files on disk, both slots (0 when off).
+    /// With it, `master_bytes` is 0 and `optimizer_bytes` counts the host
+    /// staging buffers.
+    pub nvme_bytes: i64,
+    /// NVMe optimizer offload: bytes read from the state files so far.
+    pub nvme_read_bytes: i64,
+    /// NVMe optimizer offload: bytes written to the state files so far.
+    pub nvme_write_bytes: i64,
+    /// NVMe optimizer offload: O_DIRECT in use (false: the file system refused it).
+    pub nvme_direct_io: bool,
+    /// NVMe optimizer offload: io_uring in use (false: blocking pread/pwrite).
+    pub nvme_uring: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ParamMeta {
+    numel: usize,
+    dtype: DType,
+}
+
+/// One sharded training state (`zero_engine_t`).
+///
+/// Lifecycle: [`new`](Engine::new), [`register_param`](Engine::register_param)
+/// for every param, [`finalize`](Engine::finalize); then per micro-step
+/// [`gather`](Engine::gather) params for the forward and backward passes,
+/// write gradients through [`grad_buffer`](Engine::grad_buffer) and call
+/// [`step`](Engine::step). Calls marked COLLECTIVE must be made by every rank
+/// in the same order.
+///
+/// The engine borrows its [`Communicator`], so the communicator outlives it,
+/// and it is used on the communicator's thread only (the engine is neither
+/// `Send` nor `Sync`).
+///
+/// ```
+/// use zero::{Communicator, Config, Engine, ParamDesc};
+/// # fn main() -> zero::Result<()> {
+/// let comm = Communicator::new_self()?;
+/// let mut engine = Engine::new(&Config::builder().stage(3).build(), &comm)?;
+/// let init = [0.1f32, 0.2, 0.3];
+/// let w = engine.register_param(ParamDesc::new("w", &[3]).init(&init))?;
+/// engine.finalize()?;
+/// let loss = {
+///     let guard = engine.gather(w)?;
+///     let values = guard.as_f32()?;
+///     values.iter().map(|v| v * v).sum::<f32>()
+/// }; // the guard releases the gathered copy here
+/// let mut grad = engine.grad_buffer(w)?;
+/// for (g, v) in grad.as_f32_mut()?.iter_mut().zip(init) {
+///     *g = 2.0 * v;
+/// }
+/// grad.ready()?;
+/// let info = engine.step()?;
+/// println!("loss {loss} global step {}", info.global_step);
+/// # Ok(()) }
+/// ```
+///
+/// A gathered param borrows the engine, so the engine can be neither dropped
+/// nor stepped while the guard lives:
+///
+/// ```compile_fail,E0505
+/// # fn main() -> zero::Result<()> {
+/// let comm = zero::Communicator::new_self()?;
+/// let mut engine = zero::Engine::new(&zero::Config::builder().build(), &comm)?;
+/// let w = engine.register_param(zero::ParamDesc::new("w", &[3]))?;
+/// engine.finalize()?;
+/// let guard = engine.gather(w)?;
+/// drop(engine); // error[E0505]: cannot move out of `engine` because it is borrowed
+/// println!("{:?}", guard.as_f32()?);
+/// # Ok(()) }
+/// ```
+///
+/// ```compile_fail,E0502
+/// # fn main() -> zero::Result<()> {
+/// let comm = zero::Communicator::new_self()?;
+/// let mut engine = zero::Engine::new(&zero::Config::builder().build(), &comm)?;
+/// let w = engine.register_param(zero::ParamDesc::new("w", &[3]))?;
+/// engine.finalize()?;
+/// let guard = engine.gather(w)?;
+/// engine.step()?; // error[E0502]: the optimizer would change gathered values
+/// println!("{:?}", guard.as_f32()?);
+/// # Ok(()) }
+/// ```
+///
+/// And a slice read from a guard cannot outlive it (the release):
+///
+/// ```compile_fail,E0505
+/// # fn main() -> zero::Result<()> {
+/// let comm = zero::Communicator::new_self()?;
+/// let mut engine = zero::Engine::new(&zero::Config::builder().build(), &comm)?;
+/// let w = engine.register_param(zero::ParamDesc::new("w", &[3]))?;
+/// engine.finalize()?;
+/// let guard = engine.gather(w)?;
+/// let values = guard.as_f32()?;
+/// drop(guard); // releases the param
+/// println!("{}", values[0]); // error[E0505]: `guard` moved while borrowed
+/// # Ok(()) }
+/// ```
+pub struct Engine<'c> {
+    raw: NonNull<sys::zero_engine_t>,
+    comm: &'c Communicator,
+    params: Vec<ParamMeta>,
+}
+
+impl std::fmt::Debug for Engine<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("rank", &self.comm.rank())
+            .field("world_size", &self.comm.size())
+            .field("num_params", &self.params.len())
+            .finish()
+    }
+}
+
+impl<'c> Engine<'c> {
+    /// Creates an engine over `comm` (`zero_engine_create` or
+    /// `zero_engine_create_json`). A bad configuration fails with
+    /// [`Status::InvalidArgument`] and the key path in the message.
+    pub fn new(config: &Config, comm: &'c Communicator) -> Result<Engine<'c>> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: the config pointers are valid for the call (the library
+        // copies what it keeps); `comm` outlives the engine by the borrow.
+        check(unsafe {
+            match &config.source {
+                Source::Json(text) => {
+                    sys::zero_engine_create_json(text.as_ptr(), comm.as_ptr(), &mut raw)
+                }
+                Source::Struct(c) => sys::zero_engine_create(c, comm.as_ptr(), &mut raw),
+            }
+        })?;
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::new(
+                Status::Internal,
+                "zero_engine_create returned OK and a NULL handle",
+            )
+        })?;
+        Ok(Engine {
+            raw,
+            comm,
+            params: Vec::new(),
+        })
+    }
+
+    /// The communicator this engine shards over.
+    pub fn communicator(&self) -> &'c Communicator {
+        self.comm
+    }
+
+    /// The working dtype of trainable params and gradients (`zero_engine_dtype`;
+    /// from `fp16`/`bf16` in a JSON config).
+    pub fn dtype(&self) -> Result<DType> {
+        let mut raw = sys::ZERO_DTYPE_F32;
+        // SAFETY: live handle, valid out pointer.
+        check(unsafe { sys::zero_engine_dtype(self.raw.as_ptr(), &mut raw) })?;
+        DType::from_raw(raw).ok_or_else(|| {
+            Error::new(
+                Status::Internal,
+                format!("zero_engine_dtype returned unknown dtype {raw}"),
+            )
+        })
+    }
+
+    /// Registers a parameter before [`finalize`](Engine::finalize). Every rank
+    /// registers the same params in the same order with the same values.
+    pub fn register_param(&mut self, desc: ParamDesc<'_>) -> Result<ParamId> {
+        let numel = desc.numel()?;
+        if let Some(init) = desc.init {
+            if init.len() != numel {
+                return Err(Error::new(
+                    Status::InvalidArgument,
+                    format!(
+                        "param '{}': init has {} values, shape {:?} needs {numel}",
+                        desc.name,
+                        init.len(),
+                        desc.shape
+                    ),
+                ));
+            }
+        }
+        let name = CString::new(desc.name).map_err(|_| {
+            Error::new(
+                Status::InvalidArgument,
+                format!("param name {:?} contains a NUL byte", desc.name),
+            )
+        })?;
+        let dtype = match desc.dtype {
+            Some(dtype) => dtype,
+            None => self.dtype()?,
+        };
+        let shape: Vec<i64> = desc.shape.iter().map(|&d| d as i64).collect();
+        let mut raw_desc = sys::zero_param_desc_init();
+        raw_desc.name = name.as_ptr();
+        raw_desc.ndim = shape.len() as i32;
+        raw_desc.shape = if shape.is_empty() {
+            ptr::null()
+        } else {
+            shape.as_ptr()
+        };
+        raw_desc.dtype = dtype.raw();
+        raw_desc.init = desc.init.map_or(ptr::null(), <[f32]>::as_ptr);
+        raw_desc.trainable = desc.trainable as i32;
+        let mut id = -1;
+        // SAFETY: every pointer in `raw_desc` is valid for the call; `init`
+        // holds exactly numel floats (checked above). The library copies.
+        check(unsafe { sys::zero_engine_register_param(self.raw.as_ptr(), &raw_desc, &mut id) })?;
+        if id != self.params.len() as i32 {
+            return Err(Error::new(
+                Status::Internal,
+                format!(
+                    "param '{}' got id {id}, expected {}",
+                    desc.name,
+                    self.params.len()
+                ),
+            ));
+        }
+        self.params.push(ParamMeta { numel, dtype });
+        Ok(ParamId(id))
+    }
+
+    /// COLLECTIVE. Lays out and allocates the shards. Fails with
+    /// [`Status::Mismatch`] on every rank if ranks registered different params.
+    pub fn finalize(&mut self) -> Result<()> {
+        // SAFETY: the handle is live and used by this thread only.
+        check(unsafe { sys::zero_engine_finalize(self.raw.as_ptr()) })
+    }
+
+    /// Number of registered params.
+    pub fn num_params(&self) -> Result<usize> {
+        let mut count = 0;
+        // SAFETY: live handle, valid out pointer.
+        check(unsafe { sys::zero_engine_num_params(self.raw.as_ptr(), &mut count) })?;
+        Ok(count as usize)
+    }
+
+    /// The id of the param registered as `name`; [`Status::NotFound`] if none.
+    pub fn find_param(&self, name: &str) -> Result<ParamId> {
+        let cname = CString::new(name).map_err(|_| {
+            Error::new(
+                Status::InvalidArgument,
+                format!("param name {name:?} contains a NUL byte"),
+            )
+        })?;
+        let mut id = -1;
+        // SAFETY: live handle, NUL-terminated name, valid out pointer.
+        check(unsafe { sys::zero_engine_find_param(self.raw.as_ptr(), cname.as_ptr(), &mut id) })?;
+        self.meta(ParamId(id))?;
+        Ok(ParamId(id))
+    }
+
+    /// The param's element count.
+    pub fn param_numel(&self, id: ParamId) -> Result<usize> {
+        let mut numel = 0;
+        // SAFETY: live handle, valid out pointer; the library checks `id`.
+        check(unsafe { sys::zero_engine_param_numel(self.raw.as_ptr(), id.0, &mut numel) })?;
+        Ok(numel as usize)
+    }
+
+    /// The dtype the param was registered with.
+    pub fn param_dtype(&self, id: ParamId) -> Result<DType> {
+        Ok(self.meta(id)?.dtype)
+    }
+
+    fn meta(&self, id: ParamId) -> Result<ParamMeta> {
+        usize::try_from(id.0)
+            .ok()
+            .and_then(|i| self.params.get(i).copied())
+            .ok_or_else(|| {
+                Error::new(
+                    Status::InvalidArgument,
+                    format!(
+                        "param id {} out of range: {} params registered",
+                        id.0,
+                        self.params.len()
+                    ),
+                )
+            })
+    }
+
+    /// COLLECTIVE in stage 3. Gathers the param's full working copy and
+    /// returns a guard that reads it and releases it when dropped. Gathers may
+    /// nest: several guards, of the same or different params, may live at once.
+    pub fn gather(&self, id: ParamId) -> Result<Gathered<'_>> {
+        let meta = self.meta(id)?;
+        let mut data = ptr::null_mut();
+        // SAFETY: live handle, valid out pointer. `&self` suffices: the engine
+        // is not `Sync`, so no other call runs concurrently, and every call
+        // that could change gathered values takes `&mut self`.
+        check(unsafe { sys::zero_engine_gather(self.raw.as_ptr(), id.0, &mut data) })?;
+        let guard = Gathered {
+            engine: self,
+            id,
+            meta,
+            data: data as *const u8,
+        };
+        guard.check_pointer()?;
+        Ok(guard)
+    }
+
+    /// The zero-filled gradient buffer of a trainable param for this
+    /// micro-step. Write or add into it, then hand it over with
+    /// [`GradBuffer::ready`].
+    pub fn grad_buffer(&mut self, id: ParamId) -> Result<GradBuffer<'_, 'c>> {
+        let meta = self.meta(id)?;
+        let mut data = ptr::null_mut();
+        // SAFETY: live handle, valid out pointer.
+        check(unsafe { sys::zero_engine_grad_buffer(self.raw.as_ptr(), id.0, &mut data) })?;
+        let data = NonNull::new(data as *mut u8)
+            .filter(|p| p.as_ptr() as usize % meta.dtype.size() == 0)
+            .ok_or_else(|| {
+                Error::new(
+                    Status::Internal,
+                    "zero_engine_grad_buffer returned a NULL or misaligned buffer",
+                )
+            })?;
+        Ok(GradBuffer {
+            engine: self,
+            id,
+            meta,
+            data,
+        })
+    }
+
+    /// Copies `grad` (fp32) into the param's gradient buffer and hands it over:
+    /// [`grad_buffer`](Engine::grad_buffer) plus [`GradBuffer::ready`].
+    pub fn set_grad(&mut self, id: ParamId, grad: &[f32]) -> Result<()> {
+        let mut buffer = self.grad_buffer(id)?;
+        let dst = buffer.as_f32_mut()?;
+        if dst.len() != grad.len() {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "param id {}: gradient has {} values, param has {}",
+                    id.0,
+                    grad.len(),
+                    dst.len()
+                ),
+            ));
+        }
+        dst.copy_from_slice(grad);
+        buffer.ready()
+    }
+
+    /// The loss scale to multiply the loss by before backward (1 unless fp16).
+    pub fn loss_scale(&self) -> Result<f64> {
+        let mut scale = 0.0;
+        // SAFETY: live handle, valid out pointer.
+        check(unsafe { sys::zero_engine_loss_scale(self.raw.as_ptr(), &mut scale) })?;
+        Ok(scale)
+    }
+
+    /// COLLECTIVE. Ends a micro-step; every `gradient_accumulation_steps`-th
+    /// call reduces gradients and applies the optimizer. Gradients not handed
+    /// in count as zero.
+    pub fn step(&mut self) -> Result<StepInfo> {
+        let mut info = sys::zero_step_info_init();
+        // SAFETY: live handle, valid out pointer with struct_size set.
+        check(unsafe { sys::zero_engine_step(self.raw.as_ptr(), &mut info) })?;
+        Ok(StepInfo {
+            boundary: info.boundary != 0,
+            skipped: info.skipped != 0,
+            global_step: info.global_step,
+            skipped_steps: info.skipped_steps,
+            loss_scale: info.loss_scale,
+            grad_norm: info.grad_norm,
+            lr: info.lr,
+        })
+    }
+
+    /// Adds to the sample count behind the samples/s of the periodic print.
+    pub fn report_samples(&mut self, samples: u64) -> Result<()> {
+        let samples = i64::try_from(samples).unwrap_or(i64::MAX);
+        // SAFETY: live handle.
+        check(unsafe { sys::zero_engine_report_samples(self.raw.as_ptr(), samples) })
+    }
+
+    /// COLLECTIVE in stages 1-3. Copies the param's full fp32 master weights
+    /// into `out`, which must hold exactly its element count.
+    pub fn read_master(&mut self, id: ParamId, out: &mut [f32]) -> Result<()> {
+        let meta = self.meta(id)?;
+        if out.len() != meta.numel {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "param id {}: output holds {} floats, param has {}",
+                    id.0,
+                    out.len(),
+                    meta.numel
+                ),
+            ));
+        }
+        // SAFETY: live handle; `out` holds numel floats.
+        check(unsafe { sys::zero_engine_read_master(self.raw.as_ptr(), id.0, out.as_mut_ptr()) })
+    }
+
+    /// COLLECTIVE in stages 1-3. The param's full fp32 master weights.
+    pub fn master(&mut self, id: ParamId) -> Result<Vec<f32>> {
+        let mut out = vec![0.0; self.meta(id)?.numel];
+        self.read_master(id, &mut out)?;
+        Ok(out)
+    }
+
+    /// Memory and traffic counters of this rank.
+    pub fn stats(&self) -> Result<Stats> {
+        let mut s = sys::zero_stats_init();
+        // SAFETY: live handle, valid out pointer with struct_size set.
+        check(unsafe { sys::zero_engine_stats(self.raw.as_ptr(), &mut s) })?;
+        Ok(Stats {
+            rank: s.rank,
+            world_size: s.world_size,
+            stage: s.stage,
+            trainable_numel: s.trainable_numel,
+            padded_numel: s.padded_numel,
+            master_bytes: s.master_bytes,
+            optimizer_bytes: s.optimizer_bytes,
+            grad_bytes: s.grad_bytes,
+            param_bytes: s.param_bytes,
+            frozen_bytes: s.frozen_bytes,
+            buffer_bytes: s.buffer_bytes,
+            live_gathered_bytes: s.live_gathered_bytes,
+            live_gathered_high_water: s.live_gathered_high_water,
+            sent_allgather: s.sent_allgather,
+            sent_reduce_scatter: s.sent_reduce_scatter,
+            sent_allreduce: s.sent_allreduce,
+            sent_broadcast: s.sent_broadcast,
+            sent_control: s.sent_control,
+            collective_calls: s.collective_calls,
+            global_step: s.global_step,
+            skipped_steps: s.skipped_steps,
+            micro_step: s.micro_step,
+            nvme_bytes: s.nvme_bytes,
+            nvme_read_bytes: s.nvme_read_bytes,
+            nvme_write_bytes: s.nvme_write_bytes,
+            nvme_direct_io: s.nvme_direct_io != 0,
+            nvme_uring: s.nvme_uring != 0,
+        })
+    }
+}
+
+impl Drop for Engine<'_> {
+    fn drop(&mut self) {
+        // SAFETY: we own the handle; guards borrow `self`, so none is alive.
+        unsafe { sys::zero_engine_destroy(self.raw.as_ptr()) }
+    }
+}
+
+/// A param's values, typed by its dtype.
+#[derive(Clone, Copy, Debug)]
+pub enum ParamData<'a> {
+    /// fp32 values.
+    F32(&'a [f32]),
+    /// IEEE half bits.
+    F16(&'a [u16]),
+    /// bfloat16 bits.
+    BF16(&'a [u16]),
+}
+
+fn wrong_dtype(id: ParamId, have: DType, want: &str) -> Error {
+    Error::new(
+        Status::InvalidArgument,
+        format!("param id {}: dtype is {have:?}, not {want}", id.0),
+    )
+}
+
+/// A gathered param (from [`Engine::gather`]): its full working copy, read
+/// only, released when the guard drops. Borrows the engine, so the engine can
+/// be neither dropped nor mutated (stepped) while the guard lives.
+pub struct Gathered<'e> {
+    engine: &'e Engine<'e>,
+    id: ParamId,
+    meta: ParamMeta,
+    data: *const u8,
+}
+
+impl std::fmt::Debug for Gathered<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gathered")
+            .field("id", &self.id)
+            .field("len", &self.meta.numel)
+            .finish()
+    }
+}
+
+impl<'e> Gathered<'e> {
+    fn check_pointer(&self) -> Result<()> {
+        if self.data.is_null() || self.data as usize % self.meta.dtype.size() != 0 {
+            return Err(Error::new(
+                Status::Internal,
+                "zero_engine_gather returned a NULL or misaligned buffer",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Which param this is.
+    pub fn id(&self) -> ParamId {
+        self.id
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.meta.numel
+    }
+
+    /// Always false: params have at least one element.
+    pub fn is_empty(&self) -> bool {
+        self.meta.numel == 0
+    }
+
+    /// The param's dtype.
+    pub fn dtype(&self) -> DType {
+        self.meta.dtype
+    }
+
+    /// The values, typed by dtype.
+    pub fn data(&self) -> ParamData<'_> {
+        // SAFETY: the library keeps `numel` elements of the param's dtype at
+        // `data` until the matching release, which happens when `self` drops;
+        // the returned slice borrows `self`. Alignment checked in gather.
+        unsafe {
+            match self.meta.dtype {
+                DType::F32 => ParamData::F32(std::slice::from_raw_parts(
+                    self.data as *const f32,
+                    self.meta.numel,
+                )),
+                DType::F16 => ParamData::F16(std::slice::from_raw_parts(
+                    self.data as *const u16,
+                    self.meta.numel,
+                )),
+                DType::BF16 => ParamData::BF16(std::slice::from_raw_parts(
+                    self.data as *const u16,
+                    self.meta.numel,
+                )),
+            }
+        }
+    }
+
+    /// The values of an fp32 param; [`Status::InvalidArgument`] otherwise.
+    pub fn as_f32(&self) -> Result<&[f32]> {
+        match self.data() {
+            ParamData::F32(v) => Ok(v),
+            _ => Err(wrong_dtype(self.id, self.meta.dtype, "F32")),
+        }
+    }
+
+    /// The bits of an fp16 or bf16 param; [`Status::InvalidArgument`] for fp32.
+    pub fn as_u16(&self) -> Result<&[u16]> {
+        match self.data() {
+            ParamData::F16(v) | ParamData::BF16(v) => Ok(v),
+            ParamData::F32(_) => Err(wrong_dtype(self.id, self.meta.dtype, "F16 or BF16")),
+        }
+    }
+
+    /// Releases now and reports the library's status (dropping the guard
+    /// releases too, but cannot report a failure).
+    pub fn release(self) -> Result<()> {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.release_raw()
+    }
+
+    fn release_raw(&self) -> Result<()> {
+        // SAFETY: the engine is alive (borrowed) and this gather is unmatched.
+        check(unsafe { sys::zero_engine_release(self.engine.raw.as_ptr(), self.id.0) })
+    }
+}
+
+impl Drop for Gathered<'_> {
+    fn drop(&mut self) {
+        let _ = self.release_raw();
+    }
+}
+
+/// The gradient buffer of one param for this micro-step (from
+/// [`Engine::grad_buffer`]). Zero-filled; write or add into it, then call
+/// [`ready`](GradBuffer::ready). Dropping it without `ready` hands nothing
+/// over: the gradient then counts as zero at the next step.
+pub struct GradBuffer<'e, 'c> {
+    engine: &'e mut Engine<'c>,
+    id: ParamId,
+    meta: ParamMeta,
+    data: NonNull<u8>,
+}
+
+impl std::fmt::Debug for GradBuffer<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GradBuffer")
+            .field("id", &self.id)
+            .field("len", &self.meta.numel)
+            .finish()
+    }
+}
+
+impl GradBuffer<'_, '_> {
+    /// Which param this gradient belongs to.
+    pub fn id(&self) -> ParamId {
+        self.id
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.meta.numel
+    }
+
+    /// Always false: params have at least one element.
+    pub fn is_empty(&self) -> bool {
+        self.meta.numel == 0
+    }
+
+    /// The gradient's dtype (the param's).
+    pub fn dtype(&self) -> DType {
+        self.meta.dtype
+    }
+
+    /// The buffer of an fp32 param; [`Status::InvalidArgument`] otherwise.
+    pub fn as_f32_mut(&mut self) -> Result<&mut [f32]> {
+        if self.meta.dtype != DType::F32 {
+            return Err(wrong_dtype(self.id, self.meta.dtype, "F32"));
+        }
+        // SAFETY: the buffer holds numel elements of the param's dtype and
+        // stays valid until grad_ready, which only `ready(self)` calls; the
+        // slice borrows `self` mutably, so it is the only view.
+        Ok(unsafe {
+            std::slice::from_raw_parts_mut(self.data.as_ptr() as *mut f32, self.meta.numel)
+        })
+    }
+
+    /// The bits of an fp16 or bf16 gradient; [`Status::InvalidArgument`] for
+    /// fp32.
+    pub fn as_u16_mut(&mut self) -> Result<&mut [u16]> {
+        if self.meta.dtype == DType::F32 {
+            return Err(wrong_dtype(self.id, self.meta.dtype, "F16 or BF16"));
+        }
+        // SAFETY: as in `as_f32_mut`.
+        Ok(unsafe {
+            std::slice::from_raw_parts_mut(self.data.as_ptr() as *mut u16, self.meta.numel)
+        })
+    }
+
+    /// COLLECTIVE in stages 2-3 and at the boundary micro-step in stage 0.
+    /// Hands the gradient over (`zero_engine_grad_ready`).
+    pub fn ready(self) -> Result<()> {
+        // SAFETY: live handle; the buffer is not used after this.
+        check(unsafe { sys::zero_engine_grad_ready(self.engine.raw.as_ptr(), self.id.0) })
+    }
+}

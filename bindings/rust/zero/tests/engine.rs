@@ -1,0 +1,236 @@
+//! The safe API drives a real engine: registration, gathers, gradients,
+//! steps and stats, on one rank and on in-process thread groups.
+use zero::{Communicator, Config, DType, Engine, Optimizer, ParamData, ParamDesc};
+
+fn sgd(stage: u32, lr: f32) -> Config {
+    Config::builder()
+        .stage(stage)
+        .optimizer(Optimizer::Sgd)
+        .lr(lr)
+        .steps_per_print(0)
+        .build()
+}
+
+#[test]
+fn gather_returns_the_initial_values() {
+    let comm = Communicator::new_self().unwrap();
+    let mut engine = Engine::new(&sgd(3, 0.1), &comm).unwrap();
+    let init: Vec<f32> = (0..6).map(|i| i as f32 * 0.25).collect();
+    let w = engine
+        .register_param(ParamDesc::new("w", &[2, 3]).init(&init))
+        .unwrap();
+    let b = engine.register_param(ParamDesc::new("b", &[3])).unwrap();
+    engine.finalize().unwrap();
+    assert_eq!(engine.num_params().unwrap(), 2);
+    assert_eq!(engine.find_param("b").unwrap(), b);
+    assert_eq!(engine.param_numel(w).unwrap(), 6);
+    let gw = engine.gather(w).unwrap();
+    let gb = engine.gather(b).unwrap();
+    assert_eq!(gw.as_f32().unwrap(), &init[..]);
+    assert_eq!(gb.as_f32().unwrap(), &[0.0; 3]);
+    assert!(matches!(gw.data(), ParamData::F32(_)));
+    gb.release().unwrap();
+}
+
+#[test]
+fn nested_gathers_of_one_param_both_read() {
+    let comm = Communicator::new_self().unwrap();
+    let mut engine = Engine::new(&sgd(3, 0.1), &comm).unwrap();
+    let w = engine
+        .register_param(ParamDesc::new("w", &[4]).init(&[1.0, 2.0, 3.0, 4.0]))
+        .unwrap();
+    engine.finalize().unwrap();
+    let outer = engine.gather(w).unwrap();
+    {
+        let inner = engine.gather(w).unwrap();
+        assert_eq!(inner.as_f32().unwrap()[3], 4.0);
+    }
+    assert_eq!(outer.as_f32().unwrap()[0], 1.0);
+    drop(outer);
+    assert_eq!(engine.stats().unwrap().live_gathered_bytes, 0);
+}
+
+#[test]
+fn sgd_step_moves_params_against_the_gradient() {
+    for stage in 0..=3 {
+        let comm = Communicator::new_self().unwrap();
+        let mut engine = Engine::new(&sgd(stage, 0.5), &comm).unwrap();
+        let w = engine
+            .register_param(ParamDesc::new("w", &[3]).init(&[1.0, 2.0, 3.0]))
+            .unwrap();
+        engine.finalize().unwrap();
+        let mut grad = engine.grad_buffer(w).unwrap();
+        assert_eq!(
+            grad.as_f32_mut().unwrap(),
+            &[0.0; 3],
+            "grad buffers start zeroed"
+        );
+        grad.as_f32_mut()
+            .unwrap()
+            .copy_from_slice(&[2.0, -2.0, 0.0]);
+        grad.ready().unwrap();
+        let info = engine.step().unwrap();
+        assert!(info.boundary && !info.skipped);
+        assert_eq!(info.global_step, 1);
+        assert_eq!(info.lr, 0.5);
+        assert!((info.grad_norm - 8f64.sqrt()).abs() < 1e-6, "{info:?}");
+        let g = engine.gather(w).unwrap();
+        assert_eq!(g.as_f32().unwrap(), &[0.0, 3.0, 3.0], "stage {stage}");
+        drop(g);
+        if stage > 0 {
+            assert_eq!(engine.master(w).unwrap(), vec![0.0, 3.0, 3.0]);
+        }
+    }
+}
+
+#[test]
+fn stats_report_this_rank() {
+    let comm = Communicator::new_self().unwrap();
+    let mut engine = Engine::new(&sgd(2, 0.1), &comm).unwrap();
+    let w = engine.register_param(ParamDesc::new("w", &[10])).unwrap();
+    engine
+        .register_param(ParamDesc::new("frozen", &[5]).trainable(false))
+        .unwrap();
+    engine.finalize().unwrap();
+    engine.set_grad(w, &[1.0; 10]).unwrap();
+    engine.report_samples(4).unwrap();
+    engine.step().unwrap();
+    let s = engine.stats().unwrap();
+    assert_eq!((s.rank, s.world_size, s.stage), (0, 1, 2));
+    assert_eq!(s.trainable_numel, 10);
+    assert_eq!(s.frozen_bytes, 5 * 4);
+    assert_eq!(s.global_step, 1);
+    assert_eq!(engine.loss_scale().unwrap(), 1.0);
+}
+
+#[test]
+fn half_precision_buffers_are_u16() {
+    for dtype in [DType::F16, DType::BF16] {
+        let comm = Communicator::new_self().unwrap();
+        let config = Config::builder()
+            .stage(2)
+            .dtype(dtype)
+            .steps_per_print(0)
+            .build();
+        let mut engine = Engine::new(&config, &comm).unwrap();
+        assert_eq!(engine.dtype().unwrap(), dtype);
+        // Without .dtype(), a param takes the engine's dtype.
+        let w = engine
+            .register_param(ParamDesc::new("w", &[4]).init(&[1.0; 4]))
+            .unwrap();
+        assert_eq!(engine.param_dtype(w).unwrap(), dtype);
+        let frozen = engine
+            .register_param(ParamDesc::new("f", &[2]).dtype(DType::F32).trainable(false))
+            .unwrap();
+        assert_eq!(engine.param_dtype(frozen).unwrap(), DType::F32);
+        engine.finalize().unwrap();
+        {
+            let g = engine.gather(w).unwrap();
+            assert!(g.as_f32().is_err());
+            let one = if dtype == DType::F16 { 0x3c00 } else { 0x3f80 };
+            assert_eq!(g.as_u16().unwrap(), &[one; 4], "{dtype:?}");
+        }
+        let mut grad = engine.grad_buffer(w).unwrap();
+        assert!(grad.as_f32_mut().is_err());
+        assert_eq!(grad.as_u16_mut().unwrap().len(), 4);
+        grad.ready().unwrap();
+        engine.step().unwrap();
+        assert_eq!(engine.gather(frozen).unwrap().as_f32().unwrap(), &[0.0; 2]);
+    }
+}
+
+#[test]
+fn json_fp16_config_sets_the_engine_dtype() {
+    let comm = Communicator::new_self().unwrap();
+    let config =
+        Config::from_json(r#"{"train_batch_size": 1, "fp16": {"enabled": true}}"#).unwrap();
+    let engine = Engine::new(&config, &comm).unwrap();
+    assert_eq!(engine.dtype().unwrap(), DType::F16);
+    assert_eq!(engine.loss_scale().unwrap(), 65536.0);
+}
+
+/// Two thread ranks each hand in their own gradient; the engine averages, so
+/// the result equals one rank handing in the mean.
+#[test]
+fn thread_ranks_at_stage_3_match_one_rank_with_the_mean_gradient() {
+    let init: Vec<f32> = (0..7).map(|i| 0.1 * i as f32).collect();
+    let grad_of = |rank: usize| -> Vec<f32> {
+        (0..7)
+            .map(|i| (i as f32 + 1.0) * (rank as f32 + 1.0))
+            .collect()
+    };
+    let config = Config::builder()
+        .stage(3)
+        .lr(0.01)
+        .steps_per_print(0)
+        .build();
+
+    let results: Vec<Vec<f32>> = std::thread::scope(|s| {
+        let handles: Vec<_> = Communicator::threads(2)
+            .unwrap()
+            .into_iter()
+            .map(|comm| {
+                let (init, config) = (&init, &config);
+                s.spawn(move || {
+                    let mut engine = Engine::new(config, &comm).unwrap();
+                    let w = engine
+                        .register_param(ParamDesc::new("w", &[7]).init(init))
+                        .unwrap();
+                    engine.finalize().unwrap();
+                    for _ in 0..3 {
+                        engine.set_grad(w, &grad_of(comm.rank())).unwrap();
+                        engine.step().unwrap();
+                    }
+                    assert_eq!(engine.stats().unwrap().world_size, 2);
+                    engine.master(w).unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(results[0], results[1], "ranks disagree");
+
+    let comm = Communicator::new_self().unwrap();
+    let mut engine = Engine::new(&config, &comm).unwrap();
+    let w = engine
+        .register_param(ParamDesc::new("w", &[7]).init(&init))
+        .unwrap();
+    engine.finalize().unwrap();
+    let mean: Vec<f32> = grad_of(0)
+        .iter()
+        .zip(grad_of(1))
+        .map(|(a, b)| (a + b) / 2.0)
+        .collect();
+    for _ in 0..3 {
+        engine.set_grad(w, &mean).unwrap();
+        engine.step().unwrap();
+    }
+    let single = engine.master(w).unwrap();
+    for (a, b) in results[0].iter().zip(&single) {
+        assert!(
+            (a - b).abs() <= 1e-5 * b.abs().max(1e-3),
+            "{:?} vs {single:?}",
+            results[0]
+        );
+    }
+}
+
+#[test]
+fn communicator_allreduce_sums_over_thread_ranks() {
+    let comms = Communicator::threads(3).unwrap();
+    let sums: Vec<f32> = std::thread::scope(|s| {
+        let hs: Vec<_> = comms
+            .into_iter()
+            .map(|c| {
+                s.spawn(move || {
+                    let mut v = [c.rank() as f32 + 1.0];
+                    c.allreduce_sum(&mut v).unwrap();
+                    c.barrier().unwrap();
+                    v[0]
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(sums, vec![6.0; 3]);
+}

@@ -1,0 +1,132 @@
+/* The C ABI from C99 (-std=c99 -pedantic -Werror): the header compiles as C,
+ * and every misuse returns a status with a message, never a crash. */
+#include <stdio.h>
+#include <string.h>
+
+#include "zero_c.h"
+
+static int passed = 0, failed = 0;
+
+#define EXPECT(cond)                                                   \
+  do {                                                                 \
+    if (cond) {                                                        \
+      ++passed;                                                        \
+    } else {                                                           \
+      ++failed;                                                        \
+      printf("FAILED %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, \
+             #cond, zero_last_error());                                \
+    }                                                                  \
+  } while (0)
+
+/* The status is `want` and the message mentions `word`. */
+static int is_error(zero_status got, zero_status want, const char* word) {
+  return got == want && strstr(zero_last_error(), word) != NULL;
+}
+
+int main(void) {
+  zero_comm_t* comm = NULL;
+  zero_engine_t* engine = NULL;
+  zero_config cfg = ZERO_CONFIG_INIT;
+  zero_param_desc d = ZERO_PARAM_DESC_INIT;
+  zero_step_info info = ZERO_STEP_INFO_INIT;
+  zero_stats stats;
+  int64_t shape[2] = {4, 3};
+  int32_t id = -1, count = 0;
+  void* p = NULL;
+  float out[12];
+  double scale = 0;
+
+  EXPECT(zero_version() == ZERO_VERSION_CODE);
+  EXPECT(strcmp(zero_status_string(ZERO_OK), "ok") == 0);
+  EXPECT(strlen(zero_status_string((zero_status)99)) > 0);
+  /* Fixed enum values: part of the ABI. */
+  EXPECT(ZERO_INVALID_ARGUMENT == 1 && ZERO_TIMEOUT == 5 && ZERO_MISMATCH == 11);
+  EXPECT(ZERO_DTYPE_BF16 == 2 && ZERO_OPTIMIZER_SGD == 2);
+
+  /* NULL handles and pointers. */
+  EXPECT(is_error(zero_comm_create_self(NULL), ZERO_INVALID_ARGUMENT, "NULL"));
+  EXPECT(is_error(zero_engine_create(&cfg, NULL, &engine), ZERO_INVALID_ARGUMENT, "comm"));
+  EXPECT(is_error(zero_engine_step(NULL, &info), ZERO_INVALID_ARGUMENT, "engine"));
+  EXPECT(is_error(zero_engine_gather(NULL, 0, &p), ZERO_INVALID_ARGUMENT, "engine"));
+  zero_engine_destroy(NULL); /* no-op */
+  zero_comm_destroy(NULL);
+
+  EXPECT(zero_comm_create_self(&comm) == ZERO_OK);
+  EXPECT(is_error(zero_comm_create_threads(0, &comm), ZERO_INVALID_ARGUMENT, "world_size"));
+
+  /* Bad configs name the key. */
+  EXPECT(is_error(zero_engine_create_json("{\"zero_optimization\": {\"stage\": 4}}", comm, &engine),
+                  ZERO_INVALID_ARGUMENT, "zero_optimization.stage: expected 0..3, got 4"));
+  EXPECT(engine == NULL);
+  EXPECT(is_error(zero_engine_create_json("{\"optimiser\": {}}", comm, &engine),
+                  ZERO_INVALID_ARGUMENT, "optimiser: unknown key"));
+  cfg.stage = 7;
+  EXPECT(is_error(zero_engine_create(&cfg, comm, &engine), ZERO_INVALID_ARGUMENT,
+                  "zero_optimization.stage"));
+  cfg.stage = 2;
+  cfg.struct_size = 2;
+  EXPECT(is_error(zero_engine_create(&cfg, comm, &engine), ZERO_INVALID_ARGUMENT, "struct_size"));
+  cfg.struct_size = sizeof(cfg);
+
+  EXPECT(zero_engine_create(&cfg, comm, &engine) == ZERO_OK);
+  /* Wrong order: before finalize. */
+  EXPECT(is_error(zero_engine_step(engine, &info), ZERO_FAILED_PRECONDITION, "finalize"));
+  EXPECT(is_error(zero_engine_gather(engine, 0, &p), ZERO_FAILED_PRECONDITION, "finalize"));
+
+  d.name = "w";
+  d.ndim = 2;
+  d.shape = shape;
+  EXPECT(zero_engine_register_param(engine, &d, &id) == ZERO_OK && id == 0);
+  EXPECT(is_error(zero_engine_register_param(engine, &d, &id), ZERO_INVALID_ARGUMENT,
+                  "already registered"));
+  d.name = "bad";
+  d.dtype = ZERO_DTYPE_F16;
+  EXPECT(is_error(zero_engine_register_param(engine, &d, &id), ZERO_INVALID_ARGUMENT,
+                  "working dtype"));
+  d.dtype = (zero_dtype)9;
+  EXPECT(is_error(zero_engine_register_param(engine, &d, &id), ZERO_INVALID_ARGUMENT, "dtype"));
+  d.dtype = ZERO_DTYPE_F32;
+  d.shape = NULL;
+  EXPECT(is_error(zero_engine_register_param(engine, &d, &id), ZERO_INVALID_ARGUMENT, "shape"));
+  d.shape = shape;
+  shape[1] = 0;
+  EXPECT(is_error(zero_engine_register_param(engine, &d, &id), ZERO_INVALID_ARGUMENT, "dimension"));
+  shape[1] = 3;
+
+  EXPECT(zero_engine_finalize(engine) == ZERO_OK);
+  /* Wrong order: after finalize. */
+  d.name = "late";
+  EXPECT(is_error(zero_engine_register_param(engine, &d, &id), ZERO_FAILED_PRECONDITION,
+                  "after finalize"));
+  EXPECT(is_error(zero_engine_finalize(engine), ZERO_FAILED_PRECONDITION, "after finalize"));
+
+  EXPECT(zero_engine_num_params(engine, &count) == ZERO_OK && count == 1);
+  EXPECT(is_error(zero_engine_find_param(engine, "nope", &id), ZERO_NOT_FOUND, "nope"));
+  EXPECT(is_error(zero_engine_gather(engine, 5, &p), ZERO_INVALID_ARGUMENT, "no param with id 5"));
+  EXPECT(is_error(zero_engine_release(engine, 0), ZERO_FAILED_PRECONDITION, "not gathered"));
+  EXPECT(is_error(zero_engine_grad_ready(engine, 0), ZERO_FAILED_PRECONDITION, "no grad_buffer"));
+
+  /* A normal step works after all that. */
+  EXPECT(zero_engine_grad_buffer(engine, 0, &p) == ZERO_OK);
+  ((float*)p)[0] = 1.0f;
+  EXPECT(is_error(zero_engine_step(engine, &info), ZERO_FAILED_PRECONDITION, "without grad_ready"));
+  EXPECT(zero_engine_grad_ready(engine, 0) == ZERO_OK);
+  EXPECT(is_error(zero_engine_grad_ready(engine, 0), ZERO_FAILED_PRECONDITION, "already"));
+  EXPECT(zero_engine_step(engine, &info) == ZERO_OK);
+  EXPECT(info.boundary == 1 && info.global_step == 1 && info.skipped == 0);
+  EXPECT(zero_engine_loss_scale(engine, &scale) == ZERO_OK && scale == 1.0);
+  EXPECT(zero_engine_read_master(engine, 0, out) == ZERO_OK);
+  EXPECT(out[0] < 0.0f && out[1] == 0.0f); /* Adam moved only the element with a gradient */
+
+  memset(&stats, 0, sizeof(stats));
+  stats.struct_size = 8;
+  EXPECT(is_error(zero_engine_stats(engine, &stats), ZERO_INVALID_ARGUMENT, "struct_size"));
+  stats.struct_size = sizeof(stats);
+  EXPECT(zero_engine_stats(engine, &stats) == ZERO_OK);
+  EXPECT(stats.trainable_numel == 12 && stats.global_step == 1 && stats.world_size == 1);
+
+  zero_engine_destroy(engine);
+  zero_comm_destroy(comm);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}

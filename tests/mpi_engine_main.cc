@@ -1,0 +1,208 @@
+// Multi-process checks under mpirun (run by //tests:mpi_engine_np{2,3,4}):
+//   (default)    every stage x dtype, plus frozen / accumulation / clipping /
+//                fp16-overflow configs, equal to single-rank stage 0 trained
+//                in the same process; memory and traffic formulas.
+//   --dead-peer  rank 1 stops taking part; every other rank must report a
+//                timeout within comm_timeout_seconds (then the job aborts).
+//   --mismatch   rank 1 registers a different shape; every rank must fail
+//                at finalize naming the param.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/comm/mpi_communicator.h"
+#include "core/comm/thread_communicator.h"
+#include "tests/testing/mlp_harness.h"
+
+namespace zero {
+namespace testing {
+namespace {
+
+int g_passed = 0, g_failed = 0;
+
+void Expect(bool ok, int rank, const std::string& what) {
+  if (ok) {
+    ++g_passed;
+  } else {
+    ++g_failed;
+    std::printf("[rank %d] FAILED: %s\n", rank, what.c_str());
+    std::fflush(stdout);
+  }
+}
+
+Config Cfg(int stage, DType t) {
+  Config c;
+  c.stage = stage;
+  c.dtype = t;
+  c.lr = 1e-2;
+  c.weight_decay = 0.01;
+  c.steps_per_print = 0;
+  c.comm_timeout_seconds = 60;
+  c.initial_scale_power = 8;
+  c.reduce_bucket_size = 100;
+  c.stage3_param_persistence_threshold = 10;
+  return c;
+}
+
+MlpResult Single(Config c, const MlpSpec& spec) {
+  c.stage = 0;
+  auto comm = std::move(MakeThreadCommunicators(1)[0]);
+  auto r = TrainMlp(c, comm.get(), spec);
+  return r.ok() ? *r : MlpResult{};
+}
+
+double Tol(DType t) { return t == DType::kF32 ? 1e-6 : t == DType::kF16 ? 2e-3 : 4e-2; }
+
+void Equivalence(Communicator* comm) {
+  const int rank = comm->rank(), W = comm->world_size();
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      struct Variant {
+        const char* name;
+        int gas;
+        double clip;
+        int inf_step;
+      };
+      for (Variant v : {Variant{"plain", 1, 0.0, -1}, Variant{"gas2", 2, 0.0, -1},
+                        Variant{"clip", 1, 0.05, -1}, Variant{"overflow", 1, 0.0, 3}}) {
+        if (t != DType::kF16 && v.inf_step >= 0) continue;
+        if (t != DType::kF32 && (v.gas > 1 || v.clip > 0)) continue;
+        Config c = Cfg(stage, t);
+        c.gradient_accumulation_steps = v.gas;
+        c.gradient_clipping = v.clip;
+        MlpSpec spec;  // includes a frozen param
+        spec.inf_step = v.inf_step;
+        spec.inf_rank = W - 1;
+        auto got = TrainMlp(c, comm, spec);
+        std::string name = "stage " + std::to_string(stage) + " " + DTypeName(t) + " " + v.name;
+        Expect(got.ok(), rank, name + ": " + std::string(got.status().message()));
+        if (!got.ok()) continue;
+        MlpSpec sspec = spec;
+        sspec.inf_rank = 0;
+        MlpResult ref = Single(c, sspec);
+        double d = MaxRelDiff(*got, ref);
+        Expect(d <= Tol(t), rank, name + ": max rel diff " + std::to_string(d));
+        if (v.inf_step >= 0) {
+          Expect(got->steps[3].skipped && got->steps.back().skipped_steps == 1, rank,
+                 name + ": overflow on the last rank skipped on every rank");
+        }
+        if (rank == 0 && t == DType::kF32) {
+          std::printf("stage %d %s %-8s world %d: max rel diff vs single rank %.3g\n",
+                      stage, DTypeName(t), v.name, W, d);
+        }
+      }
+    }
+  }
+  // Formulas, fp16 (2 + 2 + 12 bytes per element).
+  for (int stage = 0; stage <= 3; ++stage) {
+    Config c = Cfg(stage, DType::kF16);
+    c.stage3_param_persistence_threshold = 0;
+    c.reduce_bucket_size = 2000;
+    MlpSpec spec;
+    spec.hidden = 500;
+    spec.steps = 1;
+    auto got = TrainMlp(c, comm, spec);
+    if (!got.ok()) {
+      Expect(false, rank, "formula run: " + std::string(got.status().message()));
+      continue;
+    }
+    const EngineStats& s = got->stats;
+    const int64_t P = s.padded_numel;
+    int64_t params = 2 * P, grads = 2 * P, optim = 12 * P;
+    if (stage >= 1) optim /= W;
+    if (stage >= 2) grads /= W;
+    if (stage >= 3) params /= W;
+    Expect(s.param_bytes == params && s.grad_bytes == grads &&
+               s.master_bytes + s.optimizer_bytes == optim,
+           rank, "memory formula, stage " + std::to_string(stage));
+    const double psi = static_cast<double>(s.trainable_numel);
+    const double expected = (stage == 3 ? 3.0 : 2.0) * psi * (W - 1) / W;
+    const double sent = static_cast<double>(s.sent[0] + s.sent[1] + s.sent[2]);
+    Expect(std::abs(sent - expected) <= 3.0 * (P - s.trainable_numel) + 3 * W, rank,
+           "traffic formula, stage " + std::to_string(stage) + ": sent " +
+               std::to_string(sent) + " expected " + std::to_string(expected));
+    if (rank == 0) {
+      std::printf("stage %d world %d: model states %lld B/rank (Psi %lld), sent %.0f elems/step (formula %.0f)\n",
+                  stage, W, static_cast<long long>(s.param_bytes + s.grad_bytes + s.master_bytes + s.optimizer_bytes),
+                  static_cast<long long>(s.trainable_numel), sent, expected);
+    }
+  }
+}
+
+int DeadPeer(Communicator* comm) {
+  Config c = Cfg(2, DType::kF32);
+  c.comm_timeout_seconds = 2.0;
+  auto e = Engine::Create(c, comm);
+  if (!e.ok()) return 1;
+  ParamSpec p;
+  p.name = "w";
+  p.shape = {1000};
+  if (!(*e)->RegisterParam(p).ok() || !(*e)->Finalize().ok()) return 1;
+  if (comm->rank() == 1) {
+    // Stuck peer: never reaches the next collective.
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto g = (*e)->GradBuffer(0);
+  absl::Status s = g.status();
+  if (s.ok()) s = (*e)->GradReady(0);
+  if (s.ok()) s = (*e)->Step().status();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[rank %d] step after peer death: %s (after %.1f s)\n", comm->rank(),
+              s.ToString().c_str(), secs);
+  std::fflush(stdout);
+  return s.code() == absl::StatusCode::kDeadlineExceeded && secs < 20 ? 0 : 1;
+}
+
+int Mismatch(Communicator* comm) {
+  Config c = Cfg(1, DType::kF32);
+  auto e = Engine::Create(c, comm);
+  if (!e.ok()) return 1;
+  ParamSpec a;
+  a.name = "layer.weight";
+  a.shape = {8, comm->rank() == 1 ? 9 : 8};
+  if (!(*e)->RegisterParam(a).ok()) return 1;
+  absl::Status s = (*e)->Finalize();
+  std::printf("[rank %d] finalize: %s\n", comm->rank(), s.ToString().c_str());
+  std::fflush(stdout);
+  return !s.ok() && s.message().find("layer.weight") != std::string::npos ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace zero
+
+int main(int argc, char** argv) {
+  using namespace zero;
+  auto comm = MakeMpiCommunicator(nullptr);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "%s\n", comm.status().ToString().c_str());
+    return 1;
+  }
+  (*comm)->set_timeout_seconds(120);
+  if (argc > 1 && std::strcmp(argv[1], "--dead-peer") == 0) {
+    int rc = testing::DeadPeer(comm->get());
+    // The communicator is broken: leave without MPI_Finalize (mpirun then
+    // ends the stuck rank) instead of waiting on it.
+    std::fflush(stdout);
+    std::_Exit(rc);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--mismatch") == 0) {
+    int rc = testing::Mismatch(comm->get());
+    double bad = rc;
+    (void)(*comm)->AllReduce(&bad, 1, ReduceOp::kMax);
+    return bad > 0 ? 1 : 0;
+  }
+  testing::Equivalence(comm->get());
+  double counts[2] = {static_cast<double>(testing::g_passed), static_cast<double>(testing::g_failed)};
+  (void)(*comm)->AllReduce(counts, 2, ReduceOp::kSum);
+  if ((*comm)->rank() == 0) {
+    std::printf("mpi_engine world %d: %.0f passed, %.0f failed\n", (*comm)->world_size(),
+                counts[0], counts[1]);
+  }
+  return counts[1] == 0 ? 0 : 1;
+}
