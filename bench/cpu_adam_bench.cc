@@ -98,6 +98,10 @@ int main(int argc, char** argv) {
     zero::cpu::AdamStep(s, g, p, m, v, n, w16, zero::DType::kBF16);
   });
   Report("adam_simd_bf16_copy", n, adam_bf16, 30, threads);
+  const double adam_f16 = Best(reps, [&] {
+    zero::cpu::AdamStep(s, g, p, m, v, n, w16, zero::DType::kF16);
+  });
+  Report("adam_simd_fp16_copy", n, adam_f16, 30, threads);
   const double scalar = Best(reps, [&] {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) zero::math::AdamUpdate(s, g[i], &p[i], &m[i], &v[i]);

@@ -176,6 +176,34 @@ TEST(CastSimdTest, Bf16BitwiseEqualsScalarOnAllExponents) {
   });
 }
 
+TEST(CastSimdTest, Fp16BitwiseEqualsScalarOnAllExponentsAndRoundingEdges) {
+  std::vector<float> x;
+  for (uint32_t hi = 0; hi < 0x10000; ++hi) {
+    for (uint32_t lo : {0x0000u, 0x0fffu, 0x1000u, 0x1001u, 0x1fffu, 0x3000u, 0x5000u,
+                        0x7fffu, 0x8000u, 0xc001u, 0xffffu}) {
+      uint32_t u = (hi << 16) | lo;
+      float f;
+      std::memcpy(&f, &u, 4);
+      x.push_back(f);
+    }
+  }
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1000000; ++i) {
+    uint32_t u = rng();
+    float f;
+    std::memcpy(&f, &u, 4);
+    x.push_back(f);
+  }
+  ForEachTarget([&] {
+    std::vector<uint16_t> got(x.size());
+    cpu::ToF16Tile(x.data(), got.data(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(got[i], math::FloatToHalf(x[i])) << "input bits " << std::hex
+                                                 << math::FloatBits(x[i]);
+    }
+  });
+}
+
 TEST(CastSimdTest, ReportsTheDispatchedTarget) {
   EXPECT_NE(std::string(cpu::SimdTargetName()), "");
   std::printf("SIMD target: %s\n", cpu::SimdTargetName());

@@ -48,8 +48,7 @@ void Tiled(int64_t n, void* work, DType work_dtype, float* p, Update update) {
     if (work_dtype == DType::kBF16) {
       ToBf16Tile(p + a, static_cast<uint16_t*>(work) + a, static_cast<size_t>(len));
     } else {
-      uint16_t* w16 = static_cast<uint16_t*>(work) + a;
-      for (int64_t i = 0; i < len; ++i) w16[i] = math::FloatToHalf(p[a + i]);
+      ToF16Tile(p + a, static_cast<uint16_t*>(work) + a, static_cast<size_t>(len));
     }
   }
 }

@@ -121,6 +121,42 @@ void ToBf16TileImpl(const float* src, uint16_t* dst, size_t n) {
   for (; i < n; ++i) dst[i] = math::FloatToBf16(src[i]);
 }
 
+// Mirrors math::FloatToHalf in int32 lanes (all values compared are
+// non-negative). Subnormal halves: |x| * 2^24 is exact and Round() is
+// round-to-nearest-even, which is what the scalar integer code computes.
+void ToF16TileImpl(const float* src, uint16_t* dst, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<uint16_t, decltype(df)> d16;
+  const size_t N = hn::Lanes(df);
+  const auto abs_mask = hn::Set(di, 0x7fffffff);
+  const auto sign_mask = hn::Set(di, 0x8000);
+  const auto rebias = hn::Set(di, 0x38000000);
+  const auto round = hn::Set(di, 0xfff);
+  const auto one = hn::Set(di, 1);
+  const auto min_normal = hn::Set(di, 0x38800000);
+  const auto max_finite = hn::Set(di, 0x477fefff);  // abs > this: inf
+  const auto inf_bits = hn::Set(di, 0x7f800000);
+  const auto h_inf = hn::Set(di, 0x7c00);
+  const auto h_nan = hn::Set(di, 0x7e00);
+  const auto two24 = hn::Set(df, 16777216.0f);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto x = hn::LoadU(df, src + i);
+    const auto u = hn::BitCast(di, x);
+    const auto sign = hn::And(hn::ShiftRight<16>(u), sign_mask);
+    const auto abs = hn::And(u, abs_mask);
+    const auto normal = hn::ShiftRight<13>(
+        hn::Add(hn::Sub(abs, rebias), hn::Add(round, hn::And(hn::ShiftRight<13>(abs), one))));
+    const auto sub = hn::ConvertTo(di, hn::Round(hn::Mul(hn::BitCast(df, abs), two24)));
+    auto r = hn::IfThenElse(hn::Lt(abs, min_normal), sub, normal);
+    r = hn::IfThenElse(hn::Gt(abs, max_finite), h_inf, r);
+    r = hn::IfThenElse(hn::Gt(abs, inf_bits), h_nan, r);
+    hn::StoreU(hn::DemoteTo(d16, hn::Or(r, sign)), d16, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = math::FloatToHalf(src[i]);
+}
+
 const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
@@ -135,6 +171,7 @@ namespace cpu {
 HWY_EXPORT(AdamTileImpl);
 HWY_EXPORT(SgdTileImpl);
 HWY_EXPORT(ToBf16TileImpl);
+HWY_EXPORT(ToF16TileImpl);
 HWY_EXPORT(TargetNameImpl);
 
 void AdamTile(const math::AdamScalars& s, const float* g, float* p, float* m,
@@ -149,6 +186,10 @@ void SgdTile(const math::SgdScalars& s, const float* g, float* p, float* buf,
 
 void ToBf16Tile(const float* src, uint16_t* dst, size_t n) {
   HWY_DYNAMIC_DISPATCH(ToBf16TileImpl)(src, dst, n);
+}
+
+void ToF16Tile(const float* src, uint16_t* dst, size_t n) {
+  HWY_DYNAMIC_DISPATCH(ToF16TileImpl)(src, dst, n);
 }
 
 const char* SimdTargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }

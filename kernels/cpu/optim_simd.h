@@ -20,6 +20,8 @@ void SgdTile(const math::SgdScalars& s, const float* g, float* p, float* buf,
              size_t n, float* w);
 // dst[i] = FloatToBf16(src[i]), bitwise as kernels/cast_math.h.
 void ToBf16Tile(const float* src, uint16_t* dst, size_t n);
+// dst[i] = FloatToHalf(src[i]), bitwise as kernels/cast_math.h.
+void ToF16Tile(const float* src, uint16_t* dst, size_t n);
 // Name of the instruction set the dispatcher picked (e.g. "AVX3").
 const char* SimdTargetName();
 
