@@ -236,11 +236,13 @@ absl::Status Engine::AllocateState() {
         ASSIGN_OR_RETURN(gs.v, DeviceBuffer::Make(d, gs.owned_len * 4));
       }
     }
-    const int64_t work_len = stage == 3 ? lg.shard : lg.padded;
+    // Stage 3 with offload_param "nvme": the own shard lives in param_files_.
+    const int64_t work_len = stage == 3 ? (ParamsOnNvme() ? 0 : lg.shard) : lg.padded;
     ASSIGN_OR_RETURN(gs.working, DeviceBuffer::Make(d, work_len * es));
     const int64_t grad_len = stage <= 1 ? lg.padded : lg.shard;
     ASSIGN_OR_RETURN(gs.grads, DeviceBuffer::Make(d, grad_len * es));
   }
+  if (ParamsOnNvme()) RETURN_IF_ERROR(CreateParamFiles());
   // Initial values: master from the fp32 init, working copy cast from it.
   for (size_t li = 0; li < layout_.params().size(); ++li) {
     Param& p = params_[trainable_ids_[li]];
@@ -255,6 +257,11 @@ absl::Status Engine::AllocateState() {
     }
     if (stage <= 2) {
       d->UploadF32(p.init.data(), gs.working.data<char>() + pl.offset * es, t, p.numel);
+    } else if (hi > lo && ParamsOnNvme()) {
+      std::vector<char> cast((hi - lo) * es);
+      d->UploadF32(p.init.data() + (lo - pl.offset), cast.data(), t, hi - lo);
+      RETURN_IF_ERROR(param_files_[pl.group]->WriteCommitted(
+          (lo - gs.owned_begin) * es, (hi - lo) * es, cast.data()));
     } else if (hi > lo) {
       d->UploadF32(p.init.data() + (lo - pl.offset),
                    gs.working.data<char>() + (lo - gs.owned_begin) * es, t, hi - lo);
@@ -331,6 +338,32 @@ absl::Status Engine::CreateNvmeTier() {
   });
 }
 
+bool Engine::ParamsOnNvme() const {
+  return config_.stage == 3 && config_.offload_param.device == "nvme";
+}
+
+// Stage 3, offload_param "nvme": each group's own shard of the working copy
+// in a double-slot file (core/offload/shard_file.h).
+absl::Status Engine::CreateParamFiles() {
+  if (device_->name() != "cpu") {
+    return absl::UnimplementedError(absl::StrCat(
+        "zero_optimization.offload_param.device: \"nvme\" needs the cpu "
+        "device in this version, not ", device_->name()));
+  }
+  const size_t es = DTypeSize(config_.dtype);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    ASSIGN_OR_RETURN(
+        auto f, offload::ShardFile::Create(
+                    config_.offload_param.nvme_path,
+                    absl::StrFormat("zero_param_r%d_p%d_%x_g%d.swp", rank_,
+                                    static_cast<int>(::getpid()),
+                                    reinterpret_cast<uintptr_t>(this), static_cast<int>(g)),
+                    layout_.groups()[g].shard * static_cast<int64_t>(es)));
+    param_files_.push_back(std::move(f));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Engine::Finalize() {
   RETURN_IF_ERROR(Check(false, "finalize"));
   RETURN_IF_ERROR(Fail(VerifyRanksAgree()));
@@ -361,6 +394,12 @@ absl::Status Engine::GatherInto(int li, void* dst) {
   const Slice s = layout_.SliceOn(li, rank_);
   const size_t es = DTypeSize(config_.dtype);
   const char* send = groups_[pl.group].working.data<char>() + s.shard_offset * es;
+  std::vector<char> mine;  // offload_param "nvme": this rank's slice, from its file
+  if (!param_files_.empty()) {
+    mine.resize(std::max<size_t>(1, s.numel * es));
+    RETURN_IF_ERROR(param_files_[pl.group]->Read(s.shard_offset * es, s.numel * es, mine.data()));
+    send = mine.data();
+  }
   return comm_->AllGatherV(send, dst, layout_.Counts(li), config_.dtype);
 }
 
@@ -808,16 +847,25 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
       static_cast<float>(config_.weight_decay), decoupled, step, factor);
   // Elements [begin, begin+len) of group g's owned range; master/m/v point
   // at those elements (m, v may be null for SGD).
+  // With offload_param "nvme" the working copy goes through `staged` to
+  // the next slot of the group's param file.
+  std::vector<char> staged;
   auto update = [&](size_t g, int64_t begin, int64_t len, float* master,
-                    float* m, float* v) {
+                    float* m, float* v) -> absl::Status {
     GroupState& gs = groups_[g];
     char* work = gs.working.data<char>() + ((stage == 3 ? 0 : gs.owned_begin) + begin) * es;
+    if (!param_files_.empty()) {
+      staged.resize(len * es);
+      work = staged.data();
+    }
     const float* grad = g32[g].data<float>() + begin;
     if (config_.optimizer == OptimizerType::kSgd) {
       device_->SgdStep(sgd, grad, master, m, len, work, t);
     } else {
       device_->AdamStep(adam, grad, master, m, v, len, work, t);
     }
+    if (!param_files_.empty()) return param_files_[g]->Write(begin * es, len * es, work);
+    return absl::OkStatus();
   };
   if (nvme_) {
     // Streamed: read sub-group k+1 while updating k while writing k-1. The
@@ -836,18 +884,26 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
     };
     RETURN_IF_ERROR(nvme_->Update(
         [&](const offload::NvmeTier::Chunk& c, float* const* arr) {
-          update(c.group, c.begin, c.len, arr[0], arrays > 1 ? arr[1] : nullptr,
-                 arrays > 2 ? arr[2] : nullptr);
-          return absl::OkStatus();
+          return update(c.group, c.begin, c.len, arr[0], arrays > 1 ? arr[1] : nullptr,
+                        arrays > 2 ? arr[2] : nullptr);
         },
         agree));
   } else {
+    // In memory; in sub_group_size pieces when the working copy is staged.
+    const int64_t piece = param_files_.empty() ? std::numeric_limits<int64_t>::max()
+                                               : std::max<int64_t>(1, config_.sub_group_size);
     for (size_t g = 0; g < groups_.size(); ++g) {
       GroupState& gs = groups_[g];
-      update(g, 0, gs.owned_len, gs.master.data<float>(), gs.m.data<float>(),
-             gs.v.data<float>());
+      for (int64_t b = 0; b < gs.owned_len; b += piece) {
+        const int64_t len = std::min(piece, gs.owned_len - b);
+        float* m = gs.m.data<float>();
+        float* v = gs.v.data<float>();
+        RETURN_IF_ERROR(update(g, b, len, gs.master.data<float>() + b, m ? m + b : nullptr,
+                               v ? v + b : nullptr));
+      }
     }
   }
+  for (auto& f : param_files_) f->Commit();
   g32.clear();
   zero_grads();
   // Publish the updated working copy: stages 1-2 all-gather the shards;
@@ -965,6 +1021,7 @@ EngineStats Engine::Stats() const {
     s.nvme_uring = t.uring;
     s.offload_note = t.note;
   }
+  for (const auto& f : param_files_) s.nvme_bytes += f->file_bytes();
   s.buffer_bytes = buckets_.bytes() + pack_.bytes() + recv_.bytes() + live_bytes_;
   s.live_gathered_bytes = live_bytes_;
   s.live_gathered_high_water = live_high_water_;

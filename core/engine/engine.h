@@ -19,6 +19,7 @@
 #include "core/config/config.h"
 #include "core/device/device.h"
 #include "core/offload/nvme_tier.h"
+#include "core/offload/shard_file.h"
 #include "core/engine/grad_bucket.h"
 #include "core/optim/loss_scaler.h"
 #include "core/optim/lr_schedule.h"
@@ -143,6 +144,9 @@ class Engine {
   void* WorkingPtr(int li) const;  // stage <= 2
   // NVMe optimizer offload: files created and initial state written.
   absl::Status CreateNvmeTier();
+  // offload_param.device "nvme" (stage 3): the own working shard on disk.
+  bool ParamsOnNvme() const;
+  absl::Status CreateParamFiles();
 
   Config config_;
   std::unique_ptr<Communicator> comm_;
@@ -159,6 +163,9 @@ class Engine {
   // Set when offload_optimizer.device is "nvme": master/m/v live there and
   // GroupState's master/m/v stay empty.
   std::unique_ptr<offload::NvmeTier> nvme_;
+  // One per group when offload_param.device is "nvme" (stage 3); then
+  // GroupState::working is empty.
+  std::vector<std::unique_ptr<offload::ShardFile>> param_files_;
   std::vector<int> trainable_ids_;  // layout index -> param id
 
   GradBuckets buckets_;
