@@ -453,6 +453,12 @@ zero_status zero_engine_stats(const zero_engine_t* engine, zero_stats* stats) {
     stats->global_step = s.global_step;
     stats->skipped_steps = s.skipped_steps;
     stats->micro_step = s.micro_step;
+    // Fields appended later are written only when the caller's struct has them.
+    if (stats->struct_size >= offsetof(zero_stats, sent_bytes_allreduce) + sizeof(int64_t)) {
+      stats->sent_bytes_allgather = s.sent_bytes[static_cast<int>(K::kAllGather)];
+      stats->sent_bytes_reduce_scatter = s.sent_bytes[static_cast<int>(K::kReduceScatter)];
+      stats->sent_bytes_allreduce = s.sent_bytes[static_cast<int>(K::kAllReduce)];
+    }
     if (stats->struct_size >= offsetof(zero_stats, nvme_uring) + sizeof(int32_t)) {
       stats->nvme_bytes = s.nvme_bytes;
       stats->nvme_read_bytes = s.nvme_read_bytes;

@@ -29,7 +29,7 @@ int main(void) {
   zero_config cfg = ZERO_CONFIG_INIT;
   zero_param_desc d = ZERO_PARAM_DESC_INIT;
   zero_step_info info = ZERO_STEP_INFO_INIT;
-  zero_stats stats;
+  zero_stats stats = ZERO_STATS_INIT;
   int64_t shape[2] = {4, 3};
   int32_t id = -1, count = 0;
   void* p = NULL;
@@ -118,7 +118,6 @@ int main(void) {
   EXPECT(zero_engine_read_master(engine, 0, out) == ZERO_OK);
   EXPECT(out[0] < 0.0f && out[1] == 0.0f); /* Adam moved only the element with a gradient */
 
-  memset(&stats, 0, sizeof(stats));
   stats.struct_size = 8;
   EXPECT(is_error(zero_engine_stats(engine, &stats), ZERO_INVALID_ARGUMENT, "struct_size"));
   stats.struct_size = sizeof(stats);

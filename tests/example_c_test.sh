@@ -12,5 +12,8 @@ print("loss %.4f -> %.4f at stage %d world %d" % (r["first_loss"], r["final_loss
 PY
 }
 check "$("$bin" --steps 40 --quiet)"
+# steps_per_print: one line with step, scale, norm, lr, skips, samples/s.
+"$bin" --steps 20 | grep -E '^\[zero\] step=20 loss_scale=1 grad_norm=[0-9.e+-]+ lr=0.01 skipped=0 samples/s=[0-9.]+$' \
+  || { echo "no steps_per_print line"; exit 1; }
 check "$("$run_mpi" 3 "$bin" --steps 40 --stage 3 --quiet)"
-echo "2 passed, 0 failed"
+echo "3 passed, 0 failed"

@@ -14,4 +14,14 @@ fi
 if [ $((end - start)) -ge 50 ]; then
   echo "took $((end - start)) s: the stuck rank was waited for"; exit 1
 fi
-echo "1 passed, 0 failed"
+# A peer that exits without MPI_Finalize: mpirun ends the job (non-zero)
+# at once rather than leaving the survivors waiting.
+start=$(date +%s)
+if "$(dirname "$0")/run_mpi.sh" "$np" "$bin" --exit-early >/dev/null 2>&1; then
+  echo "a job whose rank died must not succeed"; exit 1
+fi
+end=$(date +%s)
+if [ $((end - start)) -ge 50 ]; then
+  echo "the job with a dead rank took $((end - start)) s"; exit 1
+fi
+echo "2 passed, 0 failed"

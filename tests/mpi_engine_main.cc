@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include <mpi.h>
+
 #include "core/comm/mpi_communicator.h"
 #include "core/comm/thread_communicator.h"
 #include "tests/testing/mlp_harness.h"
@@ -22,6 +24,7 @@ namespace testing {
 namespace {
 
 int g_passed = 0, g_failed = 0;
+bool g_exit_early = false;
 
 void Expect(bool ok, int rank, const std::string& what) {
   if (ok) {
@@ -132,6 +135,27 @@ void Equivalence(Communicator* comm) {
   }
 }
 
+// A caller's own communicator through zero_comm_create_mpi's argument: the
+// world split in two halves, each training on its own.
+void SplitCommunicator(int world_rank, int world) {
+  if (world < 2) return;
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &half);
+  auto comm = MakeMpiCommunicator(&half);
+  Expect(comm.ok(), world_rank, "communicator from a split MPI_Comm");
+  if (comm.ok()) {
+    const int expected = world / 2 + (world % 2 && world_rank % 2 == 0 ? 1 : 0);
+    Expect((*comm)->world_size() == expected, world_rank, "split size");
+    Config c = Cfg(2, DType::kF32);
+    MlpSpec spec;
+    spec.global_batch = 12;
+    auto got = TrainMlp(c, comm->get(), spec);
+    Expect(got.ok() && MaxRelDiff(*got, Single(c, spec)) <= 1e-6, world_rank,
+           "stage 2 on a split communicator equals one rank");
+  }
+  MPI_Comm_free(&half);
+}
+
 int DeadPeer(Communicator* comm) {
   Config c = Cfg(2, DType::kF32);
   c.comm_timeout_seconds = 2.0;
@@ -142,6 +166,7 @@ int DeadPeer(Communicator* comm) {
   p.shape = {1000};
   if (!(*e)->RegisterParam(p).ok() || !(*e)->Finalize().ok()) return 1;
   if (comm->rank() == 1) {
+    if (g_exit_early) std::_Exit(0);  // dies without a word to anyone
     // Stuck peer: never reaches the next collective.
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return 0;
@@ -184,7 +209,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   (*comm)->set_timeout_seconds(120);
-  if (argc > 1 && std::strcmp(argv[1], "--dead-peer") == 0) {
+  if (argc > 1 && (std::strcmp(argv[1], "--dead-peer") == 0 ||
+                   std::strcmp(argv[1], "--exit-early") == 0)) {
+    testing::g_exit_early = std::strcmp(argv[1], "--exit-early") == 0;
     int rc = testing::DeadPeer(comm->get());
     // The communicator is broken: leave without MPI_Finalize (mpirun then
     // ends the stuck rank) instead of waiting on it.
@@ -198,6 +225,7 @@ int main(int argc, char** argv) {
     return bad > 0 ? 1 : 0;
   }
   testing::Equivalence(comm->get());
+  testing::SplitCommunicator((*comm)->rank(), (*comm)->world_size());
   double counts[2] = {static_cast<double>(testing::g_passed), static_cast<double>(testing::g_failed)};
   (void)(*comm)->AllReduce(counts, 2, ReduceOp::kSum);
   if ((*comm)->rank() == 0) {

@@ -9,7 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libabsl-dev nlohmann-json3-dev libhwy-dev liburing-dev libxxhash-dev
   libopenmpi-dev openmpi-bin
-  python3-dev python3-numpy python3-pytest pybind11-dev
+  python3-dev python3-numpy python3-pytest pybind11-dev python3-torch python3-venv python3-pip
   bindgen abigail-tools
 )
 

@@ -210,6 +210,9 @@ typedef struct zero_stats {
   int64_t sent_control;             /* scalars (norm, overflow, checks) */
   int64_t collective_calls;
   int64_t global_step, skipped_steps, micro_step;
+  int64_t sent_bytes_allgather;      /* the same traffic in bytes */
+  int64_t sent_bytes_reduce_scatter;
+  int64_t sent_bytes_allreduce;
   /* Appended for NVMe optimizer offload (zero when off). With it,
    * master_bytes is 0 and optimizer_bytes counts the host staging buffers. */
   int64_t nvme_bytes;        /* state files on disk, both slots */
@@ -219,7 +222,11 @@ typedef struct zero_stats {
   int32_t nvme_uring;        /* 1: io_uring; 0: blocking pread/pwrite */
 } zero_stats;
 
-#define ZERO_STATS_INIT {sizeof(zero_stats)}
+#define ZERO_STATS_INIT                                                       \
+  {                                                                           \
+    sizeof(zero_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0                                    \
+  }
 
 /* Creates an engine from a zero_config. The engine keeps a reference to
  * `comm`, which must outlive it. */

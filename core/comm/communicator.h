@@ -36,6 +36,7 @@ enum class CollectiveKind {
 // Elements this rank sent, counted as the ZeRO paper does.
 struct CommCounters {
   std::atomic<int64_t> sent[static_cast<int>(CollectiveKind::kCount)] = {};
+  std::atomic<int64_t> sent_bytes[static_cast<int>(CollectiveKind::kCount)] = {};
   std::atomic<int64_t> calls{0};
 };
 
@@ -84,10 +85,11 @@ class Communicator {
   CollectiveKind counting_kind() const { return counting_kind_; }
 
  protected:
-  void Count(CollectiveKind own_kind, int64_t elems) {
+  void Count(CollectiveKind own_kind, int64_t elems, size_t elem_bytes) {
     CollectiveKind k =
         counting_kind_ == CollectiveKind::kCount ? own_kind : counting_kind_;
     counters_.sent[static_cast<int>(k)] += elems;
+    counters_.sent_bytes[static_cast<int>(k)] += elems * static_cast<int64_t>(elem_bytes);
     counters_.calls += 1;
   }
 

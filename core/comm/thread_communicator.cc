@@ -53,7 +53,7 @@ class ThreadCommunicator : public Communicator {
       if (counts[r] > 0 && dst != src) std::memcpy(dst, src, counts[r] * es);
     }
     if (auto s = Meet("all-gather"); !s.ok()) return s;
-    Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_));
+    Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_), DTypeSize(dtype));
     return absl::OkStatus();
   }
 
@@ -75,7 +75,7 @@ class ThreadCommunicator : public Communicator {
     }
     if (auto s = Meet("reduce-scatter"); !s.ok()) return s;
     if (n > 0) std::memcpy(recv, acc.data(), n * sizeof(float));
-    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_));
+    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
     return absl::OkStatus();
   }
 
@@ -94,7 +94,7 @@ class ThreadCommunicator : public Communicator {
     }
     if (auto s = Meet("all-reduce"); !s.ok()) return s;
     if (count > 0) std::memcpy(data, acc.data(), count * sizeof(T));
-    Count(CollectiveKind::kAllReduce, AllReduceSent(count, g_->world));
+    Count(CollectiveKind::kAllReduce, AllReduceSent(count, g_->world), sizeof(T));
     return absl::OkStatus();
   }
 
@@ -110,7 +110,7 @@ class ThreadCommunicator : public Communicator {
     if (auto s = Meet("broadcast"); !s.ok()) return s;
     if (rank_ != root && bytes > 0) std::memcpy(data, g_->send[root], bytes);
     if (auto s = Meet("broadcast"); !s.ok()) return s;
-    Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0);
+    Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0, 1);
     return absl::OkStatus();
   }
 

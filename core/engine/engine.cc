@@ -1027,6 +1027,7 @@ EngineStats Engine::Stats() const {
   s.live_gathered_high_water = live_high_water_;
   for (int k = 0; k < static_cast<int>(CollectiveKind::kCount); ++k) {
     s.sent[k] = comm_->counters().sent[k].load();
+    s.sent_bytes[k] = comm_->counters().sent_bytes[k].load();
   }
   s.collective_calls = comm_->counters().calls.load();
   s.global_step = global_step_;

@@ -52,6 +52,7 @@ struct EngineStats {
   int64_t param_bytes = 0, frozen_bytes = 0, buffer_bytes = 0;
   int64_t live_gathered_bytes = 0, live_gathered_high_water = 0;
   int64_t sent[static_cast<int>(CollectiveKind::kCount)] = {};
+  int64_t sent_bytes[static_cast<int>(CollectiveKind::kCount)] = {};
   int64_t collective_calls = 0;
   int64_t global_step = 0, skipped_steps = 0, micro_step = 0;
   // NVMe optimizer offload (zero when off). master_bytes and optimizer_bytes

@@ -893,6 +893,9 @@ pub struct zero_stats {
     pub global_step: i64,
     pub skipped_steps: i64,
     pub micro_step: i64,
+    pub sent_bytes_allgather: i64,
+    pub sent_bytes_reduce_scatter: i64,
+    pub sent_bytes_allreduce: i64,
     pub nvme_bytes: i64,
     pub nvme_read_bytes: i64,
     pub nvme_write_bytes: i64,
@@ -903,7 +906,7 @@ pub struct zero_stats {
 fn bindgen_test_layout_zero_stats() {
     assert_eq!(
         ::core::mem::size_of::<zero_stats>(),
-        208usize,
+        232usize,
         concat!("Size of: ", stringify!(zero_stats))
     );
     assert_eq!(
@@ -1302,6 +1305,57 @@ fn bindgen_test_layout_zero_stats() {
         );
     }
     test_field_micro_step();
+    fn test_field_sent_bytes_allgather() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).sent_bytes_allgather) as usize - ptr as usize
+            },
+            176usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_stats),
+                "::",
+                stringify!(sent_bytes_allgather)
+            )
+        );
+    }
+    test_field_sent_bytes_allgather();
+    fn test_field_sent_bytes_reduce_scatter() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).sent_bytes_reduce_scatter) as usize - ptr as usize
+            },
+            184usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_stats),
+                "::",
+                stringify!(sent_bytes_reduce_scatter)
+            )
+        );
+    }
+    test_field_sent_bytes_reduce_scatter();
+    fn test_field_sent_bytes_allreduce() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).sent_bytes_allreduce) as usize - ptr as usize
+            },
+            192usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_stats),
+                "::",
+                stringify!(sent_bytes_allreduce)
+            )
+        );
+    }
+    test_field_sent_bytes_allreduce();
     fn test_field_nvme_bytes() {
         assert_eq!(
             unsafe {
@@ -1309,7 +1363,7 @@ fn bindgen_test_layout_zero_stats() {
                 let ptr = uninit.as_ptr();
                 ::core::ptr::addr_of!((*ptr).nvme_bytes) as usize - ptr as usize
             },
-            176usize,
+            200usize,
             concat!(
                 "Offset of field: ",
                 stringify!(zero_stats),
@@ -1326,7 +1380,7 @@ fn bindgen_test_layout_zero_stats() {
                 let ptr = uninit.as_ptr();
                 ::core::ptr::addr_of!((*ptr).nvme_read_bytes) as usize - ptr as usize
             },
-            184usize,
+            208usize,
             concat!(
                 "Offset of field: ",
                 stringify!(zero_stats),
@@ -1343,7 +1397,7 @@ fn bindgen_test_layout_zero_stats() {
                 let ptr = uninit.as_ptr();
                 ::core::ptr::addr_of!((*ptr).nvme_write_bytes) as usize - ptr as usize
             },
-            192usize,
+            216usize,
             concat!(
                 "Offset of field: ",
                 stringify!(zero_stats),
@@ -1360,7 +1414,7 @@ fn bindgen_test_layout_zero_stats() {
                 let ptr = uninit.as_ptr();
                 ::core::ptr::addr_of!((*ptr).nvme_direct_io) as usize - ptr as usize
             },
-            200usize,
+            224usize,
             concat!(
                 "Offset of field: ",
                 stringify!(zero_stats),
@@ -1377,7 +1431,7 @@ fn bindgen_test_layout_zero_stats() {
                 let ptr = uninit.as_ptr();
                 ::core::ptr::addr_of!((*ptr).nvme_uring) as usize - ptr as usize
             },
-            204usize,
+            228usize,
             concat!(
                 "Offset of field: ",
                 stringify!(zero_stats),

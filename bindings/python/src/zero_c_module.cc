@@ -1,0 +1,436 @@
+// _zero_c: a thin pybind11 layer over the C ABI (zero_c.h) and nothing else.
+//
+// Conventions of this module (the Python package `zero` builds on them):
+//  1. Handles (Comm, Engine) own one C handle each. close() frees it; any
+//     later call raises FAILED_PRECONDITION instead of touching freed memory.
+//     An Engine keeps its Comm's C handle alive; Comm.close() while an engine
+//     still uses it raises.
+//  2. A failed C call raises the exception built by the factory registered
+//     with set_error_factory(status, message) (zero.errors does this), or a
+//     RuntimeError before one is registered.
+//  3. Buffers come back as (address, nbytes) pairs; the Python layer wraps
+//     them in numpy arrays. The module knows no dtypes or shapes.
+//  4. Every call that may block in a collective releases the GIL, so the
+//     thread communicator works from Python threads.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zero_c.h"
+
+namespace py = pybind11;
+
+namespace {
+
+py::object& ErrorFactory() {
+  static py::object* factory = new py::object();  // leaked: outlives modules
+  return *factory;
+}
+
+[[noreturn]] void Raise(int status, const std::string& message) {
+  py::object& factory = ErrorFactory();
+  if (factory && !factory.is_none()) {
+    py::object exc = factory(status, message);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())),
+                    exc.ptr());
+    throw py::error_already_set();
+  }
+  throw std::runtime_error(std::string(zero_status_string(
+                               static_cast<zero_status>(status))) +
+                           ": " + message);
+}
+
+// Checks a status returned by a call made with the GIL released.
+void Check(zero_status status) {
+  if (status == ZERO_OK) return;
+  // zero_last_error() is thread-local: read it on the calling thread, which
+  // is this one (GIL re-acquisition does not switch threads).
+  Raise(status, zero_last_error());
+}
+
+[[noreturn]] void Closed(const char* what) {
+  Raise(ZERO_FAILED_PRECONDITION,
+        std::string(what) + " is closed (used after close/destroy)");
+}
+
+struct CommHandle {
+  zero_comm_t* comm = nullptr;
+  ~CommHandle() { zero_comm_destroy(comm); }
+};
+
+class Comm {
+ public:
+  explicit Comm(zero_comm_t* c) : handle_(std::make_shared<CommHandle>()) {
+    handle_->comm = c;
+  }
+
+  static Comm Self() {
+    zero_comm_t* c = nullptr;
+    Check(zero_comm_create_self(&c));
+    return Comm(c);
+  }
+
+  static Comm Mpi() {
+    zero_comm_t* c = nullptr;
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_comm_create_mpi(nullptr, &c);
+    }
+    Check(s);
+    return Comm(c);
+  }
+
+  static std::vector<Comm> Threads(int32_t world_size) {
+    if (world_size < 1) {
+      Raise(ZERO_INVALID_ARGUMENT, "world_size must be >= 1, got " +
+                                       std::to_string(world_size));
+    }
+    std::vector<zero_comm_t*> raw(world_size, nullptr);
+    Check(zero_comm_create_threads(world_size, raw.data()));
+    std::vector<Comm> out;
+    out.reserve(world_size);
+    for (zero_comm_t* c : raw) out.emplace_back(c);
+    return out;
+  }
+
+  zero_comm_t* get(const char* what = "Comm") const {
+    if (!handle_ || !handle_->comm) Closed(what);
+    return handle_->comm;
+  }
+
+  int32_t Rank() const {
+    int32_t r = 0;
+    Check(zero_comm_rank(get(), &r));
+    return r;
+  }
+
+  int32_t Size() const {
+    int32_t s = 0;
+    Check(zero_comm_size(get(), &s));
+    return s;
+  }
+
+  void Barrier() {
+    zero_comm_t* c = get();
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_comm_barrier(c);
+    }
+    Check(s);
+  }
+
+  // In-place sum over ranks of a float32 buffer (address, count).
+  void AllreduceSumF32(uintptr_t address, size_t count) {
+    zero_comm_t* c = get();
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_comm_allreduce_sum_f32(c, reinterpret_cast<float*>(address),
+                                      count);
+    }
+    Check(s);
+  }
+
+  void Close() {
+    if (!handle_) return;
+    // Engines hold a reference: the C handle must outlive them.
+    if (handle_.use_count() > 1 && handle_->comm != nullptr) {
+      Raise(ZERO_FAILED_PRECONDITION,
+            "Comm.close(): an engine still uses this communicator; close the "
+            "engine first");
+    }
+    handle_.reset();
+  }
+
+  bool closed() const { return !handle_ || !handle_->comm; }
+  const std::shared_ptr<CommHandle>& handle() const { return handle_; }
+
+ private:
+  std::shared_ptr<CommHandle> handle_;
+};
+
+class Engine {
+ public:
+  Engine(const std::string& json_text, const Comm& comm)
+      : comm_(comm.handle()) {
+    zero_comm_t* c = comm.get();
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_engine_create_json(json_text.c_str(), c, &engine_);
+    }
+    Check(s);
+  }
+
+  ~Engine() { Destroy(); }
+
+  void Destroy() {
+    zero_engine_destroy(engine_);
+    engine_ = nullptr;
+    comm_.reset();
+  }
+
+  zero_engine_t* get() const {
+    if (!engine_) Closed("Engine");
+    return engine_;
+  }
+
+  bool closed() const { return engine_ == nullptr; }
+
+  // init: address of numel float32 values, or 0 for zeros.
+  int32_t RegisterParam(const std::string& name,
+                        const std::vector<int64_t>& shape, int32_t dtype,
+                        uintptr_t init, bool trainable) {
+    zero_param_desc desc = ZERO_PARAM_DESC_INIT;
+    desc.name = name.c_str();
+    desc.ndim = static_cast<int32_t>(shape.size());
+    desc.shape = shape.data();
+    desc.dtype = static_cast<zero_dtype>(dtype);
+    desc.init = reinterpret_cast<const float*>(init);
+    desc.trainable = trainable ? 1 : 0;
+    int32_t id = -1;
+    Check(zero_engine_register_param(get(), &desc, &id));
+    return id;
+  }
+
+  void Finalize() {
+    zero_engine_t* e = get();
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_engine_finalize(e);
+    }
+    Check(s);
+  }
+
+  int32_t NumParams() const {
+    int32_t n = 0;
+    Check(zero_engine_num_params(get(), &n));
+    return n;
+  }
+
+  int32_t FindParam(const std::string& name) const {
+    int32_t id = -1;
+    Check(zero_engine_find_param(get(), name.c_str(), &id));
+    return id;
+  }
+
+  int64_t ParamNumel(int32_t id) const {
+    int64_t n = 0;
+    Check(zero_engine_param_numel(get(), id, &n));
+    return n;
+  }
+
+  uintptr_t Gather(int32_t id) {
+    zero_engine_t* e = get();
+    void* data = nullptr;
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_engine_gather(e, id, &data);
+    }
+    Check(s);
+    return reinterpret_cast<uintptr_t>(data);
+  }
+
+  void Release(int32_t id) {
+    zero_engine_t* e = get();
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_engine_release(e, id);
+    }
+    Check(s);
+  }
+
+  uintptr_t GradBuffer(int32_t id) {
+    zero_engine_t* e = get();
+    void* data = nullptr;
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_engine_grad_buffer(e, id, &data);
+    }
+    Check(s);
+    return reinterpret_cast<uintptr_t>(data);
+  }
+
+  void GradReady(int32_t id) {
+    zero_engine_t* e = get();
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_engine_grad_ready(e, id);
+    }
+    Check(s);
+  }
+
+  int32_t DType() const {
+    zero_dtype dtype = ZERO_DTYPE_F32;
+    Check(zero_engine_dtype(get(), &dtype));
+    return static_cast<int32_t>(dtype);
+  }
+
+  double LossScale() const {
+    double scale = 0.0;
+    Check(zero_engine_loss_scale(get(), &scale));
+    return scale;
+  }
+
+  py::dict Step() {
+    zero_engine_t* e = get();
+    zero_step_info info = ZERO_STEP_INFO_INIT;
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_engine_step(e, &info);
+    }
+    Check(s);
+    py::dict d;
+    d["boundary"] = info.boundary != 0;
+    d["skipped"] = info.skipped != 0;
+    d["global_step"] = info.global_step;
+    d["skipped_steps"] = info.skipped_steps;
+    d["loss_scale"] = info.loss_scale;
+    d["grad_norm"] = info.grad_norm;
+    d["lr"] = info.lr;
+    return d;
+  }
+
+  void ReportSamples(int64_t samples) {
+    Check(zero_engine_report_samples(get(), samples));
+  }
+
+  // out: address of numel float32 values.
+  void ReadMaster(int32_t id, uintptr_t out) {
+    zero_engine_t* e = get();
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_engine_read_master(e, id, reinterpret_cast<float*>(out));
+    }
+    Check(s);
+  }
+
+  py::dict Stats() const {
+    zero_stats st = ZERO_STATS_INIT;
+    Check(zero_engine_stats(get(), &st));
+    py::dict d;
+#define ZERO_STAT(f) d[#f] = st.f
+    ZERO_STAT(rank);
+    ZERO_STAT(world_size);
+    ZERO_STAT(stage);
+    ZERO_STAT(trainable_numel);
+    ZERO_STAT(padded_numel);
+    ZERO_STAT(master_bytes);
+    ZERO_STAT(optimizer_bytes);
+    ZERO_STAT(grad_bytes);
+    ZERO_STAT(param_bytes);
+    ZERO_STAT(frozen_bytes);
+    ZERO_STAT(buffer_bytes);
+    ZERO_STAT(live_gathered_bytes);
+    ZERO_STAT(live_gathered_high_water);
+    ZERO_STAT(sent_allgather);
+    ZERO_STAT(sent_reduce_scatter);
+    ZERO_STAT(sent_allreduce);
+    ZERO_STAT(sent_broadcast);
+    ZERO_STAT(sent_control);
+    ZERO_STAT(collective_calls);
+    ZERO_STAT(global_step);
+    ZERO_STAT(skipped_steps);
+    ZERO_STAT(micro_step);
+    ZERO_STAT(sent_bytes_allgather);
+    ZERO_STAT(sent_bytes_reduce_scatter);
+    ZERO_STAT(sent_bytes_allreduce);
+    ZERO_STAT(nvme_bytes);
+    ZERO_STAT(nvme_read_bytes);
+    ZERO_STAT(nvme_write_bytes);
+    ZERO_STAT(nvme_direct_io);
+    ZERO_STAT(nvme_uring);
+#undef ZERO_STAT
+    return d;
+  }
+
+ private:
+  zero_engine_t* engine_ = nullptr;
+  std::shared_ptr<CommHandle> comm_;  // keeps the C comm alive
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_zero_c, m) {
+  m.doc() = "Thin binding of the zero C ABI (zero_c.h); use the `zero` package.";
+
+  m.attr("HEADER_VERSION") = ZERO_VERSION_CODE;
+  m.def("version", &zero_version, "The library's version code.");
+  m.def(
+      "status_string",
+      [](int status) {
+        return std::string(zero_status_string(static_cast<zero_status>(status)));
+      },
+      "Static description of a status code.");
+  m.def(
+      "set_error_factory",
+      [](py::object factory) { ErrorFactory() = std::move(factory); },
+      "Registers f(status, message) -> exception instance for failed calls.");
+
+  py::enum_<zero_status>(m, "Status")
+      .value("OK", ZERO_OK)
+      .value("INVALID_ARGUMENT", ZERO_INVALID_ARGUMENT)
+      .value("FAILED_PRECONDITION", ZERO_FAILED_PRECONDITION)
+      .value("NOT_FOUND", ZERO_NOT_FOUND)
+      .value("OUT_OF_MEMORY", ZERO_OUT_OF_MEMORY)
+      .value("TIMEOUT", ZERO_TIMEOUT)
+      .value("IO_ERROR", ZERO_IO_ERROR)
+      .value("DATA_LOSS", ZERO_DATA_LOSS)
+      .value("UNIMPLEMENTED", ZERO_UNIMPLEMENTED)
+      .value("INTERNAL", ZERO_INTERNAL)
+      .value("ABORTED", ZERO_ABORTED)
+      .value("MISMATCH", ZERO_MISMATCH);
+
+  m.attr("DTYPE_F32") = static_cast<int>(ZERO_DTYPE_F32);
+  m.attr("DTYPE_F16") = static_cast<int>(ZERO_DTYPE_F16);
+  m.attr("DTYPE_BF16") = static_cast<int>(ZERO_DTYPE_BF16);
+
+  py::class_<Comm>(m, "Comm")
+      .def_static("create_self", &Comm::Self)
+      .def_static("create_mpi", &Comm::Mpi)
+      .def_static("create_threads", &Comm::Threads, py::arg("world_size"))
+      .def("rank", &Comm::Rank)
+      .def("size", &Comm::Size)
+      .def("barrier", &Comm::Barrier)
+      .def("allreduce_sum_f32", &Comm::AllreduceSumF32, py::arg("address"),
+           py::arg("count"))
+      .def("close", &Comm::Close)
+      .def_property_readonly("closed", &Comm::closed);
+
+  py::class_<Engine>(m, "Engine")
+      .def(py::init<const std::string&, const Comm&>(), py::arg("json_text"),
+           py::arg("comm"))
+      .def("register_param", &Engine::RegisterParam, py::arg("name"),
+           py::arg("shape"), py::arg("dtype"), py::arg("init"),
+           py::arg("trainable"))
+      .def("finalize", &Engine::Finalize)
+      .def("num_params", &Engine::NumParams)
+      .def("find_param", &Engine::FindParam, py::arg("name"))
+      .def("param_numel", &Engine::ParamNumel, py::arg("id"))
+      .def("gather", &Engine::Gather, py::arg("id"))
+      .def("release", &Engine::Release, py::arg("id"))
+      .def("grad_buffer", &Engine::GradBuffer, py::arg("id"))
+      .def("grad_ready", &Engine::GradReady, py::arg("id"))
+      .def("dtype", &Engine::DType)
+      .def("loss_scale", &Engine::LossScale)
+      .def("step", &Engine::Step)
+      .def("report_samples", &Engine::ReportSamples, py::arg("samples"))
+      .def("read_master", &Engine::ReadMaster, py::arg("id"), py::arg("out"))
+      .def("stats", &Engine::Stats)
+      .def("close", &Engine::Destroy)
+      .def_property_readonly("closed", &Engine::closed);
+}

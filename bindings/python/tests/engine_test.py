@@ -1,0 +1,216 @@
+"""zero.Engine over numpy: views, errors, life cycle, communicators."""
+import json
+import threading
+
+import numpy as np
+import pytest
+
+import zero
+
+ADAMW = {"type": "AdamW", "params": {"lr": 0.1, "weight_decay": 0.0}}
+
+
+def config(stage=0, **extra):
+    cfg = {"zero_optimization": {"stage": stage}, "optimizer": ADAMW,
+           "steps_per_print": 0}
+    cfg.update(extra)
+    return cfg
+
+
+def make_engine(stage=0, comm=None, **extra):
+    eng = zero.Engine(config(stage, **extra), comm=comm)
+    eng.register_param("w", np.arange(6, dtype=np.float32).reshape(2, 3))
+    eng.register_param("frozen", np.array([1.0, 2.0]), trainable=False)
+    eng.finalize()
+    return eng
+
+
+def test_gather_is_a_readonly_zero_copy_view_of_the_working_copy():
+    with make_engine() as eng:
+        a = eng.gather("w")
+        b = eng.gather(0)
+        assert a.shape == (2, 3) and a.dtype == np.float32
+        assert a.ctypes.data == b.ctypes.data  # the runtime's memory, twice
+        assert not a.flags.writeable
+        np.testing.assert_array_equal(a, np.arange(6).reshape(2, 3))
+        eng.release(0)
+        eng.release(0)
+
+
+def test_step_updates_the_gathered_view_in_place():
+    with make_engine(stage=1) as eng:
+        w = eng.gather("w")
+        g = eng.grad_buffer("w")
+        assert g.flags.writeable and not g.any()  # zero-filled
+        g[...] = 1.0
+        eng.grad_ready("w")
+        info = eng.step()
+        assert isinstance(info, zero.StepInfo)
+        assert info.boundary and not info.skipped and info.global_step == 1
+        # AdamW's first step moves every element by lr against the gradient.
+        np.testing.assert_allclose(w, np.arange(6).reshape(2, 3) - 0.1, rtol=1e-6)
+        np.testing.assert_array_equal(eng.read_master("w"), w)
+        eng.release("w")
+
+
+def test_register_accepts_buffer_protocol_and_array_like():
+    with zero.Engine(config()) as eng:
+        eng.register_param("mv", memoryview(np.ones(4, np.float64)))
+        eng.register_param("list", [[1, 2], [3, 4]])
+        eng.register_param("zeros", shape=(3,))
+        eng.finalize()
+        assert [p.shape for p in eng.params] == [(4,), (2, 2), (3,)]
+        assert eng.num_params == 3 and eng.find_param("list") == 1
+        assert eng.param_numel("list") == 4
+        with eng.gathered("list", "zeros") as (a, b):
+            np.testing.assert_array_equal(a, [[1, 2], [3, 4]])
+            assert not b.any()
+
+
+def test_config_from_dict_path_and_json_text(tmp_path):
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps(config(2)))
+    for cfg in (config(2), str(path), path, json.dumps(config(2))):
+        with zero.Engine(cfg) as eng:
+            eng.register_param("w", np.zeros(4, np.float32))
+            eng.finalize()
+            assert eng.stats()["stage"] == 2
+
+
+def test_stats_is_a_dict_of_the_c_fields():
+    with make_engine(stage=2) as eng:
+        stats = eng.stats()
+        assert stats["rank"] == 0 and stats["world_size"] == 1
+        assert stats["stage"] == 2
+        assert {"master_bytes", "sent_allgather", "micro_step",
+                "sent_bytes_allreduce"} <= set(stats)
+
+
+def test_loss_scale_is_one_in_fp32():
+    with make_engine() as eng:
+        assert eng.loss_scale == 1.0
+
+
+def test_unknown_config_key_raises_with_its_key_path():
+    with pytest.raises(zero.InvalidArgumentError) as e:
+        zero.Engine(config(zero_optimization={"stage": 1, "bogus_key": 3}))
+    assert "zero_optimization.bogus_key" in str(e.value)
+    assert e.value.status == 1 and isinstance(e.value, zero.ZeroError)
+
+
+def test_stage_out_of_range_raises_with_its_key_path():
+    with pytest.raises(zero.InvalidArgumentError, match=r"zero_optimization\.stage"):
+        zero.Engine(config(4))
+
+
+def test_unknown_param_name_raises_not_found():
+    with make_engine() as eng:
+        with pytest.raises(zero.NotFoundError):
+            eng.find_param("nope")
+        with pytest.raises(zero.NotFoundError):
+            eng.gather("nope")
+
+
+def test_bad_param_id_raises_invalid_argument():
+    with make_engine() as eng:
+        with pytest.raises(zero.InvalidArgumentError):
+            eng.gather(99)
+
+
+def test_use_after_close_raises_and_close_is_idempotent():
+    eng = make_engine()
+    eng.close()
+    eng.close()
+    assert eng.closed
+    for call in (lambda: eng.step(), lambda: eng.gather(0),
+                 lambda: eng.grad_buffer(0), lambda: eng.stats(),
+                 lambda: eng.loss_scale, lambda: eng.read_master(0),
+                 lambda: eng.register_param("x", [1.0]), lambda: eng.finalize()):
+        with pytest.raises(zero.FailedPreconditionError, match="closed"):
+            call()
+
+
+def test_comm_close_while_an_engine_uses_it_raises():
+    comm = zero.Comm.self_()
+    eng = make_engine(comm=comm)
+    with pytest.raises(zero.FailedPreconditionError):
+        comm.close()
+    eng.close()
+    comm.close()
+    with pytest.raises(zero.FailedPreconditionError):
+        comm.rank
+
+
+def test_comm_self_alias_makes_a_one_rank_comm():
+    with zero.Comm.self() as comm:
+        assert (comm.rank, comm.size, comm.kind) == (0, 1, "self")
+
+
+def test_engine_made_without_comm_uses_one_rank():
+    with make_engine() as eng:
+        assert (eng.rank, eng.world_size) == (0, 1)
+        assert eng.comm.kind == "self"
+
+
+def test_bf16_helpers_round_trip():
+    x = np.array([1.0, -2.5, 3.140625, 0.0], np.float32)
+    bits = zero.float32_to_bf16(x)
+    assert bits.dtype == np.uint16
+    np.testing.assert_array_equal(zero.bf16_to_float32(bits), x)
+    # Round to nearest even.
+    assert zero.float32_to_bf16(np.float32(1.0 + 2**-8))[()] == 0x3F80
+    assert zero.float32_to_bf16(np.float32(1.0 + 3 * 2**-8))[()] == 0x3F82
+
+
+def test_bf16_engine_exposes_uint16_bits():
+    with zero.Engine(config(1, bf16={"enabled": True})) as eng:
+        eng.register_param("w", np.array([1.0, 2.0, 3.0], np.float32))
+        eng.finalize()
+        with eng.gathered("w") as (w,):
+            assert w.dtype == np.uint16
+            np.testing.assert_array_equal(zero.bf16_to_float32(w), [1, 2, 3])
+        eng.set_grad("w", np.ones(3, np.float32))
+        eng.step()
+
+
+def test_thread_comm_ranks_average_their_gradients():
+    world = 2
+    comms = zero.Comm.threads(world)
+    results = [None] * world
+    errors = []
+
+    def rank_main(r):
+        try:
+            with zero.Engine(config(2), comm=comms[r]) as eng:
+                eng.register_param("w", np.zeros(8, np.float32))
+                eng.finalize()
+                eng.set_grad("w", np.full(8, float(r + 1), np.float32))
+                eng.step()
+                with eng.gathered("w") as (w,):
+                    results[r] = w.copy()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for c in comms:
+        c.close()
+    assert not errors, errors
+    # AdamW's first step: -lr * sign(mean gradient) everywhere, on both ranks.
+    for r in range(world):
+        np.testing.assert_allclose(results[r], np.full(8, -0.1), rtol=1e-6)
+
+
+def test_status_codes_map_to_exception_classes():
+    for status, cls in zero.errors.ERRORS_BY_STATUS.items():
+        e = zero.error_from_status(status, "msg")
+        assert type(e) is cls and e.status == status and str(e) == "msg"
+        assert zero._zero_c.status_string(status)
+    assert type(zero.error_from_status(77, "x")) is zero.ZeroError
+
+
+def test_library_version_matches_header_major():
+    assert zero.version() // 10000 == zero.HEADER_VERSION // 10000

@@ -1,0 +1,58 @@
+"""The wheel installs into a fresh venv (offline) and trains one step there,
+finding libzero_c.so next to the extension through its $ORIGIN rpath."""
+import glob
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+SCRIPT = textwrap.dedent("""
+    import os, sys
+    import numpy as np
+    import zero
+    assert os.path.dirname(zero.__file__).startswith(sys.prefix), zero.__file__
+    with zero.Engine({"zero_optimization": {"stage": 2},
+                      "optimizer": {"type": "AdamW", "params": {"lr": 0.1}},
+                      "steps_per_print": 0}) as eng:
+        eng.register_param("w", np.ones(4, np.float32))
+        eng.finalize()
+        eng.set_grad("w", np.ones(4, np.float32))
+        info = eng.step()
+        assert info.global_step == 1, info
+        np.testing.assert_allclose(eng.read_master("w"), 0.9, rtol=1e-6)
+    print("wheel ok")
+""")
+
+
+def find_wheel():
+    wheels = glob.glob(os.path.join(HERE, "..", "zero-*.whl"))
+    assert len(wheels) == 1, wheels
+    return os.path.abspath(wheels[0])
+
+
+def test_wheel_holds_package_extension_and_library():
+    names = zipfile.ZipFile(find_wheel()).namelist()
+    for want in ("zero/__init__.py", "zero/torch.py", "zero/_zero_c.so",
+                 "zero/libzero_c.so", "zero-1.0.0.dist-info/RECORD"):
+        assert want in names, names
+
+
+def test_wheel_installs_in_fresh_venv_and_steps():
+    tmp = os.environ.get("TEST_TMPDIR") or os.path.abspath("tmp")
+    venv = os.path.join(tmp, "venv")
+    python = "/usr/bin/python3"
+    subprocess.run([python, "-m", "venv", "--system-site-packages", venv],
+                   check=True)
+    vpython = os.path.join(venv, "bin", "python")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONSAFEPATH", "LD_LIBRARY_PATH")}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    subprocess.run([vpython, "-m", "pip", "install", "--no-index", "--no-deps",
+                    "--quiet", find_wheel()], check=True, env=env, cwd=tmp)
+    out = subprocess.run([vpython, "-c", SCRIPT], env=env, cwd=tmp,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "wheel ok" in out.stdout

@@ -1,0 +1,341 @@
+"""zero.Engine: the sharded training state of one model on one rank."""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import json
+import os
+import weakref
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _zero_c
+from .comm import Comm
+from .dtypes import DType, float32_to_bf16
+from .errors import InvalidArgumentError, NotFoundError
+
+ParamRef = Union[int, str]
+ConfigLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepInfo:
+    """What :meth:`Engine.step` did (``zero_step_info``)."""
+
+    boundary: bool       #: last micro-step: the optimizer ran or skipped
+    skipped: bool        #: fp16 overflow: step skipped on every rank
+    global_step: int     #: optimizer steps taken, skipped ones excluded
+    skipped_steps: int   #: overflow skips so far
+    loss_scale: float    #: scale for the next backward (1 unless fp16)
+    grad_norm: float     #: global L2 norm of unscaled gradients
+    lr: float            #: learning rate the optimizer used
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamInfo:
+    """A registered parameter as the Python side knows it."""
+
+    id: int
+    name: str
+    shape: Tuple[int, ...]
+    dtype: DType
+    trainable: bool
+
+    @property
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+def load_config(config: ConfigLike) -> Dict[str, Any]:
+    """A DeepSpeed config as a dict, from a dict, a file path or JSON text."""
+    if isinstance(config, Mapping):
+        return json.loads(json.dumps(dict(config)))  # deep copy, JSON-clean
+    if isinstance(config, os.PathLike):
+        with open(config, "r", encoding="utf-8") as f:
+            return json.load(f)
+    if isinstance(config, str):
+        text = config.strip()
+        if text.startswith("{"):
+            return json.loads(text)
+        with open(config, "r", encoding="utf-8") as f:
+            return json.load(f)
+    raise TypeError(
+        f"config must be a dict, a path or JSON text, got {type(config).__name__}")
+
+
+class _View:
+    """Exposes engine memory to numpy through __array_interface__ and keeps
+    the Python engine alive as the array's base."""
+
+    __slots__ = ("__array_interface__", "_owner")
+
+    def __init__(self, owner: "Engine", address: int, shape: Tuple[int, ...],
+                 dtype: np.dtype, readonly: bool) -> None:
+        self._owner = owner
+        self.__array_interface__ = {
+            "version": 3,
+            "shape": tuple(shape),
+            "typestr": dtype.str,
+            "data": (address, readonly),
+            "strides": None,
+        }
+
+
+class Engine:
+    """One sharded training state (a ``zero_engine_t``) on this rank.
+
+    Life: construct, :meth:`register_param` every parameter (same order and
+    values on every rank), :meth:`finalize`, then per micro-step
+    :meth:`gather`/:meth:`release` (stage 3), :meth:`grad_buffer` +
+    :meth:`grad_ready` per trainable param, :meth:`step`. :meth:`close` (or
+    leaving a ``with`` block) frees everything; later calls raise
+    :class:`zero.FailedPreconditionError`.
+
+    Params are named by id (registration order) or by name. Views returned by
+    :meth:`gather` and :meth:`grad_buffer` are zero-copy numpy arrays over the
+    runtime's memory (fp16 as ``float16``, bf16 as ``uint16`` bits): they are
+    valid only until the matching :meth:`release` / :meth:`grad_ready` (and
+    never after :meth:`close`).
+
+    Args:
+        config: DeepSpeed ds_config as a dict, a path to a JSON file, or JSON
+            text. Unknown keys raise :class:`zero.InvalidArgumentError` naming
+            the key path.
+        comm: the ranks to shard over; default :meth:`Comm.default` (MPI when
+            launched by mpirun), which the engine then owns and closes.
+    """
+
+    def __init__(self, config: ConfigLike, comm: Optional[Comm] = None) -> None:
+        self.config: Dict[str, Any] = load_config(config)
+        self._owns_comm = comm is None
+        self.comm: Comm = Comm.default() if comm is None else comm
+        try:
+            self._c = _zero_c.Engine(json.dumps(self.config), self.comm._c)
+        except BaseException:
+            if self._owns_comm:
+                self.comm.close()
+            raise
+        #: Working dtype of trainable params (fp16/bf16 in the config).
+        self.dtype: DType = DType(self._c.dtype())
+        self._params: List[ParamInfo] = []
+        self._by_name: Dict[str, ParamInfo] = {}
+        self._finalized = False
+        _live_engines.add(self)
+
+    # ---- registration -------------------------------------------------
+
+    def register_param(self, name: str, value: Any = None, *,
+                       shape: Optional[Sequence[int]] = None,
+                       trainable: bool = True,
+                       dtype: Optional[DType] = None) -> int:
+        """Registers a parameter before :meth:`finalize`; returns its id.
+
+        Args:
+            name: unique name.
+            value: initial values: a numpy array or anything exposing the
+                buffer protocol or ``__array__``; converted to float32 (copied
+                by the runtime). None: zeros of ``shape``.
+            shape: the shape when ``value`` is None (default: value's shape).
+            trainable: False registers a frozen param (no gradient or
+                optimizer state; the LoRA case).
+            dtype: element type of the working copy; default the engine's
+                (trainable params must use the engine's dtype).
+        """
+        init: Optional[np.ndarray] = None
+        if value is not None:
+            init = np.ascontiguousarray(np.asarray(value, dtype=np.float32))
+            if shape is not None and tuple(shape) != init.shape:
+                raise InvalidArgumentError(
+                    f"register_param({name!r}): shape {tuple(shape)} differs "
+                    f"from the value's shape {init.shape}")
+            shape = init.shape
+        elif shape is None:
+            raise InvalidArgumentError(
+                f"register_param({name!r}): give a value or a shape")
+        shape_t = tuple(int(s) for s in shape)
+        dt = self.dtype if dtype is None else DType(dtype)
+        address = 0 if init is None else init.ctypes.data
+        pid = self._c.register_param(name, list(shape_t), int(dt), address,
+                                     bool(trainable))
+        info = ParamInfo(pid, name, shape_t, dt, bool(trainable))
+        while len(self._params) <= pid:
+            self._params.append(None)  # type: ignore[arg-type]
+        self._params[pid] = info
+        self._by_name[name] = info
+        return pid
+
+    def finalize(self) -> None:
+        """COLLECTIVE. Lays out and allocates the shards; raises
+        :class:`zero.MismatchError` if ranks registered different params."""
+        self._c.finalize()
+        self._finalized = True
+
+    # ---- lookup -------------------------------------------------------
+
+    def param(self, p: ParamRef) -> ParamInfo:
+        """The :class:`ParamInfo` of a param id or name."""
+        if isinstance(p, str):
+            info = self._by_name.get(p)
+            if info is None:
+                # Let the runtime say it (raises NotFoundError); keeps the
+                # message the C side gives.
+                self._c.find_param(p)
+                raise NotFoundError(f"unknown param {p!r}")
+            return info
+        pid = int(p)
+        if 0 <= pid < len(self._params) and self._params[pid] is not None:
+            return self._params[pid]
+        self._c.param_numel(pid)  # raises the runtime's error for a bad id
+        raise InvalidArgumentError(f"unknown param id {pid}")
+
+    @property
+    def params(self) -> List[ParamInfo]:
+        """Registered params in registration order."""
+        return list(self._params)
+
+    @property
+    def num_params(self) -> int:
+        return self._c.num_params()
+
+    def find_param(self, name: str) -> int:
+        """The id of a param by name (raises :class:`zero.NotFoundError`)."""
+        return self._c.find_param(name)
+
+    def param_numel(self, p: ParamRef) -> int:
+        return self._c.param_numel(self.param(p).id)
+
+    @property
+    def rank(self) -> int:
+        return self.comm.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.comm.size
+
+    # ---- data ---------------------------------------------------------
+
+    def _view(self, address: int, info: ParamInfo, readonly: bool) -> np.ndarray:
+        return np.asarray(_View(self, address, info.shape, info.dtype.numpy,
+                                readonly))
+
+    def gather(self, p: ParamRef, *, writable: bool = False) -> np.ndarray:
+        """COLLECTIVE in stage 3. The full working copy of ``p`` as a
+        zero-copy view, valid until the matching :meth:`release`. Gathers
+        nest. Read-only unless ``writable`` (the optimizer owns the values;
+        ``writable`` exists for frameworks that insist on writable storage)."""
+        info = self.param(p)
+        return self._view(self._c.gather(info.id), info, readonly=not writable)
+
+    def release(self, p: ParamRef) -> None:
+        """Ends one :meth:`gather` of ``p``."""
+        self._c.release(self.param(p).id)
+
+    @contextlib.contextmanager
+    def gathered(self, *params: ParamRef) -> Iterator[List[np.ndarray]]:
+        """Context manager: gathers ``params`` (in order), yields their views,
+        releases them on exit."""
+        done: List[int] = []
+        try:
+            views = []
+            for p in params:
+                info = self.param(p)
+                views.append(self.gather(info.id))
+                done.append(info.id)
+            yield views
+        finally:
+            for pid in reversed(done):
+                if not self._c.closed:
+                    self.release(pid)
+
+    def grad_buffer(self, p: ParamRef) -> np.ndarray:
+        """A zero-filled writable view for this micro-step's gradient of a
+        trainable param; write or add into it, then :meth:`grad_ready`."""
+        info = self.param(p)
+        return self._view(self._c.grad_buffer(info.id), info, readonly=False)
+
+    def grad_ready(self, p: ParamRef) -> None:
+        """COLLECTIVE in stages 2-3 (same params, same order on every rank).
+        Hands the gradient over; its buffer is invalid afterwards."""
+        self._c.grad_ready(self.param(p).id)
+
+    def set_grad(self, p: ParamRef, grad: Any) -> None:
+        """Copies ``grad`` into the param's grad buffer and hands it over
+        (:meth:`grad_buffer` + :meth:`grad_ready`)."""
+        info = self.param(p)
+        src = np.asarray(grad)
+        if info.dtype == DType.BF16 and src.dtype != np.uint16:
+            src = float32_to_bf16(src)
+        src = src.reshape(info.shape)
+        buf = self.grad_buffer(info.id)
+        np.copyto(buf, src, casting="unsafe")
+        self.grad_ready(info.id)
+
+    @property
+    def loss_scale(self) -> float:
+        """The factor to multiply the loss by before backward (1 unless fp16)."""
+        return self._c.loss_scale()
+
+    def step(self) -> StepInfo:
+        """COLLECTIVE. Ends a micro-step; at the accumulation boundary
+        reduces, unscales, clips and runs the optimizer (or skips on fp16
+        overflow). Gradients not handed in count as zero."""
+        return StepInfo(**self._c.step())
+
+    def report_samples(self, samples: int) -> None:
+        """Adds to the samples/s count of the periodic print."""
+        self._c.report_samples(int(samples))
+
+    def read_master(self, p: ParamRef) -> np.ndarray:
+        """COLLECTIVE (every rank calls it). A new float32 array holding the param's
+        full fp32 master weights."""
+        info = self.param(p)
+        out = np.empty(info.shape, dtype=np.float32)
+        self._c.read_master(info.id, out.ctypes.data)
+        return out
+
+    def stats(self) -> Dict[str, int]:
+        """Bytes per category on this rank and elements sent per collective
+        (the fields of ``zero_stats``)."""
+        return dict(self._c.stats())
+
+    # ---- life ---------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._c.closed
+
+    def close(self) -> None:
+        """Frees the engine (idempotent); closes the comm if the engine made it."""
+        c = getattr(self, "_c", None)
+        if c is None:
+            return
+        c.close()
+        if self._owns_comm and not self.comm.closed:
+            self.comm.close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else (
+            "finalized" if self._finalized else "registering")
+        return (f"<zero.Engine {state} dtype={self.dtype.name} "
+                f"params={len(self._params)}>")
+
+
+_live_engines: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_engines() -> None:
+    # Before the C library's own exit handlers (which finalize MPI).
+    for e in list(_live_engines):
+        try:
+            e.close()
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass

@@ -1,0 +1,29 @@
+// The backend factory of the CUDA build (--config=cuda).
+#include "absl/strings/str_cat.h"
+#include "core/comm/nccl_communicator.h"
+#include "core/device/cuda_device.h"
+#include "core/device/device_factory.h"
+
+namespace zero {
+
+absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const std::string& kind,
+                                                   int ordinal) {
+  if (kind == "cpu") return MakeCpuDevice();
+  if (kind == "cuda") {
+    auto d = CudaDevice::Create(ordinal);
+    if (!d.ok()) return d.status();
+    return std::unique_ptr<Device>(std::move(*d));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("device: unknown kind '", kind, "'"));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclComm(
+    const void* mpi_comm, int ordinal, double timeout_seconds) {
+  NcclOptions o;
+  o.mpi_comm = mpi_comm;
+  o.cuda_device = ordinal;
+  o.timeout_seconds = timeout_seconds;
+  return MakeNcclCommunicator(o);
+}
+
+}  // namespace zero
