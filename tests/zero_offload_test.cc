@@ -278,6 +278,37 @@ class ManualEngine {
   std::unique_ptr<Engine> engine_;
 };
 
+// Checkpoints read and restore the owned state the same way, in memory or
+// on NVMe.
+TEST(NvmeOffload, OwnedStateReadsAndWritesWhereverItLives) {
+  for (bool nvme : {false, true}) {
+    Config c = BaseConfig(2, DType::kF32);
+    c.sub_group_size = 1024;
+    if (nvme) c = Nvme(c, FreshDir("state"));
+    auto comms = MakeThreadCommunicators(1);
+    auto e = Engine::Create(c, comms[0].get());
+    ASSERT_TRUE(e.ok()) << e.status();
+    ParamSpec p;
+    p.name = "w";
+    p.shape = {3000};
+    std::vector<float> init(3000);
+    for (int i = 0; i < 3000; ++i) init[i] = 0.5f * i;
+    p.init = init.data();
+    ASSERT_TRUE((*e)->RegisterParam(p).ok());
+    ASSERT_TRUE((*e)->Finalize().ok());
+    std::vector<float> got(1500);
+    ASSERT_TRUE((*e)->ReadOwnedState(0, 0, 1000, 1500, got.data()).ok());
+    for (int i = 0; i < 1500; ++i) ASSERT_EQ(got[i], 0.5f * (1000 + i));
+    std::vector<float> v(1500, 0.25f);
+    ASSERT_TRUE((*e)->WriteOwnedState(0, 2, 1000, 1500, v.data()).ok());
+    ASSERT_TRUE((*e)->ReadOwnedState(0, 2, 0, 3000, init.data()).ok());
+    for (int i = 0; i < 3000; ++i) {
+      ASSERT_EQ(init[i], i >= 1000 && i < 2500 ? 0.25f : 0.0f) << "nvme " << nvme << " " << i;
+    }
+    EXPECT_FALSE((*e)->ReadOwnedState(0, 0, 2999, 100, got.data()).ok());
+  }
+}
+
 TEST(NvmeOffload, FileTruncatedBetweenStepsIsAClearErrorNotACrash) {
   const std::string dir = FreshDir("trunc");
   ManualEngine m(dir);

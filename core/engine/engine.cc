@@ -364,6 +364,34 @@ absl::Status Engine::CreateParamFiles() {
   return absl::OkStatus();
 }
 
+absl::Status Engine::ReadOwnedState(int g, int array, int64_t begin, int64_t len,
+                                    float* out) {
+  RETURN_IF_ERROR(Check(true, "read_owned_state"));
+  if (g < 0 || g >= static_cast<int>(groups_.size()) || begin < 0 || len < 0 ||
+      begin + len > groups_[g].owned_len || array < 0 || array > 2) {
+    return absl::InvalidArgumentError("read_owned_state: range out of bounds");
+  }
+  if (nvme_) return nvme_->ReadRange(g, array, begin, len, out);
+  const DeviceBuffer& b = array == 0 ? groups_[g].master : array == 1 ? groups_[g].m : groups_[g].v;
+  if (b.data() == nullptr) return absl::InvalidArgumentError("read_owned_state: no such state");
+  device_->DownloadF32(b.data<float>() + begin, DType::kF32, out, len);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::WriteOwnedState(int g, int array, int64_t begin, int64_t len,
+                                     const float* in) {
+  RETURN_IF_ERROR(Check(true, "write_owned_state"));
+  if (g < 0 || g >= static_cast<int>(groups_.size()) || begin < 0 || len < 0 ||
+      begin + len > groups_[g].owned_len || array < 0 || array > 2) {
+    return absl::InvalidArgumentError("write_owned_state: range out of bounds");
+  }
+  if (nvme_) return nvme_->WriteRange(g, array, begin, len, in);
+  DeviceBuffer& b = array == 0 ? groups_[g].master : array == 1 ? groups_[g].m : groups_[g].v;
+  if (b.data() == nullptr) return absl::InvalidArgumentError("write_owned_state: no such state");
+  device_->UploadF32(in, b.data<float>() + begin, DType::kF32, len);
+  return absl::OkStatus();
+}
+
 absl::Status Engine::Finalize() {
   RETURN_IF_ERROR(Check(false, "finalize"));
   RETURN_IF_ERROR(Fail(VerifyRanksAgree()));

@@ -87,6 +87,12 @@ class Engine {
   absl::Status ReadMaster(int id, float* out);
   void ReportSamples(int64_t n) { samples_ += n; }
 
+  // This rank's owned fp32 optimizer state of group g, elements [begin,
+  // begin+len) of its owned range; array 0 master, 1 m (SGD: momentum), 2 v.
+  // Works wherever the state lives (memory or NVMe): for checkpoints.
+  absl::Status ReadOwnedState(int g, int array, int64_t begin, int64_t len, float* out);
+  absl::Status WriteOwnedState(int g, int array, int64_t begin, int64_t len, const float* in);
+
   double loss_scale() const { return scaler_.scale(); }
   EngineStats Stats() const;
   const Config& config() const { return config_; }

@@ -249,6 +249,18 @@ absl::Status NvmeTier::Update(
 }
 
 absl::Status NvmeTier::ReadRange(int g, int a, int64_t begin, int64_t len, float* out) {
+  return Range(g, a, begin, len, out, nullptr);
+}
+
+absl::Status NvmeTier::WriteRange(int g, int a, int64_t begin, int64_t len, const float* in) {
+  return Range(g, a, begin, len, nullptr, in);
+}
+
+absl::Status NvmeTier::Range(int g, int a, int64_t begin, int64_t len, float* out,
+                             const float* in) {
+  if (a < 0 || a >= options_.num_arrays) {
+    return absl::InvalidArgumentError(absl::StrCat("nvme offload: no state array ", a));
+  }
   absl::Status s = CheckSizes();
   if (!s.ok()) return s;
   for (const Chunk& c : chunks_) {
@@ -259,8 +271,15 @@ absl::Status NvmeTier::ReadRange(int g, int a, int64_t begin, int64_t len, float
     s = aio_->Wait(Io(c, committed_, buffers_[0], false));
     if (!s.ok()) return s;
     stats_.bytes_read += chunk_bytes(c);
-    const float* arr = reinterpret_cast<const float*>(buffers_[0] + a * region_bytes(c));
-    std::memcpy(out + (lo - begin), arr + (lo - c.begin), static_cast<size_t>(hi - lo) * 4);
+    float* arr = reinterpret_cast<float*>(buffers_[0] + a * region_bytes(c));
+    if (in == nullptr) {
+      std::memcpy(out + (lo - begin), arr + (lo - c.begin), static_cast<size_t>(hi - lo) * 4);
+      continue;
+    }
+    std::memcpy(arr + (lo - c.begin), in + (lo - begin), static_cast<size_t>(hi - lo) * 4);
+    s = aio_->Wait(Io(c, committed_, buffers_[0], true));
+    if (!s.ok()) return s;
+    stats_.bytes_written += chunk_bytes(c);
   }
   return absl::OkStatus();
 }

@@ -85,12 +85,18 @@ class NvmeTier {
   // of group `g` into out.
   absl::Status ReadRange(int g, int a, int64_t begin, int64_t len, float* out);
 
+  // Overwrites the committed state of those elements (checkpoint loads).
+  absl::Status WriteRange(int g, int a, int64_t begin, int64_t len, const float* in);
+
   NvmeTierStats stats() const;
 
  private:
   NvmeTier(const NvmeTierOptions& options) : options_(options) {}
   absl::Status CheckSizes() const;
   Aio::Ticket Io(const Chunk& c, int slot, char* buf, bool write);
+  // Reads (and with `in`, rewrites) the chunks of group g overlapping
+  // [begin, begin+len) of array a, committed slot.
+  absl::Status Range(int g, int a, int64_t begin, int64_t len, float* out, const float* in);
   int64_t region_bytes(const Chunk& c) const;
   int64_t chunk_bytes(const Chunk& c) const { return region_bytes(c) * options_.num_arrays; }
 
