@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/ckpt/safetensors.h"
 #include "core/comm/mpi_communicator.h"
 #include "core/comm/thread_communicator.h"
 #include "core/config/config.h"
@@ -344,6 +345,34 @@ zero_status zero_engine_param_numel(const zero_engine_t* engine, int32_t id,
   });
 }
 
+zero_status zero_engine_param_info(const zero_engine_t* engine, int32_t id,
+                                   zero_param_info* info) {
+  ZERO_CHECK_ARG("zero_engine_param_info", engine);
+  ZERO_CHECK_ARG("zero_engine_param_info", info);
+  if (info->struct_size < sizeof(zero_param_info)) {
+    g_last_error = "zero_engine_param_info: info->struct_size too small; use ZERO_PARAM_INFO_INIT";
+    return ZERO_INVALID_ARGUMENT;
+  }
+  return Guard([&] {
+    auto r = engine->engine->ParamInfo(id);
+    if (!r.ok()) return Report(r.status());
+    info->name = engine->engine->ParamName(id);
+    info->ndim = static_cast<int32_t>(r->shape.size());
+    for (int i = 0; i < 8; ++i) info->shape[i] = i < info->ndim ? r->shape[i] : 0;
+    info->dtype = static_cast<zero_dtype>(r->dtype);
+    info->trainable = r->trainable ? 1 : 0;
+    return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_engine_gradient_accumulation_steps(const zero_engine_t* engine,
+                                                    int32_t* steps) {
+  ZERO_CHECK_ARG("zero_engine_gradient_accumulation_steps", engine);
+  ZERO_CHECK_ARG("zero_engine_gradient_accumulation_steps", steps);
+  *steps = static_cast<int32_t>(engine->engine->config().gradient_accumulation_steps);
+  return ZERO_OK;
+}
+
 zero_status zero_engine_gather(zero_engine_t* engine, int32_t id, void** data) {
   ZERO_CHECK_ARG("zero_engine_gather", engine);
   ZERO_CHECK_ARG("zero_engine_gather", data);
@@ -475,6 +504,48 @@ void zero_engine_destroy(zero_engine_t* engine) {
     delete engine;
   } catch (...) {
   }
+}
+
+zero_status zero_engine_save(zero_engine_t* engine, const char* dir, const char* tag) {
+  ZERO_CHECK_ARG("zero_engine_save", engine);
+  ZERO_CHECK_ARG("zero_engine_save", dir);
+  ZERO_CHECK_ARG("zero_engine_save", tag);
+  return Guard([&] { return Report(engine->engine->Save(dir, tag)); });
+}
+
+zero_status zero_engine_load(zero_engine_t* engine, const char* dir, const char* tag,
+                             const zero_load_options* options) {
+  ZERO_CHECK_ARG("zero_engine_load", engine);
+  ZERO_CHECK_ARG("zero_engine_load", dir);
+  zero::ckpt::LoadOptions o;
+  if (options != nullptr) {
+    if (options->struct_size < offsetof(zero_load_options, load_optimizer_states) + sizeof(int32_t)) {
+      g_last_error = "zero_engine_load: options->struct_size too small; use ZERO_LOAD_OPTIONS_INIT";
+      return ZERO_INVALID_ARGUMENT;
+    }
+    o.load_optimizer_states = options->load_optimizer_states != 0;
+    if (options->struct_size >= offsetof(zero_load_options, allow_missing) + sizeof(int32_t)) {
+      o.allow_missing = options->allow_missing != 0;
+    }
+  }
+  return Guard([&] {
+    return Report(engine->engine->Load(dir, tag != nullptr ? tag : "", o));
+  });
+}
+
+zero_status zero_checkpoint_export_safetensors(const char* dir, const char* tag,
+                                               const char* out_path, zero_dtype dtype) {
+  ZERO_CHECK_ARG("zero_checkpoint_export_safetensors", dir);
+  ZERO_CHECK_ARG("zero_checkpoint_export_safetensors", out_path);
+  if (!ValidDType(dtype)) {
+    g_last_error = absl::StrCat("zero_checkpoint_export_safetensors: dtype ",
+                                static_cast<int>(dtype), " not in 0..2");
+    return ZERO_INVALID_ARGUMENT;
+  }
+  return Guard([&] {
+    return Report(zero::ckpt::ExportSafetensors(dir, tag != nullptr ? tag : "", out_path,
+                                                ToDType(dtype)));
+  });
 }
 
 }  // extern "C"

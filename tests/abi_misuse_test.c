@@ -118,12 +118,35 @@ int main(void) {
   EXPECT(zero_engine_read_master(engine, 0, out) == ZERO_OK);
   EXPECT(out[0] < 0.0f && out[1] == 0.0f); /* Adam moved only the element with a gradient */
 
+  /* Checkpoints: NULLs, bad tags and missing checkpoints are statuses. */
+  {
+    zero_load_options lo = ZERO_LOAD_OPTIONS_INIT;
+    EXPECT(lo.struct_size == sizeof(lo) && lo.load_optimizer_states == 1 && lo.allow_missing == 0);
+    EXPECT(is_error(zero_engine_save(NULL, "d", "t"), ZERO_INVALID_ARGUMENT, "engine"));
+    EXPECT(is_error(zero_engine_save(engine, "d", NULL), ZERO_INVALID_ARGUMENT, "tag"));
+    EXPECT(is_error(zero_engine_save(engine, "d", "a/b"), ZERO_INVALID_ARGUMENT, "tag"));
+    EXPECT(is_error(zero_engine_load(engine, NULL, NULL, &lo), ZERO_INVALID_ARGUMENT, "dir"));
+    EXPECT(is_error(zero_engine_load(engine, "/nonexistent/zero", NULL, NULL), ZERO_NOT_FOUND,
+                    "latest"));
+    EXPECT(is_error(zero_checkpoint_export_safetensors("d", NULL, NULL, ZERO_DTYPE_F32),
+                    ZERO_INVALID_ARGUMENT, "out_path"));
+  }
+
   stats.struct_size = 8;
   EXPECT(is_error(zero_engine_stats(engine, &stats), ZERO_INVALID_ARGUMENT, "struct_size"));
   stats.struct_size = sizeof(stats);
   EXPECT(zero_engine_stats(engine, &stats) == ZERO_OK);
   EXPECT(stats.trainable_numel == 12 && stats.global_step == 1 && stats.world_size == 1);
 
+  {
+    zero_param_info pi = ZERO_PARAM_INFO_INIT;
+    int32_t gas = 0;
+    EXPECT(zero_engine_param_info(engine, 0, &pi) == ZERO_OK);
+    EXPECT(strcmp(pi.name, "w") == 0 && pi.ndim == 2 && pi.shape[0] == 4 && pi.shape[1] == 3 &&
+           pi.dtype == ZERO_DTYPE_F32 && pi.trainable == 1);
+    EXPECT(is_error(zero_engine_param_info(engine, 3, &pi), ZERO_INVALID_ARGUMENT, "no param with id 3"));
+    EXPECT(zero_engine_gradient_accumulation_steps(engine, &gas) == ZERO_OK && gas == 1);
+  }
   zero_engine_destroy(engine);
   zero_comm_destroy(comm);
   printf("%d passed, %d failed\n", passed, failed);

@@ -3,7 +3,7 @@
 // committed state whole; bad paths and files changed underneath are clear
 // errors; the files go away with the tier.
 #include "core/offload/nvme_tier.h"
-#include "core/offload/shard_file.h"
+#include "core/offload/param_file.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -213,10 +213,10 @@ TEST(NvmeTierErrors, AnotherRanksFailureLeavesTheStepNotApplied) {
 
 // Unaligned slices through O_DIRECT bounce buffers (and buffered IO): writes
 // keep the bytes around them, reads see the committed slot only.
-TEST(ShardFileTest, UnalignedSlicesRoundTripAndCommitFlips) {
+TEST(ParamFileTest, UnalignedSlicesRoundTripAndCommitFlips) {
   for (bool direct : {true, false}) {
     const int64_t n = 3 * 4096 + 123;
-    auto f = ShardFile::Create(TempDir("shard"), direct ? "d.swp" : "b.swp", n, direct);
+    auto f = ParamFile::Create(TempDir("shard"), direct ? "d.swp" : "b.swp", n, direct);
     ASSERT_TRUE(f.ok()) << f.status();
     std::vector<char> init(n), out(n);
     for (int64_t i = 0; i < n; ++i) init[i] = static_cast<char>(i * 7);

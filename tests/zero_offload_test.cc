@@ -76,7 +76,9 @@ MlpResult TrainAt(const Config& c, int world, const MlpSpec& spec) {
   return results[0];
 }
 
-void ExpectBitwiseEqual(const MlpResult& a, const MlpResult& b) {
+// Master params bitwise equal; and, unless one run resumed mid-way, every
+// step's norm and skip flag.
+void ExpectBitwiseEqual(const MlpResult& a, const MlpResult& b, bool steps = true) {
   ASSERT_EQ(a.params.size(), b.params.size());
   for (size_t i = 0; i < a.params.size(); ++i) {
     ASSERT_EQ(a.params[i].size(), b.params[i].size());
@@ -84,6 +86,7 @@ void ExpectBitwiseEqual(const MlpResult& a, const MlpResult& b) {
       ASSERT_EQ(a.params[i][j], b.params[i][j]) << a.names[i] << "[" << j << "]";
     }
   }
+  if (!steps) return;
   ASSERT_EQ(a.steps.size(), b.steps.size());
   for (size_t s = 0; s < a.steps.size(); ++s) {
     EXPECT_EQ(a.steps[s].grad_norm, b.steps[s].grad_norm) << "step " << s;
@@ -277,6 +280,43 @@ class ManualEngine {
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::unique_ptr<Engine> engine_;
 };
+
+// Checkpoints see NVMe-held state like in-memory state: a run saved with
+// NVMe offload resumes in memory, and the other way round, bitwise equal to
+// the uninterrupted in-memory run.
+TEST(NvmeOffload, CheckpointsMoveBetweenNvmeAndMemoryBitwise) {
+  for (int stage : {1, 3}) {
+    Config mem = BaseConfig(stage, DType::kF32);
+    Config nv = Nvme(mem, FreshDir("ck_nvme"));
+    if (stage == 3) {
+      nv.offload_param.device = "nvme";
+      nv.offload_param.nvme_path = nv.offload_optimizer.nvme_path;
+    }
+    MlpSpec full;
+    full.ckpt_dir = FreshDir("ck_full");
+    full.save_after = 5;
+    MlpResult a = TrainAt(mem, 3, full);
+
+    MlpSpec from_mem;
+    from_mem.resume_dir = full.ckpt_dir;
+    from_mem.resume_tag = "mid";
+    MlpResult b = TrainAt(nv, 3, from_mem);
+    ASSERT_EQ(b.steps.size(), 5u);
+    ExpectBitwiseEqual(b, a, /*steps=*/false);
+
+    MlpSpec nvme_full = full;
+    nvme_full.ckpt_dir = FreshDir("ck_nvme_full");
+    MlpResult c = TrainAt(nv, 3, nvme_full);
+    ExpectBitwiseEqual(c, a);
+    MlpSpec from_nvme;
+    from_nvme.resume_dir = nvme_full.ckpt_dir;
+    from_nvme.resume_tag = "mid";
+    MlpResult d = TrainAt(mem, 3, from_nvme);
+    ASSERT_EQ(d.steps.size(), 5u);
+    ExpectBitwiseEqual(d, a, /*steps=*/false);
+    EXPECT_TRUE(FilesIn(nv.offload_optimizer.nvme_path).empty());
+  }
+}
 
 // Checkpoints read and restore the owned state the same way, in memory or
 // on NVMe.

@@ -26,3 +26,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# PyPI packages Debian lacks: `safetensors` (checkpoint export test).
+if ! /usr/bin/python3 -c "import safetensors" 2>/dev/null; then
+  echo "install_deps: pip installing safetensors" >&2
+  /usr/bin/python3 -m pip install -q --break-system-packages safetensors
+fi

@@ -38,7 +38,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 0
+#define ZERO_VERSION_MINOR 1
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -264,7 +264,9 @@ ZERO_API zero_status zero_engine_param_numel(const zero_engine_t* engine,
 /* COLLECTIVE in stage 3 (every rank gathers the same params in the same
  * order). *data receives the full working copy (the param's dtype), valid
  * until the matching zero_engine_release. Gathers nest (reference counted).
- * Read-only: the optimizer owns the values. */
+ * Read-only: the optimizer owns the values. In stages 0-2 (and for frozen or
+ * persistent params) the pointer is the resident copy itself: it stays the
+ * same for the engine's life and zero_engine_step updates it in place. */
 ZERO_API zero_status zero_engine_gather(zero_engine_t* engine, int32_t id,
                                         void** data);
 
@@ -315,6 +317,60 @@ ZERO_API zero_status zero_engine_stats(const zero_engine_t* engine,
 
 /* Frees the engine and everything it allocated. */
 ZERO_API void zero_engine_destroy(zero_engine_t* engine);
+
+/* ---- Checkpoints -------------------------------------------------------- */
+
+/* Options of zero_engine_load; fill from ZERO_LOAD_OPTIONS_INIT. */
+typedef struct zero_load_options {
+  size_t struct_size;
+  int32_t load_optimizer_states; /* default 1; 0: moments start at zero */
+  int32_t allow_missing; /* default 0; 1: params the checkpoint lacks keep
+                            their values */
+} zero_load_options;
+
+#define ZERO_LOAD_OPTIONS_INIT {sizeof(zero_load_options), 1, 0}
+
+/* COLLECTIVE. Writes DIR/TAG atomically, then points DIR/latest at it; a
+ * failed save leaves earlier tags whole. Refused mid-accumulation. */
+ZERO_API zero_status zero_engine_save(zero_engine_t* engine, const char* dir,
+                                      const char* tag);
+
+/* COLLECTIVE. Loads DIR/TAG (NULL: latest; any world size or stage) with
+ * steps and loss scale; options NULL = defaults; fails alike on every rank. */
+ZERO_API zero_status zero_engine_load(zero_engine_t* engine, const char* dir,
+                                      const char* tag,
+                                      const zero_load_options* options);
+
+/* Writes every param of DIR/TAG (NULL: latest) as one safetensors file of
+ * `dtype` (fp32 master values, or rounded); needs no engine. */
+ZERO_API zero_status zero_checkpoint_export_safetensors(const char* dir,
+                                                        const char* tag,
+                                                        const char* out_path,
+                                                        zero_dtype dtype);
+
+/* ---- Introspection (1.1) ------------------------------------------------ */
+
+/* What was registered for a param. */
+typedef struct zero_param_info {
+  size_t struct_size;
+  const char* name;  /* owned by the engine; valid while it lives */
+  int32_t ndim;
+  int64_t shape[8];
+  zero_dtype dtype;
+  int32_t trainable;
+} zero_param_info;
+
+#define ZERO_PARAM_INFO_INIT \
+  { sizeof(zero_param_info), NULL, 0, {0, 0, 0, 0, 0, 0, 0, 0}, ZERO_DTYPE_F32, 0 }
+
+/* Fills `info` for param `id`. */
+ZERO_API zero_status zero_engine_param_info(const zero_engine_t* engine,
+                                            int32_t id, zero_param_info* info);
+
+/* The resolved gradient_accumulation_steps ("auto" and batch arithmetic
+ * applied): how many zero_engine_step calls make one optimizer step. */
+ZERO_API zero_status zero_engine_gradient_accumulation_steps(
+    const zero_engine_t* engine, int32_t* steps);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -486,7 +486,7 @@ absl::Status Config::Resolve(int world_size) {
   // offload_optimizer "nvme" streams master weights and moments through
   // files under nvme_path (core/offload/nvme_tier.h), in every stage;
   // offload_param "nvme" keeps stage 3's own working shard in files
-  // (core/offload/shard_file.h).
+  // (core/offload/param_file.h).
   if (offload_optimizer.device == "nvme" && offload_optimizer.nvme_path.empty()) {
     return absl::InvalidArgumentError(
         "zero_optimization.offload_optimizer.nvme_path: required when device is \"nvme\"");

@@ -13,6 +13,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/ckpt/agree.h"
+#include "core/ckpt/checkpoint_reader.h"
+#include "core/ckpt/checkpoint_writer.h"
 #include "core/common/status_macros.h"
 #include "kernels/adam_math.h"
 #include "kernels/norm_math.h"
@@ -140,6 +143,17 @@ absl::StatusOr<int> Engine::FindParam(const std::string& name) const {
 absl::StatusOr<int64_t> Engine::ParamNumel(int id) const {
   RETURN_IF_ERROR(CheckId(id, "param_numel"));
   return params_[id].numel;
+}
+
+absl::StatusOr<ParamSpec> Engine::ParamInfo(int id) const {
+  RETURN_IF_ERROR(CheckId(id, "param_info"));
+  const Param& p = params_[id];
+  ParamSpec s;
+  s.name = p.name;
+  s.shape = p.shape;
+  s.dtype = p.dtype;
+  s.trainable = p.trainable;
+  return s;
 }
 
 // Every rank must have registered the same params: rank 0's description is
@@ -343,7 +357,7 @@ bool Engine::ParamsOnNvme() const {
 }
 
 // Stage 3, offload_param "nvme": each group's own shard of the working copy
-// in a double-slot file (core/offload/shard_file.h).
+// in a double-slot file (core/offload/param_file.h).
 absl::Status Engine::CreateParamFiles() {
   if (device_->name() != "cpu") {
     return absl::UnimplementedError(absl::StrCat(
@@ -353,7 +367,7 @@ absl::Status Engine::CreateParamFiles() {
   const size_t es = DTypeSize(config_.dtype);
   for (size_t g = 0; g < groups_.size(); ++g) {
     ASSIGN_OR_RETURN(
-        auto f, offload::ShardFile::Create(
+        auto f, offload::ParamFile::Create(
                     config_.offload_param.nvme_path,
                     absl::StrFormat("zero_param_r%d_p%d_%x_g%d.swp", rank_,
                                     static_cast<int>(::getpid()),
@@ -1061,6 +1075,212 @@ EngineStats Engine::Stats() const {
   s.global_step = global_step_;
   s.skipped_steps = skipped_steps_;
   s.micro_step = micro_step_;
+  return s;
+}
+
+// ---- Checkpoints (core/ckpt/) ----------------------------------------------
+
+absl::Status Engine::CheckpointPrecondition(const char* call) {
+  RETURN_IF_ERROR(Check(true, call));
+  for (int i = 0; i < 2; ++i) {
+    if (!buckets_.at(i).ids.empty() || buckets_.at(i).inflight) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          call, ": gradients of the next micro-step were already handed in; "
+          "call it right after the step() that ends an accumulation"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// NVMe optimizer offload: checkpoints see the owned state through host
+// buffers filled from the files for the duration of a save or load (a
+// temporary 12 bytes per owned element), written back after a load.
+absl::Status Engine::MaterializeOffloaded() {
+  if (!nvme_) return absl::OkStatus();
+  const bool adam = config_.optimizer != OptimizerType::kSgd;
+  const int arrays = adam ? 3 : (config_.momentum != 0.0 ? 2 : 1);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    GroupState& gs = groups_[g];
+    DeviceBuffer* bufs[3] = {&gs.master, &gs.m, &gs.v};
+    for (int a = 0; a < arrays; ++a) {
+      ASSIGN_OR_RETURN(*bufs[a], DeviceBuffer::Make(device_.get(), gs.owned_len * 4));
+      RETURN_IF_ERROR(nvme_->ReadRange(static_cast<int>(g), a, 0, gs.owned_len,
+                                       bufs[a]->data<float>()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::SpillOffloaded(bool write_back) {
+  if (!nvme_) return absl::OkStatus();
+  absl::Status s;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    GroupState& gs = groups_[g];
+    DeviceBuffer* bufs[3] = {&gs.master, &gs.m, &gs.v};
+    for (int a = 0; a < 3; ++a) {
+      if (write_back && s.ok() && bufs[a]->data() != nullptr) {
+        s = nvme_->WriteRange(static_cast<int>(g), a, 0, gs.owned_len, bufs[a]->data<float>());
+      }
+      bufs[a]->Reset();
+    }
+  }
+  return s;
+}
+
+ckpt::ShardView Engine::MakeShardView() {
+  ckpt::ShardView v;
+  v.device = device_.get();
+  v.rank = rank_;
+  v.world = world_;
+  v.stage = config_.stage;
+  v.dtype = config_.dtype;
+  v.config = &config_;
+  const bool adam = config_.optimizer != OptimizerType::kSgd;
+  const bool momentum = !adam && config_.momentum != 0.0;
+  if (adam) v.states = {ckpt::kExpAvg, ckpt::kExpAvgSq};
+  if (momentum) v.states = {ckpt::kMomentum};
+  v.global_step = global_step_;
+  v.skipped_steps = skipped_steps_;
+  v.micro_step = micro_step_;
+  v.scaler_dynamic = scaler_.dynamic();
+  v.scaler = scaler_.state();
+  for (const Param& p : params_) {
+    ckpt::ParamView pv;
+    pv.name = p.name;
+    pv.shape = p.shape;
+    pv.dtype = p.dtype;
+    pv.numel = p.numel;
+    pv.trainable = p.trainable;
+    if (!p.trainable) {
+      pv.whole = p.whole.data();
+      v.params.push_back(std::move(pv));
+      continue;
+    }
+    const ParamPlace& pl = layout_.place(p.li);
+    GroupState& gs = groups_[pl.group];
+    const int64_t lo = std::max(pl.offset, gs.owned_begin);
+    const int64_t hi = std::min(pl.offset + p.numel, gs.owned_begin + gs.owned_len);
+    if (hi > lo) {
+      pv.own_offset = lo - pl.offset;
+      pv.own_numel = hi - lo;
+      const int64_t at = lo - gs.owned_begin;
+      pv.state[ckpt::kMaster] = gs.master.data<float>() + at;
+      if (adam) {
+        pv.state[ckpt::kExpAvg] = gs.m.data<float>() + at;
+        pv.state[ckpt::kExpAvgSq] = gs.v.data<float>() + at;
+      }
+      if (momentum) pv.state[ckpt::kMomentum] = gs.m.data<float>() + at;
+    }
+    for (int r = 0; r < world_; ++r) {
+      const Slice s = layout_.SliceOn(p.li, r);
+      if (s.numel > 0) pv.slices.push_back({r, s.param_offset, s.numel});
+    }
+    v.params.push_back(std::move(pv));
+  }
+  return v;
+}
+
+// Runs on the comm stream: the working copy is the cast of the master, and
+// stages 1-2 gather it whole on every rank, as after an optimizer step.
+absl::Status Engine::RebuildWorkingFromMaster() {
+  const DType t = config_.dtype;
+  const size_t es = DTypeSize(t);
+  const int stage = config_.stage;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    GroupState& gs = groups_[g];
+    if (!param_files_.empty()) {  // offload_param "nvme": the shard is on disk
+      std::vector<char> cast(gs.owned_len * es);
+      device_->FromF32(gs.master.data<float>(), cast.data(), t, gs.owned_len);
+      RETURN_IF_ERROR(param_files_[g]->WriteCommitted(0, gs.owned_len * es, cast.data()));
+    } else {
+      char* work = gs.working.data<char>() + (stage == 3 ? 0 : gs.owned_begin * es);
+      device_->FromF32(gs.master.data<float>(), work, t, gs.owned_len);
+    }
+    device_->Memset0(gs.grads.data(), gs.grads.bytes());
+  }
+  device_->Synchronize();
+  if ((stage == 1 || stage == 2) && world_ > 1) {
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      const LayoutGroup& lg = layout_.groups()[g];
+      char* w = groups_[g].working.data<char>();
+      RETURN_IF_ERROR(comm_->AllGatherV(w + lg.shard * rank_ * es, w,
+                                        std::vector<int64_t>(world_, lg.shard), t));
+    }
+  }
+  if (stage == 3) {
+    for (int id : trainable_ids_) {
+      Param& p = params_[id];
+      if (p.persistent) RETURN_IF_ERROR(GatherInto(p.li, p.whole.data()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Save(const std::string& dir, const std::string& tag,
+                          const ckpt::SaveOptions& options) {
+  absl::Status pre = CheckpointPrecondition("save");
+  if (!broken_.ok()) return pre;
+  if (pre.ok()) pre = MaterializeOffloaded();
+  absl::Status s = stream_->Wait(stream_->Submit([&]() -> absl::Status {
+    RETURN_IF_ERROR(ckpt::Agree(comm_.get(), pre));
+    return ckpt::SaveCheckpoint(MakeShardView(), comm_.get(), dir, tag, options);
+  }));
+  (void)stream_->Drain();
+  (void)SpillOffloaded(false);
+  if (absl::IsDeadlineExceeded(s) || absl::IsAborted(s)) return Fail(s);
+  return s;
+}
+
+absl::Status Engine::Load(const std::string& dir, const std::string& tag,
+                          const ckpt::LoadOptions& options) {
+  absl::Status pre = CheckpointPrecondition("load");
+  if (!broken_.ok()) return pre;
+  if (pre.ok() && micro_step_ != 0) {
+    pre = absl::FailedPreconditionError(absl::StrCat(
+        "load: in the middle of gradient accumulation (micro-step ", micro_step_,
+        "); load right after the step() that ends an accumulation"));
+  }
+  for (const Param& p : params_) {
+    if (pre.ok() && p.gather_refs > 0) {
+      pre = absl::FailedPreconditionError(absl::StrCat(
+          "load: param '", p.name, "' is gathered; release every param first"));
+    }
+  }
+  if (pre.ok()) pre = MaterializeOffloaded();
+  if (pre.ok()) {
+    // Stage 3: prefetched copies would go stale.
+    std::vector<int> held;
+    for (const auto& [q, l] : live_) held.push_back(q);
+    for (int q : held) FreeLive(q);
+  }
+  bool touched = false;
+  absl::Status s = stream_->Wait(stream_->Submit([&]() -> absl::Status {
+    RETURN_IF_ERROR(ckpt::Agree(comm_.get(), pre));
+    ASSIGN_OR_RETURN(ckpt::Manifest m,
+                     ckpt::LoadCheckpoint(MakeShardView(), comm_.get(), dir, tag,
+                                          options, &touched));
+    global_step_ = m.global_step;
+    skipped_steps_ = m.skipped_steps;
+    if (scaler_.dynamic() == m.scaler_dynamic) {
+      LossScalerState st = m.scaler;
+      if (!scaler_.dynamic()) st.cur_scale = scaler_.scale();  // static: the config's
+      scaler_.set_state(st);
+    }
+    return ckpt::Agree(comm_.get(), RebuildWorkingFromMaster());
+  }));
+  (void)stream_->Drain();
+  {
+    const absl::Status spill = SpillOffloaded(s.ok());
+    if (s.ok() && !spill.ok()) {
+      return Fail(absl::Status(spill.code(), absl::StrCat(
+          "load: writing the loaded optimizer state to NVMe failed: ", spill.message())));
+    }
+  }
+  if (!s.ok() && (touched || absl::IsDeadlineExceeded(s) || absl::IsAborted(s))) {
+    return Fail(absl::Status(s.code(), absl::StrCat(
+        s.message(), touched ? " (the engine's state was partly overwritten: "
+                               "create a new engine to load again)" : "")));
+  }
   return s;
 }
 

@@ -14,12 +14,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ckpt/shard_view.h"
 #include "core/comm/comm_stream.h"
 #include "core/comm/communicator.h"
 #include "core/config/config.h"
 #include "core/device/device.h"
 #include "core/offload/nvme_tier.h"
-#include "core/offload/shard_file.h"
+#include "core/offload/param_file.h"
 #include "core/engine/grad_bucket.h"
 #include "core/optim/loss_scaler.h"
 #include "core/optim/lr_schedule.h"
@@ -78,6 +79,10 @@ class Engine {
   int num_params() const { return static_cast<int>(params_.size()); }
   absl::StatusOr<int> FindParam(const std::string& name) const;
   absl::StatusOr<int64_t> ParamNumel(int id) const;
+  // What was registered for param `id` (init values are not kept).
+  absl::StatusOr<ParamSpec> ParamInfo(int id) const;
+  // The engine's own copy of the name (valid for its life); id must be valid.
+  const char* ParamName(int id) const { return params_[id].name.c_str(); }
 
   absl::StatusOr<void*> Gather(int id);
   absl::Status Release(int id);
@@ -97,6 +102,15 @@ class Engine {
   EngineStats Stats() const;
   const Config& config() const { return config_; }
   const Layout& layout() const { return layout_; }
+
+  // COLLECTIVE. Checkpoints (DESIGN.md, Checkpoints; core/ckpt/). Save only
+  // at an optimizer boundary (not mid-accumulation). Load after Finalize
+  // with every param released; `tag` empty loads DIR/latest. World size and
+  // stage may differ from the saving run.
+  absl::Status Save(const std::string& dir, const std::string& tag,
+                    const ckpt::SaveOptions& options = {});
+  absl::Status Load(const std::string& dir, const std::string& tag,
+                    const ckpt::LoadOptions& options = {});
 
  private:
   struct Param {
@@ -154,6 +168,15 @@ class Engine {
   // offload_param.device "nvme" (stage 3): the own working shard on disk.
   bool ParamsOnNvme() const;
   absl::Status CreateParamFiles();
+  // Checkpoints with NVMe optimizer offload: master/m/v read into host
+  // buffers for a save or load, written back (load) and released after.
+  absl::Status MaterializeOffloaded();
+  absl::Status SpillOffloaded(bool write_back);
+
+  // Checkpoints (engine.cc, end).
+  absl::Status CheckpointPrecondition(const char* call);
+  ckpt::ShardView MakeShardView();
+  absl::Status RebuildWorkingFromMaster();
 
   Config config_;
   std::unique_ptr<Communicator> comm_;
@@ -172,7 +195,7 @@ class Engine {
   std::unique_ptr<offload::NvmeTier> nvme_;
   // One per group when offload_param.device is "nvme" (stage 3); then
   // GroupState::working is empty.
-  std::vector<std::unique_ptr<offload::ShardFile>> param_files_;
+  std::vector<std::unique_ptr<offload::ParamFile>> param_files_;
   std::vector<int> trainable_ids_;  // layout index -> param id
 
   GradBuckets buckets_;

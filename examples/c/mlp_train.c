@@ -3,6 +3,10 @@
  *
  *   mlp_train [--config ds_config.json] [--stage S] [--steps N]
  *             [--hidden H] [--lr LR] [--dump FILE] [--quiet]
+ *             [--save-dir DIR --save-at K] [--resume DIR]
+ *
+ * --save-at K saves a checkpoint DIR/stepK after K steps; --resume DIR loads
+ * DIR/latest (any world size or stage) and runs the steps that remain.
  *
  * Under mpirun every rank takes its slice of each global batch. The data, the
  * initial values and the arithmetic (double precision, fixed loop order) are
@@ -141,8 +145,8 @@ static double now_s(void) {
 }
 
 int main(int argc, char** argv) {
-  const char *config_path = NULL, *dump = NULL;
-  int stage = 0, steps = 30, hidden = 32, quiet = 0, i;
+  const char *config_path = NULL, *dump = NULL, *save_dir = NULL, *resume = NULL;
+  int stage = 0, steps = 30, hidden = 32, quiet = 0, save_at = -1, start = 0, i;
   float lr = 1e-2f;
   zero_comm_t* comm = NULL;
   zero_engine_t* engine = NULL;
@@ -165,8 +169,11 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = (float)atof(argv[++i]);
     else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
     else if (!strcmp(argv[i], "--quiet")) quiet = 1;
+    else if (!strcmp(argv[i], "--save-dir") && i + 1 < argc) save_dir = argv[++i];
+    else if (!strcmp(argv[i], "--save-at") && i + 1 < argc) save_at = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--resume") && i + 1 < argc) resume = argv[++i];
     else {
-      fprintf(stderr, "usage: %s [--config F] [--stage S] [--steps N] [--hidden H] [--lr LR] [--dump F] [--quiet]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--config F] [--stage S] [--steps N] [--hidden H] [--lr LR] [--dump F] [--quiet] [--save-dir D --save-at K] [--resume D]\n", argv[0]);
       return 2;
     }
   }
@@ -236,6 +243,12 @@ int main(int argc, char** argv) {
     }
   }
   CHECK(zero_engine_finalize(engine));
+  if (resume) {
+    zero_stats st = ZERO_STATS_INIT;
+    CHECK(zero_engine_load(engine, resume, NULL, NULL)); /* latest, defaults */
+    CHECK(zero_engine_stats(engine, &st));
+    start = (int)((st.global_step + st.skipped_steps) * gas);
+  }
 
   {
     const int local = GLOBAL_BATCH / world;
@@ -246,7 +259,7 @@ int main(int argc, char** argv) {
     int s;
     for (i = 0; i < 4; ++i) g[i] = (double*)malloc(sizeof(double) * (size_t)numel[i]);
     t0 = now_s();
-    for (s = 0; s < steps; ++s) {
+    for (s = start; s < steps; ++s) {
       void *w1, *b1, *w2, *b2;
       double loss = 0, scale;
       float lsum;
@@ -304,13 +317,18 @@ int main(int argc, char** argv) {
       lsum = (float)loss;
       CHECK(zero_comm_allreduce_sum_f32(comm, &lsum, 1));
       last_loss = lsum / world;
-      if (s == 0) first_loss = last_loss;
+      if (s == start) first_loss = last_loss;
+      if (save_dir && s + 1 == save_at) {
+        char tag[32];
+        snprintf(tag, sizeof(tag), "step%d", save_at);
+        CHECK(zero_engine_save(engine, save_dir, tag)); /* collective */
+      }
       if (!quiet && rank == 0 && (s % 10 == 0 || s == steps - 1)) {
         printf("step %d loss %.6f lr %.3g grad_norm %.4g%s\n", s, last_loss, info.lr,
                info.grad_norm, info.skipped ? " (skipped: overflow)" : "");
       }
     }
-    step_time = (now_s() - t0) / steps;
+    step_time = (now_s() - t0) / (steps > start ? steps - start : 1);
     free(h); free(dh); free(dy);
     for (i = 0; i < 4; ++i) free(g[i]);
   }

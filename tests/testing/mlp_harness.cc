@@ -129,12 +129,12 @@ void StoreAs(void* p, DType t, int64_t i, double v) {
 
 }  // namespace
 
-absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
-                                   const MlpSpec& spec) {
+absl::StatusOr<std::unique_ptr<Engine>> MakeMlpEngine(const Config& config,
+                                                      Communicator* comm,
+                                                      const MlpSpec& spec) {
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(config, comm));
   Shapes s = ModelShapes(spec);
   auto init = InitialParams(spec);
-  std::vector<int> ids;
   for (size_t i = 0; i < s.names.size(); ++i) {
     std::vector<float> f(init[i].begin(), init[i].end());
     ParamSpec ps;
@@ -143,17 +143,32 @@ absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
     ps.dtype = s.trainable[i] ? config.dtype : DType::kF32;
     ps.init = f.data();
     ps.trainable = s.trainable[i];
-    ASSIGN_OR_RETURN(int id, e->RegisterParam(ps));
-    ids.push_back(id);
+    RETURN_IF_ERROR(e->RegisterParam(ps).status());
   }
   RETURN_IF_ERROR(e->Finalize());
+  return e;
+}
+
+absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
+                                   const MlpSpec& spec) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, MakeMlpEngine(config, comm, spec));
+  Shapes s = ModelShapes(spec);
+  std::vector<int> ids;
+  for (size_t i = 0; i < s.names.size(); ++i) ids.push_back(static_cast<int>(i));
   const int W = comm->world_size(), rank = comm->rank();
   const int local = spec.global_batch / W;
   const int gas = static_cast<int>(e->config().gradient_accumulation_steps);
   const DType t = config.dtype;
   MlpResult res;
   std::vector<double> x, tg;
-  for (int step = 0; step < spec.steps; ++step) {
+  int start = 0;
+  if (!spec.resume_dir.empty()) {
+    RETURN_IF_ERROR(e->Load(spec.resume_dir, spec.resume_tag, spec.load_options));
+    const EngineStats st = e->Stats();
+    start = static_cast<int>(st.global_step + st.skipped_steps);
+  }
+  for (int step = start; step < spec.steps; ++step) {
+    if (step == spec.save_after) RETURN_IF_ERROR(e->Save(spec.ckpt_dir, spec.save_tag));
     for (int micro = 0; micro < gas; ++micro) {
       Batch(spec, step, micro, &x, &tg);
       // Forward: gather every param, read the working copy.
@@ -189,6 +204,7 @@ absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
       if (info.boundary) res.steps.push_back(info);
     }
   }
+  if (!spec.final_tag.empty()) RETURN_IF_ERROR(e->Save(spec.ckpt_dir, spec.final_tag));
   for (size_t i = 0; i < ids.size(); ++i) {
     ASSIGN_OR_RETURN(int64_t n, e->ParamNumel(ids[i]));
     std::vector<float> out(n);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/ckpt/shard_view.h"
 #include "core/comm/communicator.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
@@ -32,6 +33,16 @@ struct MlpSpec {
   int inf_step = -1;
   int inf_rank = 0;
   bool regather_for_backward = true;  // stage 3 gathers twice per step
+  // Checkpoints. Save to ckpt_dir/save_tag after `save_after` steps (-1:
+  // never) and to ckpt_dir/final_tag at the end (empty: never).
+  std::string ckpt_dir;
+  int save_after = -1;
+  std::string save_tag = "mid";
+  std::string final_tag;
+  // Resume: load resume_dir/resume_tag (empty: latest) after finalize and
+  // train only the steps that remain.
+  std::string resume_dir, resume_tag;
+  ckpt::LoadOptions load_options;
 };
 
 struct MlpResult {
@@ -40,6 +51,11 @@ struct MlpResult {
   std::vector<StepInfo> steps;
   EngineStats stats;
 };
+
+// The MLP's params registered on a new, finalized engine. Collective.
+absl::StatusOr<std::unique_ptr<Engine>> MakeMlpEngine(const Config& config,
+                                                      Communicator* comm,
+                                                      const MlpSpec& spec);
 
 // Trains through an engine over `comm`. Collective: every rank calls it.
 absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,

@@ -7,7 +7,8 @@
 //!
 //! The header's `*_INIT` macros are struct initializers, which bindgen cannot
 //! translate; [`zero_config_init`], [`zero_param_desc_init`],
-//! [`zero_step_info_init`] and [`zero_stats_init`] spell the same values.
+//! [`zero_step_info_init`], [`zero_stats_init`] and [`zero_load_options_init`]
+//! spell the same values.
 #![no_std]
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![allow(missing_docs, clippy::all)]
@@ -107,5 +108,14 @@ pub const fn zero_stats_init() -> zero_stats {
         nvme_write_bytes: 0,
         nvme_direct_io: 0,
         nvme_uring: 0,
+    }
+}
+
+/// `ZERO_LOAD_OPTIONS_INIT`: load optimizer states, refuse missing params.
+pub const fn zero_load_options_init() -> zero_load_options {
+    zero_load_options {
+        struct_size: core::mem::size_of::<zero_load_options>(),
+        load_optimizer_states: 1,
+        allow_missing: 0,
     }
 }

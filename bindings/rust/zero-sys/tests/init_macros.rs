@@ -30,6 +30,8 @@ int main(void) {
   zero_stats t = ZERO_STATS_INIT;
   printf("stats %zu %d %d %d %lld %lld\n", t.struct_size, t.rank, t.world_size, t.stage,
          (long long)t.trainable_numel, (long long)t.micro_step);
+  zero_load_options l = ZERO_LOAD_OPTIONS_INIT;
+  printf("load %zu %d %d\n", l.struct_size, l.load_optimizer_states, l.allow_missing);
   return 0;
 }
 "#;
@@ -124,6 +126,13 @@ fn rust_lines() -> String {
         out,
         "stats {} {} {} {} {} {}",
         t.struct_size, t.rank, t.world_size, t.stage, t.trainable_numel, t.micro_step
+    )
+    .unwrap();
+    let l = zero_load_options_init();
+    writeln!(
+        out,
+        "load {} {} {}",
+        l.struct_size, l.load_optimizer_states, l.allow_missing
     )
     .unwrap();
     out

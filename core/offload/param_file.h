@@ -6,8 +6,8 @@
 // 4 KiB-aligned bounce buffers (unaligned edges read-modify-write) where the
 // file system allows it, buffered otherwise. Blocking: reads are small
 // (one param's slice) and run on the comm stream ahead of the collective.
-#ifndef ZERO_CORE_OFFLOAD_SHARD_FILE_H_
-#define ZERO_CORE_OFFLOAD_SHARD_FILE_H_
+#ifndef ZERO_CORE_OFFLOAD_PARAM_FILE_H_
+#define ZERO_CORE_OFFLOAD_PARAM_FILE_H_
 
 #include <cstdint>
 #include <memory>
@@ -20,14 +20,14 @@
 namespace zero {
 namespace offload {
 
-class ShardFile {
+class ParamFile {
  public:
   // `bytes` per slot. Errors as NvmeTier::Create, naming offload_param.nvme_path.
-  static absl::StatusOr<std::unique_ptr<ShardFile>> Create(const std::string& dir,
+  static absl::StatusOr<std::unique_ptr<ParamFile>> Create(const std::string& dir,
                                                            const std::string& name,
                                                            int64_t bytes,
                                                            bool try_direct = true);
-  ~ShardFile();  // closes and removes the file
+  ~ParamFile();  // closes and removes the file
 
   // Bytes [offset, offset+len) of the committed slot.
   absl::Status Read(int64_t offset, int64_t len, void* out);
@@ -42,7 +42,7 @@ class ShardFile {
   bool direct_io() const { return direct_; }
 
  private:
-  ShardFile() = default;
+  ParamFile() = default;
   absl::Status Io(int slot, int64_t offset, int64_t len, char* data, bool write);
   absl::Status CheckSize() const;
 
@@ -57,4 +57,4 @@ class ShardFile {
 }  // namespace offload
 }  // namespace zero
 
-#endif  // ZERO_CORE_OFFLOAD_SHARD_FILE_H_
+#endif  // ZERO_CORE_OFFLOAD_PARAM_FILE_H_

@@ -1,4 +1,4 @@
-#include "core/offload/shard_file.h"
+#include "core/offload/param_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -60,7 +60,7 @@ absl::Status Transfer(int fd, char* buf, int64_t len, int64_t off, bool write,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ShardFile>> ShardFile::Create(const std::string& dir,
+absl::StatusOr<std::unique_ptr<ParamFile>> ParamFile::Create(const std::string& dir,
                                                              const std::string& name,
                                                              int64_t bytes,
                                                              bool try_direct) {
@@ -73,7 +73,7 @@ absl::StatusOr<std::unique_ptr<ShardFile>> ShardFile::Create(const std::string& 
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat(key, " '", dir, "' is not a directory"));
   }
-  std::unique_ptr<ShardFile> f(new ShardFile());
+  std::unique_ptr<ParamFile> f(new ParamFile());
   f->path_ = absl::StrCat(dir, "/", name);
   f->slot_ = std::max<int64_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
   const int base = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
@@ -107,12 +107,12 @@ absl::StatusOr<std::unique_ptr<ShardFile>> ShardFile::Create(const std::string& 
   return f;
 }
 
-ShardFile::~ShardFile() {
+ParamFile::~ParamFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!path_.empty()) ::unlink(path_.c_str());
 }
 
-absl::Status ShardFile::CheckSize() const {
+absl::Status ParamFile::CheckSize() const {
   struct stat st;
   if (::fstat(fd_, &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat '", path_, "'"));
   if (st.st_size != 2 * slot_) {
@@ -123,7 +123,7 @@ absl::Status ShardFile::CheckSize() const {
   return absl::OkStatus();
 }
 
-absl::Status ShardFile::Io(int slot, int64_t offset, int64_t len, char* data, bool write) {
+absl::Status ParamFile::Io(int slot, int64_t offset, int64_t len, char* data, bool write) {
   if (len <= 0) return absl::OkStatus();
   std::lock_guard<std::mutex> l(mu_);
   absl::Status s = CheckSize();
@@ -155,15 +155,15 @@ absl::Status ShardFile::Io(int slot, int64_t offset, int64_t len, char* data, bo
   return Transfer(fd_, bounce.p, b - a, base + a, true, path_);
 }
 
-absl::Status ShardFile::Read(int64_t offset, int64_t len, void* out) {
+absl::Status ParamFile::Read(int64_t offset, int64_t len, void* out) {
   return Io(committed_, offset, len, static_cast<char*>(out), false);
 }
 
-absl::Status ShardFile::Write(int64_t offset, int64_t len, const void* in) {
+absl::Status ParamFile::Write(int64_t offset, int64_t len, const void* in) {
   return Io(committed_ ^ 1, offset, len, const_cast<char*>(static_cast<const char*>(in)), true);
 }
 
-absl::Status ShardFile::WriteCommitted(int64_t offset, int64_t len, const void* in) {
+absl::Status ParamFile::WriteCommitted(int64_t offset, int64_t len, const void* in) {
   return Io(committed_, offset, len, const_cast<char*>(static_cast<const char*>(in)), true);
 }
 

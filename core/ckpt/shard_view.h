@@ -1,0 +1,85 @@
+// The interface between the engine and the checkpoint code: a view of what
+// one rank holds (no ownership, no copies), and the save/load options.
+// Params are addressed by name and element range, never by rank layout, so
+// a checkpoint of any world size or stage loads into any other.
+#ifndef ZERO_CORE_CKPT_SHARD_VIEW_H_
+#define ZERO_CORE_CKPT_SHARD_VIEW_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/common/dtype.h"
+#include "core/config/config.h"
+#include "core/device/device.h"
+#include "core/optim/loss_scaler.h"
+
+namespace zero {
+namespace ckpt {
+
+// fp32 model state kept per trainable element. Frozen params are stored as
+// kMaster too (their fp32 value).
+enum StateKind { kMaster = 0, kExpAvg = 1, kExpAvgSq = 2, kMomentum = 3, kNumStates = 4 };
+
+// Section names in files and messages: "master", "exp_avg", "exp_avg_sq",
+// "momentum".
+const char* StateName(int kind);
+int StateFromName(const std::string& name);  // -1 if unknown
+
+// Called with bytes done and bytes in total on this rank; return false to
+// cancel (the call then fails with Cancelled). Runs on the engine's comm
+// thread during Engine::Save / Load.
+using ProgressFn = std::function<bool(int64_t done, int64_t total)>;
+
+struct SaveOptions {
+  ProgressFn progress;
+};
+
+struct LoadOptions {
+  bool load_optimizer_states = true;  // false: moments start at zero
+  bool allow_missing = false;  // engine params absent from the checkpoint keep their values
+  ProgressFn progress;
+};
+
+struct RankSlice {
+  int rank = 0;
+  int64_t offset = 0;  // first element, relative to the param
+  int64_t numel = 0;
+};
+
+struct ParamView {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kF32;
+  int64_t numel = 0;
+  bool trainable = true;
+  // Trainable: elements [own_offset, own_offset + own_numel) live on this
+  // rank; state[k] points at element own_offset of state k (null: no such
+  // state). Save writes the layout slice of each rank (`slices`, this rank's
+  // part lies within the owned range); load fills the whole owned range.
+  int64_t own_offset = 0, own_numel = 0;
+  float* state[kNumStates] = {};
+  std::vector<RankSlice> slices;  // every rank's saved slice, numel > 0
+  // Frozen: the whole param in `dtype`, on every rank.
+  void* whole = nullptr;
+};
+
+struct ShardView {
+  // Where state[] and whole point: device memory, reached only through
+  // Upload/DownloadF32 (null: plain host memory).
+  Device* device = nullptr;
+  int rank = 0, world = 1, stage = 0;
+  DType dtype = DType::kF32;
+  const Config* config = nullptr;
+  std::vector<int> states;  // optimizer states beyond kMaster
+  std::vector<ParamView> params;  // registration order
+  int64_t global_step = 0, skipped_steps = 0, micro_step = 0;
+  bool scaler_dynamic = false;
+  LossScalerState scaler;
+};
+
+}  // namespace ckpt
+}  // namespace zero
+
+#endif  // ZERO_CORE_CKPT_SHARD_VIEW_H_

@@ -1,0 +1,165 @@
+// zero-ckpt: offline tools for zero checkpoints (core/ckpt/).
+//
+//   zero-ckpt [-v] inspect DIR [TAG]
+//   zero-ckpt [-v] verify  DIR [TAG]
+//   zero-ckpt [-v] export  DIR [TAG] OUT.safetensors [--bf16 | --fp16]
+//   zero-ckpt [-v] reshard DIR TAG OUT_DIR WORLD
+//
+// TAG defaults to the one DIR/latest names. -v prints progress (bytes done /
+// total) on stderr. Exit status: 0 ok, 1 failure (message on stderr), 2 usage.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/ckpt/checkpoint_reader.h"
+#include "core/ckpt/reshard.h"
+#include "core/ckpt/safetensors.h"
+
+namespace {
+
+using namespace zero::ckpt;  // NOLINT: a small tool
+
+constexpr char kUsage[] =
+    "usage: zero-ckpt [-v] inspect DIR [TAG]\n"
+    "       zero-ckpt [-v] verify  DIR [TAG]\n"
+    "       zero-ckpt [-v] export  DIR [TAG] OUT.safetensors [--bf16 | --fp16]\n"
+    "       zero-ckpt [-v] reshard DIR TAG OUT_DIR WORLD\n";
+
+int Usage(const std::string& why) {
+  if (!why.empty()) std::fprintf(stderr, "zero-ckpt: %s\n", why.c_str());
+  std::fputs(kUsage, stderr);
+  return 2;
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "zero-ckpt: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+// Progress on stderr at each further 5%, and at the end.
+ProgressFn Reporter(bool verbose, const std::string& what) {
+  if (!verbose) return nullptr;
+  auto last = std::make_shared<int>(-1);
+  return [what, last](int64_t done, int64_t total) {
+    const int pct = total > 0 ? static_cast<int>(100 * done / total) : 100;
+    if (pct / 5 != *last / 5 || done == total) {
+      *last = pct;
+      std::fprintf(stderr, "zero-ckpt: %s: %lld / %lld bytes (%d%%)\n", what.c_str(),
+                   static_cast<long long>(done), static_cast<long long>(total), pct);
+    }
+    return true;
+  };
+}
+
+int Inspect(const std::string& dir, const std::string& tag) {
+  auto ck = Checkpoint::Open(dir, tag);
+  if (!ck.ok()) return Fail(ck.status());
+  const Manifest& m = (*ck)->manifest();
+  std::vector<std::string> states;
+  for (int k : m.states) states.push_back(StateName(k));
+  std::printf("checkpoint  %s (format %d)\n", (*ck)->path().c_str(), m.format_version);
+  std::printf("saved by    world size %d, stage %d, %s, optimizer %s (states: master%s%s)\n",
+              m.world_size, m.stage, DTypeText(m.dtype).c_str(), m.optimizer.c_str(),
+              states.empty() ? "" : ", ", absl::StrJoin(states, ", ").c_str());
+  std::printf("steps       global %lld, skipped %lld, micro %lld\n",
+              static_cast<long long>(m.global_step), static_cast<long long>(m.skipped_steps),
+              static_cast<long long>(m.micro_step));
+  std::printf("loss scale  %g (%s, iter %lld, last overflow %lld, hysteresis %d)\n",
+              m.scaler.cur_scale, m.scaler_dynamic ? "dynamic" : "static",
+              static_cast<long long>(m.scaler.cur_iter),
+              static_cast<long long>(m.scaler.last_overflow_iter), m.scaler.cur_hysteresis);
+  std::printf("config      %s\n", m.config_json.c_str());
+  int64_t total = 0, trainable = 0;
+  for (const ParamRecord& p : m.params) {
+    total += p.numel;
+    if (p.trainable) trainable += p.numel;
+  }
+  std::printf("params      %zu, %lld elements (%lld trainable)\n", m.params.size(),
+              static_cast<long long>(total), static_cast<long long>(trainable));
+  for (const ParamRecord& p : m.params) {
+    std::vector<std::string> sl;
+    for (const RankSlice& s : p.slices) {
+      sl.push_back(absl::StrCat(s.rank, ":[", s.offset, ",", s.offset + s.numel, ")"));
+    }
+    std::printf("  %-32s %-14s %s %-9s %10lld  %s\n", p.name.c_str(),
+                ShapeString(p.shape).c_str(), DTypeText(p.dtype).c_str(),
+                p.trainable ? "trainable" : "frozen", static_cast<long long>(p.numel),
+                absl::StrJoin(sl, " ").c_str());
+  }
+  std::printf("files       %zu, %lld bytes\n", m.files.size(),
+              static_cast<long long>((*ck)->TotalBytes()));
+  for (const FileRecord& f : m.files) {
+    std::printf("  %-16s %12lld bytes  index xxh3 %016llx\n", f.file.c_str(),
+                static_cast<long long>(f.bytes), static_cast<unsigned long long>(f.index_xxh3));
+  }
+  return 0;
+}
+
+int Verify(const std::string& dir, const std::string& tag, bool verbose) {
+  auto ck = Checkpoint::Open(dir, tag);
+  if (!ck.ok()) return Fail(ck.status());
+  absl::Status s = (*ck)->Verify(Reporter(verbose, "verify"));
+  if (!s.ok()) return Fail(s);
+  std::printf("%s: ok (%zu files, every section's checksum matches)\n", (*ck)->path().c_str(),
+              (*ck)->manifest().files.size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool verbose = false;
+  zero::DType dtype = zero::DType::kF32;
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-v" || a == "--verbose") {
+      verbose = true;
+    } else if (a == "--bf16") {
+      dtype = zero::DType::kBF16;
+    } else if (a == "--fp16") {
+      dtype = zero::DType::kF16;
+    } else if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a.size() > 1 && a[0] == '-') {
+      return Usage(absl::StrCat("unknown option ", a));
+    } else {
+      args.push_back(a);
+    }
+  }
+  if (args.empty()) return Usage("");
+  const std::string cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "inspect" || cmd == "verify") {
+    if (args.size() < 1 || args.size() > 2) return Usage(absl::StrCat(cmd, ": expected DIR [TAG]"));
+    const std::string tag = args.size() == 2 ? args[1] : "";
+    return cmd == "inspect" ? Inspect(args[0], tag) : Verify(args[0], tag, verbose);
+  }
+  if (cmd == "export") {
+    if (args.size() < 2 || args.size() > 3) return Usage("export: expected DIR [TAG] OUT.safetensors");
+    const std::string tag = args.size() == 3 ? args[1] : "";
+    absl::Status s = ExportSafetensors(args[0], tag, args.back(), dtype, Reporter(verbose, "export"));
+    if (!s.ok()) return Fail(s);
+    if (verbose) std::fprintf(stderr, "zero-ckpt: wrote %s\n", args.back().c_str());
+    return 0;
+  }
+  if (cmd == "reshard") {
+    if (args.size() != 4) return Usage("reshard: expected DIR TAG OUT_DIR WORLD");
+    char* end = nullptr;
+    long world = std::strtol(args[3].c_str(), &end, 10);
+    if (*end != '\0' || world < 1 || world > 1 << 20) {
+      return Usage(absl::StrCat("reshard: WORLD '", args[3], "' is not a positive integer"));
+    }
+    absl::Status s = ReshardCheckpoint(args[0], args[1], args[2], static_cast<int>(world),
+                                       Reporter(verbose, "reshard"));
+    if (!s.ok()) return Fail(s);
+    if (verbose) std::fprintf(stderr, "zero-ckpt: wrote %s/%s for %ld ranks\n", args[2].c_str(), args[1].c_str(), world);
+    return 0;
+  }
+  return Usage(absl::StrCat("unknown command '", cmd, "'"));
+}
