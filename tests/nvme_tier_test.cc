@@ -97,7 +97,9 @@ TEST_P(NvmeTierTest, StateRoundTripsThroughTheFiles) {
     ASSERT_TRUE(t.ok()) << t.status();
     NvmeTierStats st = (*t)->stats();
     std::printf("uring=%d direct=%d note='%s'\n", st.uring, st.direct_io, st.note.c_str());
-    if (!direct) EXPECT_FALSE(st.direct_io);
+    if (!direct) {
+      EXPECT_FALSE(st.direct_io);
+    }
     // max(B, 2) chunks of 3 regions of 16 KiB + 4 KiB: one buffer cannot pipeline.
     EXPECT_LE(st.host_bytes, std::max(buffers, 2) * 3 * 20480);
     ASSERT_TRUE(Init(t->get()).ok());
