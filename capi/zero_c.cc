@@ -15,6 +15,7 @@
 #include "core/comm/mpi_communicator.h"
 #include "core/comm/thread_communicator.h"
 #include "core/config/config.h"
+#include "core/device/device_factory.h"
 #include "core/engine/engine.h"
 
 struct zero_comm_t {
@@ -156,6 +157,12 @@ zero_status MakeEngine(const zero::Config& config, zero_comm_t* comm,
                        zero_engine_t** out) {
   auto e = zero::Engine::Create(config, comm->comm.get());
   if (!e.ok()) return Report(e.status());
+  if (comm->comm->device_memory()) {  // NCCL: state lives on its GPU
+    auto d = zero::MakeDevice("cuda", comm->comm->device_ordinal());
+    if (!d.ok()) return Report(d.status());
+    absl::Status s = (*e)->SetDevice(std::move(*d));
+    if (!s.ok()) return Report(s);
+  }
   *out = new zero_engine_t{std::move(*e)};
   return Report(absl::OkStatus());
 }
@@ -201,6 +208,28 @@ zero_status zero_comm_create_mpi(const void* mpi_comm, zero_comm_t** out) {
     if (!c.ok()) return Report(c.status());
     *out = new zero_comm_t{std::move(*c)};
     return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_comm_create_nccl(const void* mpi_comm, int32_t cuda_device,
+                                  zero_comm_t** out) {
+  ZERO_CHECK_ARG("zero_comm_create_nccl", out);
+  return Guard([&] {
+    auto c = zero::MakeNcclComm(mpi_comm, cuda_device, 300.0);
+    if (!c.ok()) return Report(c.status());
+    *out = new zero_comm_t{std::move(*c)};
+    return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_engine_set_device(zero_engine_t* engine, const char* kind,
+                                   int32_t ordinal) {
+  ZERO_CHECK_ARG("zero_engine_set_device", engine);
+  ZERO_CHECK_ARG("zero_engine_set_device", kind);
+  return Guard([&] {
+    auto d = zero::MakeDevice(kind, ordinal);
+    if (!d.ok()) return Report(d.status());
+    return Report(engine->engine->SetDevice(std::move(*d)));
   });
 }
 

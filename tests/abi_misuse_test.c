@@ -69,6 +69,15 @@ int main(void) {
   cfg.struct_size = sizeof(cfg);
 
   EXPECT(zero_engine_create(&cfg, comm, &engine) == ZERO_OK);
+  /* Devices: unknown kinds are errors; CUDA says how to get it. */
+  EXPECT(is_error(zero_engine_set_device(engine, "tpu", 0), ZERO_INVALID_ARGUMENT, "unknown kind 'tpu'"));
+  EXPECT(zero_engine_set_device(engine, "cpu", 0) == ZERO_OK);
+  {
+    zero_status st = zero_engine_set_device(engine, "cuda", 0);
+    EXPECT(st == ZERO_UNIMPLEMENTED || st == ZERO_OK || st == ZERO_INTERNAL);
+    if (st != ZERO_OK) EXPECT(strlen(zero_last_error()) > 0);
+    if (st == ZERO_OK) EXPECT(zero_engine_set_device(engine, "cpu", 0) == ZERO_OK);
+  }
   /* Wrong order: before finalize. */
   EXPECT(is_error(zero_engine_step(engine, &info), ZERO_FAILED_PRECONDITION, "finalize"));
   EXPECT(is_error(zero_engine_gather(engine, 0, &p), ZERO_FAILED_PRECONDITION, "finalize"));

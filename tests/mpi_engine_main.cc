@@ -17,6 +17,7 @@
 
 #include "core/comm/mpi_communicator.h"
 #include "core/comm/thread_communicator.h"
+#include "core/device/device_factory.h"
 #include "tests/testing/mlp_harness.h"
 
 namespace zero {
@@ -25,6 +26,7 @@ namespace {
 
 int g_passed = 0, g_failed = 0;
 bool g_exit_early = false;
+std::string g_device = "cpu";  // --device cuda: state on the GPU
 
 void Expect(bool ok, int rank, const std::string& what) {
   if (ok) {
@@ -77,6 +79,12 @@ void Equivalence(Communicator* comm) {
         c.gradient_accumulation_steps = v.gas;
         c.gradient_clipping = v.clip;
         MlpSpec spec;  // includes a frozen param
+        if (g_device != "cpu") {
+          spec.make_device = [] {
+            auto d = MakeDevice(g_device, 0);
+            return d.ok() ? std::move(*d) : nullptr;
+          };
+        }
         spec.inf_step = v.inf_step;
         spec.inf_rank = W - 1;
         auto got = TrainMlp(c, comm, spec);
@@ -223,6 +231,9 @@ int main(int argc, char** argv) {
     double bad = rc;
     (void)(*comm)->AllReduce(&bad, 1, ReduceOp::kMax);
     return bad > 0 ? 1 : 0;
+  }
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--device") == 0) testing::g_device = argv[i + 1];
   }
   testing::Equivalence(comm->get());
   testing::SplitCommunicator((*comm)->rank(), (*comm)->world_size());

@@ -51,7 +51,8 @@ fi
 
 # --- Build ----------------------------------------------------------------
 CUDA_TESTS=(//kernels/cuda:cuda_kernels_test //core:cuda_device_test
-            //core:nccl_communicator_test //core:nccl_dead_peer_test)
+            //core:nccl_communicator_test //core:nccl_dead_peer_test
+            //tests:gpu_engine_test)
 HOST_TESTS=(//kernels/cuda:element_math_test //kernels/cuda:multi_tensor_test
             //core:caching_allocator_test)
 BENCH=""
@@ -130,6 +131,23 @@ elif [ "$built_with" = nvcc ] && [ -f /usr/include/gtest/gtest.h ]; then
     emit "{\"kind\":\"test\",\"target\":\"cuda_kernels_test (nvcc)\",\"status\":\"FAILED TO BUILD\"}"
     failed=1
   fi
+fi
+
+# --- Engine on the GPU across MPI ranks ------------------------------------
+# Stages 0-3 x fp32/fp16/bf16 (+ accumulation, clipping, overflow) on 2 and 4
+# ranks sharing the GPU, collectives staged through host memory; each rank
+# compares with a CPU single-rank run in the same process.
+if [ "$built_with" = bazel ] && [ "$gpu" = true ]; then
+  timeout 60 bazel build --config=cuda --jobs="$JOBS" //tests:mpi_engine_main >> "$LOGDIR/bazel_build.log" 2>&1
+  MPI_BIN="$(bazel info --config=cuda bazel-bin 2>/dev/null)/tests/mpi_engine_main"
+  for np in 2 4; do
+    t0=$(date +%s)
+    timeout 120 bash tests/run_mpi.sh "$np" "$MPI_BIN" --device cuda > "$LOGDIR/mpi_engine_cuda_np$np.log" 2>&1
+    rc=$?
+    line=$(grep -E 'passed, [0-9]+ failed' "$LOGDIR/mpi_engine_cuda_np$np.log" | tail -1)
+    emit "{\"kind\":\"test\",\"target\":\"mpi_engine_main --device cuda\",\"np\":$np,\"status\":\"$([ $rc -eq 0 ] && echo PASSED || echo FAILED)\",\"result\":\"$(json_str "$line")\",\"seconds\":$(( $(date +%s) - t0 ))}"
+    [ $rc -eq 0 ] || failed=1
+  done
 fi
 
 # --- Benchmark ------------------------------------------------------------

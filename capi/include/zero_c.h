@@ -372,6 +372,23 @@ ZERO_API zero_status zero_engine_param_info(const zero_engine_t* engine,
 ZERO_API zero_status zero_engine_gradient_accumulation_steps(
     const zero_engine_t* engine, int32_t* steps);
 
+/* ---- Devices (1.1) ------------------------------------------------------ */
+
+/* An NCCL communicator over the ranks of `mpi_comm` (an MPI_Comm*, or NULL
+ * for MPI_COMM_WORLD), one GPU per rank: CUDA device `cuda_device`. Engines
+ * on it keep their state on that GPU. ZERO_UNIMPLEMENTED in builds without
+ * CUDA (bazel --config=cuda). */
+ZERO_API zero_status zero_comm_create_nccl(const void* mpi_comm,
+                                           int32_t cuda_device,
+                                           zero_comm_t** out);
+
+/* Before any register_param: keep the engine's state on `kind` ("cpu" or
+ * "cuda") device `ordinal`. With "cuda", gather and grad_buffer hand out
+ * device pointers, and a host communicator (mpi, thread) is staged through
+ * host memory. Default: "cpu", or the GPU of an NCCL communicator. */
+ZERO_API zero_status zero_engine_set_device(zero_engine_t* engine,
+                                            const char* kind, int32_t ordinal);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -47,6 +47,10 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual std::string backend_name() const = 0;
+  // A device communicator (nccl) moves device memory only; host ones (mpi,
+  // thread) host memory only. device_ordinal() names its GPU, or -1.
+  virtual bool device_memory() const { return false; }
+  virtual int device_ordinal() const { return -1; }
 
   // Gathers variable-size pieces: rank r contributes counts[r] elements of
   // `dtype` from `send`; `recv` receives all pieces back to back in rank

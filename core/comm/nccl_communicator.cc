@@ -113,6 +113,8 @@ class NcclCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
   std::string backend_name() const override { return "nccl"; }
+  bool device_memory() const override { return true; }
+  int device_ordinal() const override { return device_; }
 
   absl::Status AllGatherV(const void* send, void* recv,
                           const std::vector<int64_t>& counts,

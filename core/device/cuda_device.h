@@ -33,6 +33,7 @@ class CudaDevice : public Device {
   ~CudaDevice() override;
 
   std::string name() const override;
+  bool host_accessible() const override { return false; }
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* p, size_t bytes) override;
   void Memset0(void* p, size_t bytes) override;

@@ -19,6 +19,8 @@ class Device {
  public:
   virtual ~Device() = default;
   virtual std::string name() const = 0;
+  // Whether the host can read this device's memory directly (CPU: yes).
+  virtual bool host_accessible() const { return true; }
   // Zero-filled, 128-byte aligned memory of `bytes` (may be 0).
   virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
   // `bytes` is what Allocate was asked for.

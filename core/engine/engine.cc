@@ -16,6 +16,7 @@
 #include "core/ckpt/agree.h"
 #include "core/ckpt/checkpoint_reader.h"
 #include "core/ckpt/checkpoint_writer.h"
+#include "core/comm/staging_communicator.h"
 #include "core/common/status_macros.h"
 #include "kernels/adam_math.h"
 #include "kernels/norm_math.h"
@@ -47,6 +48,7 @@ Engine::Engine(const Config& config, std::unique_ptr<Communicator> comm)
       comm_(std::move(comm)),
       device_(MakeCpuDevice()),
       stream_(std::make_unique<CommStream>(config.OverlapComm())),
+      ctrl_(comm_.get()),
       rank_(comm_->rank()),
       world_(comm_->world_size()),
       scaler_(config.dtype == DType::kF16 && config.loss_scale == 0.0,
@@ -84,6 +86,37 @@ absl::Status Engine::CheckId(int id, const char* call) const {
   if (id < 0 || id >= num_params()) {
     return absl::InvalidArgumentError(absl::StrCat(
         call, ": no param with id ", id, " (", num_params(), " registered)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::SetDevice(std::unique_ptr<Device> device) {
+  RETURN_IF_ERROR(Check(false, "set_device"));
+  if (device == nullptr) return absl::InvalidArgumentError("set_device: null device");
+  if (!params_.empty()) {
+    return absl::FailedPreconditionError(
+        "set_device: choose the device before registering params");
+  }
+  (void)stream_->Drain();
+  device_ = std::move(device);
+  return absl::OkStatus();
+}
+
+// Pairs the communicator with the device: a host communicator over device
+// memory stages through the host; a device communicator needs device memory
+// and gets a device-staging view for the engine's host-side scalars.
+absl::Status Engine::BindCommToDevice() {
+  if (comm_->device_memory()) {
+    if (device_->host_accessible()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "finalize: the ", comm_->backend_name(), " communicator moves GPU "
+          "memory but the engine's device is ", device_->name()));
+    }
+    ctrl_owned_ = MakeDeviceControlCommunicator(comm_.get(), device_.get());
+    ctrl_ = ctrl_owned_.get();
+  } else if (!device_->host_accessible()) {
+    comm_ = MakeStagingCommunicator(std::move(comm_), device_.get());
+    ctrl_ = comm_.get();
   }
   return absl::OkStatus();
 }
@@ -169,12 +202,12 @@ absl::Status Engine::VerifyRanksAgree() {
   }
   std::string text = absl::StrJoin(mine, "\n");
   auto h = stream_->Submit([&]() -> absl::Status {
-    ScopedCountingKind k(comm_.get(), CollectiveKind::kControl);
+    ScopedCountingKind k(ctrl_, CollectiveKind::kControl);
     int64_t len = static_cast<int64_t>(text.size());
-    RETURN_IF_ERROR(comm_->Broadcast(&len, sizeof(len), 0));
+    RETURN_IF_ERROR(ctrl_->Broadcast(&len, sizeof(len), 0));
     std::string root(len, '\0');
     if (rank_ == 0) root = text;
-    if (len > 0) RETURN_IF_ERROR(comm_->Broadcast(&root[0], len, 0));
+    if (len > 0) RETURN_IF_ERROR(ctrl_->Broadcast(&root[0], len, 0));
     std::vector<std::string> theirs =
         root.empty() ? std::vector<std::string>{}
                      : absl::StrSplit(root, '\n');
@@ -191,7 +224,7 @@ absl::Status Engine::VerifyRanksAgree() {
       first = n;
     }
     double v = -static_cast<double>(first);
-    RETURN_IF_ERROR(comm_->AllReduce(&v, 1, ReduceOp::kMax));
+    RETURN_IF_ERROR(ctrl_->AllReduce(&v, 1, ReduceOp::kMax));
     size_t earliest = static_cast<size_t>(-v);
     if (earliest == static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
       return absl::OkStatus();
@@ -408,6 +441,7 @@ absl::Status Engine::WriteOwnedState(int g, int array, int64_t begin, int64_t le
 
 absl::Status Engine::Finalize() {
   RETURN_IF_ERROR(Check(false, "finalize"));
+  RETURN_IF_ERROR(BindCommToDevice());
   RETURN_IF_ERROR(Fail(VerifyRanksAgree()));
   ResolveAuto();
   std::vector<LayoutParam> lps;
@@ -842,8 +876,8 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
     // Norm and overflow in one all-reduce: a non-finite gradient anywhere
     // makes the global sum of squares non-finite.
     if (stage >= 1 && world_ > 1) {
-      ScopedCountingKind k(comm_.get(), CollectiveKind::kControl);
-      RETURN_IF_ERROR(comm_->AllReduce(&sumsq, 1, ReduceOp::kSum));
+      ScopedCountingKind k(ctrl_, CollectiveKind::kControl);
+      RETURN_IF_ERROR(ctrl_->AllReduce(&sumsq, 1, ReduceOp::kSum));
     }
     return absl::OkStatus();
   };
@@ -1222,8 +1256,8 @@ absl::Status Engine::Save(const std::string& dir, const std::string& tag,
   if (!broken_.ok()) return pre;
   if (pre.ok()) pre = MaterializeOffloaded();
   absl::Status s = stream_->Wait(stream_->Submit([&]() -> absl::Status {
-    RETURN_IF_ERROR(ckpt::Agree(comm_.get(), pre));
-    return ckpt::SaveCheckpoint(MakeShardView(), comm_.get(), dir, tag, options);
+    RETURN_IF_ERROR(ckpt::Agree(ctrl_, pre));
+    return ckpt::SaveCheckpoint(MakeShardView(), ctrl_, dir, tag, options);
   }));
   (void)stream_->Drain();
   (void)SpillOffloaded(false);
@@ -1255,9 +1289,9 @@ absl::Status Engine::Load(const std::string& dir, const std::string& tag,
   }
   bool touched = false;
   absl::Status s = stream_->Wait(stream_->Submit([&]() -> absl::Status {
-    RETURN_IF_ERROR(ckpt::Agree(comm_.get(), pre));
+    RETURN_IF_ERROR(ckpt::Agree(ctrl_, pre));
     ASSIGN_OR_RETURN(ckpt::Manifest m,
-                     ckpt::LoadCheckpoint(MakeShardView(), comm_.get(), dir, tag,
+                     ckpt::LoadCheckpoint(MakeShardView(), ctrl_, dir, tag,
                                           options, &touched));
     global_step_ = m.global_step;
     skipped_steps_ = m.skipped_steps;
@@ -1266,7 +1300,7 @@ absl::Status Engine::Load(const std::string& dir, const std::string& tag,
       if (!scaler_.dynamic()) st.cur_scale = scaler_.scale();  // static: the config's
       scaler_.set_state(st);
     }
-    return ckpt::Agree(comm_.get(), RebuildWorkingFromMaster());
+    return ckpt::Agree(ctrl_, RebuildWorkingFromMaster());
   }));
   (void)stream_->Drain();
   {

@@ -73,6 +73,11 @@ class Engine {
                                                         Communicator* comm);
   ~Engine();
 
+  // Before finalize: where model state lives (default: the CPU device, or
+  // the communicator's GPU for a device communicator).
+  absl::Status SetDevice(std::unique_ptr<Device> device);
+  Device* device() const { return device_.get(); }
+
   absl::StatusOr<int> RegisterParam(const ParamSpec& spec);
   absl::Status Finalize();
 
@@ -144,6 +149,7 @@ class Engine {
   absl::Status CheckId(int id, const char* call) const;
   absl::Status Fail(absl::Status s);  // records the first failure
   absl::Status VerifyRanksAgree();
+  absl::Status BindCommToDevice();
   absl::Status AllocateState();
   void ResolveAuto();
 
@@ -179,8 +185,12 @@ class Engine {
   absl::Status RebuildWorkingFromMaster();
 
   Config config_;
-  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Communicator> comm_;  // data: buffers in device memory
   std::unique_ptr<Device> device_;
+  // Scalars and checks in host memory: comm_ itself for host communicators,
+  // a device-staging view of it for device ones.
+  std::unique_ptr<Communicator> ctrl_owned_;
+  Communicator* ctrl_ = nullptr;
   std::unique_ptr<CommStream> stream_;
   const int rank_, world_;
   bool finalized_ = false;

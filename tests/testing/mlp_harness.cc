@@ -133,6 +133,7 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeMlpEngine(const Config& config,
                                                       Communicator* comm,
                                                       const MlpSpec& spec) {
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(config, comm));
+  if (spec.make_device) RETURN_IF_ERROR(e->SetDevice(spec.make_device()));
   Shapes s = ModelShapes(spec);
   auto init = InitialParams(spec);
   for (size_t i = 0; i < s.names.size(); ++i) {
@@ -177,8 +178,11 @@ absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
         ASSIGN_OR_RETURN(void* d, e->Gather(ids[i]));
         ASSIGN_OR_RETURN(int64_t n, e->ParamNumel(ids[i]));
         DType pt = s.trainable[i] ? t : DType::kF32;
+        // Device memory (a GPU) is read through a host copy.
+        std::vector<char> host(n * DTypeSize(pt));
+        e->device()->Copy(host.data(), d, host.size());
         p[i].resize(n);
-        for (int64_t k = 0; k < n; ++k) p[i][k] = LoadAs(d, pt, k);
+        for (int64_t k = 0; k < n; ++k) p[i][k] = LoadAs(host.data(), pt, k);
         RETURN_IF_ERROR(e->Release(ids[i]));
       }
       auto g = Grad(spec, p, x, tg, rank * local, (rank + 1) * local);
@@ -194,10 +198,12 @@ absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
       for (int i = static_cast<int>(ids.size()) - 1; i >= 0; --i) {
         if (!s.trainable[i]) continue;
         ASSIGN_OR_RETURN(void* gb, e->GradBuffer(ids[i]));
-        for (size_t k = 0; k < g[i].size(); ++k) StoreAs(gb, t, k, g[i][k] * scale);
+        std::vector<char> host(g[i].size() * DTypeSize(t));
+        for (size_t k = 0; k < g[i].size(); ++k) StoreAs(host.data(), t, k, g[i][k] * scale);
         if (step == spec.inf_step && rank == spec.inf_rank && i == 3) {
-          StoreAs(gb, t, 1, std::numeric_limits<double>::infinity());
+          StoreAs(host.data(), t, 1, std::numeric_limits<double>::infinity());
         }
+        e->device()->Copy(gb, host.data(), host.size());
         RETURN_IF_ERROR(e->GradReady(ids[i]));
       }
       ASSIGN_OR_RETURN(StepInfo info, e->Step());

@@ -8,6 +8,7 @@
 #define ZERO_TESTS_TESTING_MLP_HARNESS_H_
 
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ struct MlpSpec {
   // train only the steps that remain.
   std::string resume_dir, resume_tag;
   ckpt::LoadOptions load_options;
+  // Where the engine keeps its state (null: the default CPU device).
+  std::function<std::unique_ptr<Device>()> make_device;
 };
 
 struct MlpResult {

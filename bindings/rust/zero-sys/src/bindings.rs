@@ -1760,3 +1760,17 @@ extern "C" {
         steps: *mut i32,
     ) -> zero_status;
 }
+extern "C" {
+    pub fn zero_comm_create_nccl(
+        mpi_comm: *const core::ffi::c_void,
+        cuda_device: i32,
+        out: *mut *mut zero_comm_t,
+    ) -> zero_status;
+}
+extern "C" {
+    pub fn zero_engine_set_device(
+        engine: *mut zero_engine_t,
+        kind: *const core::ffi::c_char,
+        ordinal: i32,
+    ) -> zero_status;
+}

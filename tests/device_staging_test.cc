@@ -1,0 +1,169 @@
+// The pairing of communicators and devices, checked on the CPU with stand-ins:
+// a device the host "cannot read" makes the engine stage its collectives
+// through host memory (the CUDA + MPI path), and a communicator that "moves
+// device memory only" makes it stage its scalars through the device (the
+// NCCL path). Results must equal the plain CPU engine bit for bit.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "core/comm/thread_communicator.h"
+#include "tests/testing/mlp_harness.h"
+
+namespace zero {
+namespace testing {
+namespace {
+
+// CPU memory that claims to be off-host, counting the bytes copied through it.
+class OffHostDevice : public Device {
+ public:
+  OffHostDevice() : d_(MakeCpuDevice()) {}
+  std::string name() const override { return "offhost"; }
+  bool host_accessible() const override { return false; }
+  absl::StatusOr<void*> Allocate(size_t b) override { return d_->Allocate(b); }
+  void Free(void* p, size_t b) override { d_->Free(p, b); }
+  void Memset0(void* p, size_t b) override { d_->Memset0(p, b); }
+  void Copy(void* dst, const void* src, size_t b) override {
+    copied += b;
+    d_->Copy(dst, src, b);
+  }
+  size_t allocated_bytes() const override { return d_->allocated_bytes(); }
+  void AdamStep(const math::AdamScalars& s, const float* g, float* p, float* m, float* v,
+                int64_t n, void* w, DType t) override { d_->AdamStep(s, g, p, m, v, n, w, t); }
+  void SgdStep(const math::SgdScalars& s, const float* g, float* p, float* b, int64_t n,
+               void* w, DType t) override { d_->SgdStep(s, g, p, b, n, w, t); }
+  void ToF32(const void* s, DType t, float* d, int64_t n, float k) override { d_->ToF32(s, t, d, n, k); }
+  void FromF32(const float* s, void* d, DType t, int64_t n) override { d_->FromF32(s, d, t, n); }
+  void Accumulate(void* d, const void* s, DType t, int64_t n) override { d_->Accumulate(d, s, t, n); }
+  void AccumulateF32(void* d, const float* s, float k, DType t, int64_t n) override {
+    d_->AccumulateF32(d, s, k, t, n);
+  }
+  double SumSquares(const void* x, DType t, int64_t n) override { return d_->SumSquares(x, t, n); }
+  void UploadF32(const float* h, void* d, DType t, int64_t n) override { d_->UploadF32(h, d, t, n); }
+  void DownloadF32(const void* s, DType t, float* h, int64_t n) override { d_->DownloadF32(s, t, h, n); }
+  void Synchronize() override {}
+  static inline std::atomic<int64_t> copied{0};
+
+ private:
+  std::unique_ptr<Device> d_;
+};
+
+// A thread communicator that says it moves device memory only (as NCCL).
+class DeviceOnlyComm : public Communicator {
+ public:
+  explicit DeviceOnlyComm(std::unique_ptr<Communicator> c) : c_(std::move(c)) {}
+  bool device_memory() const override { return true; }
+  int device_ordinal() const override { return 0; }
+  int rank() const override { return c_->rank(); }
+  int world_size() const override { return c_->world_size(); }
+  std::string backend_name() const override { return "device-only"; }
+  absl::Status AllGatherV(const void* s, void* r, const std::vector<int64_t>& c, DType t) override {
+    return Fwd(c_->AllGatherV(s, r, c, t), CollectiveKind::kAllGather);
+  }
+  absl::Status ReduceScatterV(const float* s, float* r, const std::vector<int64_t>& c) override {
+    return Fwd(c_->ReduceScatterV(s, r, c), CollectiveKind::kReduceScatter);
+  }
+  absl::Status AllReduce(float* d, int64_t n, ReduceOp op) override {
+    return Fwd(c_->AllReduce(d, n, op), CollectiveKind::kAllReduce);
+  }
+  absl::Status AllReduce(double* d, int64_t n, ReduceOp op) override {
+    return Fwd(c_->AllReduce(d, n, op), CollectiveKind::kAllReduce);
+  }
+  absl::Status Broadcast(void* d, int64_t b, int root) override {
+    return Fwd(c_->Broadcast(d, b, root), CollectiveKind::kBroadcast);
+  }
+  absl::Status Barrier() override { return c_->Barrier(); }
+  absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
+    auto d = c_->Duplicate();
+    if (!d.ok()) return d.status();
+    return std::unique_ptr<Communicator>(std::make_unique<DeviceOnlyComm>(std::move(*d)));
+  }
+
+ private:
+  absl::Status Fwd(absl::Status s, CollectiveKind k) {
+    if (s.ok()) Count(k, 0, 1);
+    return s;
+  }
+  std::unique_ptr<Communicator> c_;
+};
+
+Config Cfg(int stage) {
+  Config c;
+  c.stage = stage;
+  c.lr = 1e-2;
+  c.steps_per_print = 0;
+  c.comm_timeout_seconds = 30;
+  c.reduce_bucket_size = 100;
+  c.stage3_param_persistence_threshold = 10;
+  return c;
+}
+
+std::vector<MlpResult> Train(const Config& c, int world, const MlpSpec& spec, bool device_comm) {
+  std::vector<MlpResult> out(world);
+  std::mutex mu;
+  RunThreads(world, [&](int rank, Communicator* comm) {
+    absl::StatusOr<MlpResult> r;
+    if (device_comm) {
+      // Borrow the thread communicator through a device-only view of a duplicate.
+      auto dup = comm->Duplicate();
+      ASSERT_TRUE(dup.ok());
+      DeviceOnlyComm dc(std::move(*dup));
+      r = TrainMlp(c, &dc, spec);
+    } else {
+      r = TrainMlp(c, comm, spec);
+    }
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_TRUE(r.ok()) << "rank " << rank << ": " << r.status();
+    if (r.ok()) out[rank] = std::move(*r);
+  });
+  return out;
+}
+
+TEST(DeviceStagingTest, HostCommunicatorOverDeviceMemoryStagesThroughHost) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    MlpSpec plain;
+    MlpSpec offhost;
+    offhost.make_device = [] { return std::make_unique<OffHostDevice>(); };
+    auto ref = Train(Cfg(stage), 3, plain, false);
+    const int64_t before = OffHostDevice::copied;
+    auto got = Train(Cfg(stage), 3, offhost, false);
+    EXPECT_GT(OffHostDevice::copied - before, 0) << "no staging copies at stage " << stage;
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(MaxRelDiff(got[r], ref[r]), 0.0) << "stage " << stage << " rank " << r;
+      // Traffic is accounted the same through the staging layer.
+      EXPECT_EQ(got[r].stats.sent[0] + got[r].stats.sent[1] + got[r].stats.sent[2],
+                ref[r].stats.sent[0] + ref[r].stats.sent[1] + ref[r].stats.sent[2]);
+    }
+  }
+}
+
+TEST(DeviceStagingTest, DeviceCommunicatorGetsScalarsStagedThroughDevice) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    MlpSpec plain;
+    MlpSpec dev;
+    dev.make_device = [] { return std::make_unique<OffHostDevice>(); };
+    auto ref = Train(Cfg(stage), 2, plain, false);
+    auto got = Train(Cfg(stage), 2, dev, true);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(MaxRelDiff(got[r], ref[r]), 0.0) << "stage " << stage << " rank " << r;
+    }
+  }
+}
+
+TEST(DeviceStagingTest, DeviceCommunicatorWithHostDeviceIsAnError) {
+  std::vector<absl::Status> st(2);
+  RunThreads(2, [&](int rank, Communicator* comm) {
+    auto dup = comm->Duplicate();
+    ASSERT_TRUE(dup.ok());
+    DeviceOnlyComm dc(std::move(*dup));
+    st[rank] = TrainMlp(Cfg(2), &dc, MlpSpec{}).status();
+  });
+  for (const auto& s : st) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("moves GPU memory but the engine's device is cpu"), std::string::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace zero
