@@ -481,7 +481,8 @@ zero_status zero_engine_read_master(zero_engine_t* engine, int32_t id, float* ou
 zero_status zero_engine_stats(const zero_engine_t* engine, zero_stats* stats) {
   ZERO_CHECK_ARG("zero_engine_stats", engine);
   ZERO_CHECK_ARG("zero_engine_stats", stats);
-  if (stats->struct_size < sizeof(zero_stats)) {
+  // Callers built against 1.0 pass a struct that ends at micro_step.
+  if (stats->struct_size < offsetof(zero_stats, micro_step) + sizeof(int64_t)) {
     g_last_error = "zero_engine_stats: stats->struct_size too small; use ZERO_STATS_INIT";
     return ZERO_INVALID_ARGUMENT;
   }
@@ -510,9 +511,19 @@ zero_status zero_engine_stats(const zero_engine_t* engine, zero_stats* stats) {
     stats->global_step = s.global_step;
     stats->skipped_steps = s.skipped_steps;
     stats->micro_step = s.micro_step;
-    stats->sent_bytes_allgather = s.sent_bytes[static_cast<int>(K::kAllGather)];
-    stats->sent_bytes_reduce_scatter = s.sent_bytes[static_cast<int>(K::kReduceScatter)];
-    stats->sent_bytes_allreduce = s.sent_bytes[static_cast<int>(K::kAllReduce)];
+    // Fields appended later are written only when the caller's struct has them.
+    if (stats->struct_size >= offsetof(zero_stats, sent_bytes_allreduce) + sizeof(int64_t)) {
+      stats->sent_bytes_allgather = s.sent_bytes[static_cast<int>(K::kAllGather)];
+      stats->sent_bytes_reduce_scatter = s.sent_bytes[static_cast<int>(K::kReduceScatter)];
+      stats->sent_bytes_allreduce = s.sent_bytes[static_cast<int>(K::kAllReduce)];
+    }
+    if (stats->struct_size >= offsetof(zero_stats, nvme_uring) + sizeof(int32_t)) {
+      stats->nvme_bytes = s.nvme_bytes;
+      stats->nvme_read_bytes = s.nvme_read_bytes;
+      stats->nvme_write_bytes = s.nvme_write_bytes;
+      stats->nvme_direct_io = s.nvme_direct_io;
+      stats->nvme_uring = s.nvme_uring;
+    }
     return Report(absl::OkStatus());
   });
 }

@@ -213,12 +213,19 @@ typedef struct zero_stats {
   int64_t sent_bytes_allgather;      /* the same traffic in bytes */
   int64_t sent_bytes_reduce_scatter;
   int64_t sent_bytes_allreduce;
+  /* Appended for NVMe optimizer offload (zero when off). With it,
+   * master_bytes is 0 and optimizer_bytes counts the host staging buffers. */
+  int64_t nvme_bytes;        /* state files on disk, both slots */
+  int64_t nvme_read_bytes;   /* cumulative */
+  int64_t nvme_write_bytes;  /* cumulative */
+  int32_t nvme_direct_io;    /* 1: O_DIRECT; 0: the file system refused it */
+  int32_t nvme_uring;        /* 1: io_uring; 0: blocking pread/pwrite */
 } zero_stats;
 
 #define ZERO_STATS_INIT                                                       \
   {                                                                           \
     sizeof(zero_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0, 0, 0                                                   \
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0                                    \
   }
 
 /* Creates an engine from a zero_config. The engine keeps a reference to

@@ -1,8 +1,11 @@
 #include "core/engine/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -271,18 +274,22 @@ absl::Status Engine::AllocateState() {
     GroupState& gs = groups_[g];
     gs.owned_begin = stage == 0 ? 0 : lg.shard * rank_;
     gs.owned_len = stage == 0 ? lg.padded : lg.shard;
-    ASSIGN_OR_RETURN(gs.master, DeviceBuffer::Make(d, gs.owned_len * 4));
-    if (adam || momentum) {
-      ASSIGN_OR_RETURN(gs.m, DeviceBuffer::Make(d, gs.owned_len * 4));
+    if (config_.offload_optimizer.device != "nvme") {
+      ASSIGN_OR_RETURN(gs.master, DeviceBuffer::Make(d, gs.owned_len * 4));
+      if (adam || momentum) {
+        ASSIGN_OR_RETURN(gs.m, DeviceBuffer::Make(d, gs.owned_len * 4));
+      }
+      if (adam) {
+        ASSIGN_OR_RETURN(gs.v, DeviceBuffer::Make(d, gs.owned_len * 4));
+      }
     }
-    if (adam) {
-      ASSIGN_OR_RETURN(gs.v, DeviceBuffer::Make(d, gs.owned_len * 4));
-    }
-    const int64_t work_len = stage == 3 ? lg.shard : lg.padded;
+    // Stage 3 with offload_param "nvme": the own shard lives in param_files_.
+    const int64_t work_len = stage == 3 ? (ParamsOnNvme() ? 0 : lg.shard) : lg.padded;
     ASSIGN_OR_RETURN(gs.working, DeviceBuffer::Make(d, work_len * es));
     const int64_t grad_len = stage <= 1 ? lg.padded : lg.shard;
     ASSIGN_OR_RETURN(gs.grads, DeviceBuffer::Make(d, grad_len * es));
   }
+  if (ParamsOnNvme()) RETURN_IF_ERROR(CreateParamFiles());
   // Initial values: master from the fp32 init, working copy cast from it.
   for (size_t li = 0; li < layout_.params().size(); ++li) {
     Param& p = params_[trainable_ids_[li]];
@@ -291,12 +298,17 @@ absl::Status Engine::AllocateState() {
     // The part of [offset, offset+numel) that this rank owns.
     const int64_t lo = std::max(pl.offset, gs.owned_begin);
     const int64_t hi = std::min(pl.offset + pl.numel, gs.owned_begin + gs.owned_len);
-    if (hi > lo) {
+    if (hi > lo && gs.master.data() != nullptr) {  // null: state on NVMe
       d->UploadF32(p.init.data() + (lo - pl.offset),
                    gs.master.data<float>() + (lo - gs.owned_begin), DType::kF32, hi - lo);
     }
     if (stage <= 2) {
       d->UploadF32(p.init.data(), gs.working.data<char>() + pl.offset * es, t, p.numel);
+    } else if (hi > lo && ParamsOnNvme()) {
+      std::vector<char> cast((hi - lo) * es);
+      d->UploadF32(p.init.data() + (lo - pl.offset), cast.data(), t, hi - lo);
+      RETURN_IF_ERROR(param_files_[pl.group]->WriteCommitted(
+          (lo - gs.owned_begin) * es, (hi - lo) * es, cast.data()));
     } else if (hi > lo) {
       d->UploadF32(p.init.data() + (lo - pl.offset),
                    gs.working.data<char>() + (lo - gs.owned_begin) * es, t, hi - lo);
@@ -307,6 +319,7 @@ absl::Status Engine::AllocateState() {
       d->UploadF32(p.init.data(), p.whole.data(), t, p.numel);
     }
   }
+  if (config_.offload_optimizer.device == "nvme") RETURN_IF_ERROR(CreateNvmeTier());
   for (Param& p : params_) {
     if (!p.trainable) {
       ASSIGN_OR_RETURN(p.whole, DeviceBuffer::Make(d, p.numel * DTypeSize(p.dtype)));
@@ -324,6 +337,105 @@ absl::Status Engine::AllocateState() {
   pack_cap_ = cap;
   ASSIGN_OR_RETURN(pack_, DeviceBuffer::Make(d, pack_cap_ * 4));
   ASSIGN_OR_RETURN(recv_, DeviceBuffer::Make(d, pack_cap_ * 4));
+  return absl::OkStatus();
+}
+
+// Master weights and moments of every group go to files under nvme_path,
+// streamed in sub_group_size pieces (core/offload/nvme_tier.h). Called while
+// the params' fp32 init values are still at hand.
+absl::Status Engine::CreateNvmeTier() {
+  const OffloadConfig& oc = config_.offload_optimizer;
+  // The optimizer runs on the host over the staging buffers and writes the
+  // working copy in place: the CPU device only, for now.
+  if (device_->name() != "cpu") {
+    return absl::UnimplementedError(absl::StrCat(
+        "zero_optimization.offload_optimizer.device: \"nvme\" needs the cpu "
+        "device in this version, not ", device_->name()));
+  }
+  const bool adam = config_.optimizer != OptimizerType::kSgd;
+  offload::NvmeTierOptions o;
+  o.dir = oc.nvme_path;
+  o.tag = absl::StrFormat("zero_optim_r%d_p%d_%x", rank_, static_cast<int>(::getpid()),
+                          reinterpret_cast<uintptr_t>(this));
+  o.num_arrays = adam ? 3 : (config_.momentum != 0.0 ? 2 : 1);
+  o.buffer_count = oc.buffer_count;
+  o.chunk_elems = config_.sub_group_size;
+  o.aio.queue_depth = config_.aio.queue_depth;
+  o.aio.block_size = config_.aio.block_size;
+  std::vector<int64_t> lens;
+  for (const GroupState& gs : groups_) lens.push_back(gs.owned_len);
+  ASSIGN_OR_RETURN(nvme_, offload::NvmeTier::Create(o, lens));
+  const offload::NvmeTierStats st = nvme_->stats();
+  if (!st.note.empty()) {
+    std::fprintf(stderr, "[zero] rank %d: nvme offload under '%s': %s\n", rank_,
+                 oc.nvme_path.c_str(), st.note.c_str());
+  }
+  // Initial master values from the params' init; moments start at zero.
+  return nvme_->Initialize([&](const offload::NvmeTier::Chunk& c, float* const* arr) {
+    const GroupState& gs = groups_[c.group];
+    const int64_t a = gs.owned_begin + c.begin, b = a + c.len;  // group coordinates
+    for (int li : layout_.groups()[c.group].members) {
+      const ParamPlace& pl = layout_.place(li);
+      const int64_t lo = std::max(pl.offset, a), hi = std::min(pl.offset + pl.numel, b);
+      if (hi <= lo) continue;
+      const Param& p = params_[trainable_ids_[li]];
+      std::memcpy(arr[0] + (lo - a), p.init.data() + (lo - pl.offset), (hi - lo) * 4);
+    }
+    return absl::OkStatus();
+  });
+}
+
+bool Engine::ParamsOnNvme() const {
+  return config_.stage == 3 && config_.offload_param.device == "nvme";
+}
+
+// Stage 3, offload_param "nvme": each group's own shard of the working copy
+// in a double-slot file (core/offload/param_file.h).
+absl::Status Engine::CreateParamFiles() {
+  if (device_->name() != "cpu") {
+    return absl::UnimplementedError(absl::StrCat(
+        "zero_optimization.offload_param.device: \"nvme\" needs the cpu "
+        "device in this version, not ", device_->name()));
+  }
+  const size_t es = DTypeSize(config_.dtype);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    ASSIGN_OR_RETURN(
+        auto f, offload::ParamFile::Create(
+                    config_.offload_param.nvme_path,
+                    absl::StrFormat("zero_param_r%d_p%d_%x_g%d.swp", rank_,
+                                    static_cast<int>(::getpid()),
+                                    reinterpret_cast<uintptr_t>(this), static_cast<int>(g)),
+                    layout_.groups()[g].shard * static_cast<int64_t>(es)));
+    param_files_.push_back(std::move(f));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ReadOwnedState(int g, int array, int64_t begin, int64_t len,
+                                    float* out) {
+  RETURN_IF_ERROR(Check(true, "read_owned_state"));
+  if (g < 0 || g >= static_cast<int>(groups_.size()) || begin < 0 || len < 0 ||
+      begin + len > groups_[g].owned_len || array < 0 || array > 2) {
+    return absl::InvalidArgumentError("read_owned_state: range out of bounds");
+  }
+  if (nvme_) return nvme_->ReadRange(g, array, begin, len, out);
+  const DeviceBuffer& b = array == 0 ? groups_[g].master : array == 1 ? groups_[g].m : groups_[g].v;
+  if (b.data() == nullptr) return absl::InvalidArgumentError("read_owned_state: no such state");
+  device_->DownloadF32(b.data<float>() + begin, DType::kF32, out, len);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::WriteOwnedState(int g, int array, int64_t begin, int64_t len,
+                                     const float* in) {
+  RETURN_IF_ERROR(Check(true, "write_owned_state"));
+  if (g < 0 || g >= static_cast<int>(groups_.size()) || begin < 0 || len < 0 ||
+      begin + len > groups_[g].owned_len || array < 0 || array > 2) {
+    return absl::InvalidArgumentError("write_owned_state: range out of bounds");
+  }
+  if (nvme_) return nvme_->WriteRange(g, array, begin, len, in);
+  DeviceBuffer& b = array == 0 ? groups_[g].master : array == 1 ? groups_[g].m : groups_[g].v;
+  if (b.data() == nullptr) return absl::InvalidArgumentError("write_owned_state: no such state");
+  device_->UploadF32(in, b.data<float>() + begin, DType::kF32, len);
   return absl::OkStatus();
 }
 
@@ -358,6 +470,12 @@ absl::Status Engine::GatherInto(int li, void* dst) {
   const Slice s = layout_.SliceOn(li, rank_);
   const size_t es = DTypeSize(config_.dtype);
   const char* send = groups_[pl.group].working.data<char>() + s.shard_offset * es;
+  std::vector<char> mine;  // offload_param "nvme": this rank's slice, from its file
+  if (!param_files_.empty()) {
+    mine.resize(std::max<size_t>(1, s.numel * es));
+    RETURN_IF_ERROR(param_files_[pl.group]->Read(s.shard_offset * es, s.numel * es, mine.data()));
+    send = mine.data();
+  }
   return comm_->AllGatherV(send, dst, layout_.Counts(li), config_.dtype);
 }
 
@@ -789,31 +907,79 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
   const float factor = static_cast<float>(
       math::UnscaleClipFactor(scaled_norm, scale, config_.gradient_clipping));
   const int64_t step = global_step_ + 1;
-  for (size_t g = 0; g < groups_.size(); ++g) {
+  math::SgdScalars sgd;
+  sgd.lr = static_cast<float>(info.lr);
+  sgd.momentum = static_cast<float>(config_.momentum);
+  sgd.dampening = static_cast<float>(config_.dampening);
+  sgd.weight_decay = static_cast<float>(config_.weight_decay);
+  sgd.grad_scale = factor;
+  sgd.nesterov = config_.nesterov;
+  sgd.first_step = step == 1;
+  const bool decoupled = config_.optimizer == OptimizerType::kAdamW ||
+                         config_.adam_w_mode;
+  const math::AdamScalars adam = math::MakeAdamScalars(
+      static_cast<float>(info.lr), static_cast<float>(config_.beta1),
+      static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
+      static_cast<float>(config_.weight_decay), decoupled, step, factor);
+  // Elements [begin, begin+len) of group g's owned range; master/m/v point
+  // at those elements (m, v may be null for SGD).
+  // With offload_param "nvme" the working copy goes through `staged` to
+  // the next slot of the group's param file.
+  std::vector<char> staged;
+  auto update = [&](size_t g, int64_t begin, int64_t len, float* master,
+                    float* m, float* v) -> absl::Status {
     GroupState& gs = groups_[g];
-    char* work = gs.working.data<char>() + (stage == 3 ? 0 : gs.owned_begin * es);
+    char* work = gs.working.data<char>() + ((stage == 3 ? 0 : gs.owned_begin) + begin) * es;
+    if (!param_files_.empty()) {
+      staged.resize(len * es);
+      work = staged.data();
+    }
+    const float* grad = g32[g].data<float>() + begin;
     if (config_.optimizer == OptimizerType::kSgd) {
-      math::SgdScalars s;
-      s.lr = static_cast<float>(info.lr);
-      s.momentum = static_cast<float>(config_.momentum);
-      s.dampening = static_cast<float>(config_.dampening);
-      s.weight_decay = static_cast<float>(config_.weight_decay);
-      s.grad_scale = factor;
-      s.nesterov = config_.nesterov;
-      s.first_step = step == 1;
-      device_->SgdStep(s, g32[g].data<float>(), gs.master.data<float>(),
-                   gs.m.data<float>(), gs.owned_len, work, t);
+      device_->SgdStep(sgd, grad, master, m, len, work, t);
     } else {
-      const bool decoupled = config_.optimizer == OptimizerType::kAdamW ||
-                             config_.adam_w_mode;
-      math::AdamScalars s = math::MakeAdamScalars(
-          static_cast<float>(info.lr), static_cast<float>(config_.beta1),
-          static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
-          static_cast<float>(config_.weight_decay), decoupled, step, factor);
-      device_->AdamStep(s, g32[g].data<float>(), gs.master.data<float>(),
-                    gs.m.data<float>(), gs.v.data<float>(), gs.owned_len, work, t);
+      device_->AdamStep(adam, grad, master, m, v, len, work, t);
+    }
+    if (!param_files_.empty()) return param_files_[g]->Write(begin * es, len * es, work);
+    return absl::OkStatus();
+  };
+  if (nvme_) {
+    // Streamed: read sub-group k+1 while updating k while writing k-1. The
+    // step counts only if every rank wrote all of its state (one MAX).
+    const int arrays = config_.optimizer != OptimizerType::kSgd
+                           ? 3 : (config_.momentum != 0.0 ? 2 : 1);
+    auto agree = [&](bool ok) -> absl::StatusOr<bool> {
+      if (world_ == 1) return ok;
+      double failed = ok ? 0.0 : 1.0;
+      RETURN_IF_ERROR(stream_->Wait(stream_->Submit([&] {
+        ScopedCountingKind k(comm_.get(), CollectiveKind::kControl);
+        return comm_->AllReduce(&failed, 1, ReduceOp::kMax);
+      })));
+      (void)stream_->Drain();
+      return failed == 0.0;
+    };
+    RETURN_IF_ERROR(nvme_->Update(
+        [&](const offload::NvmeTier::Chunk& c, float* const* arr) {
+          return update(c.group, c.begin, c.len, arr[0], arrays > 1 ? arr[1] : nullptr,
+                        arrays > 2 ? arr[2] : nullptr);
+        },
+        agree));
+  } else {
+    // In memory; in sub_group_size pieces when the working copy is staged.
+    const int64_t piece = param_files_.empty() ? std::numeric_limits<int64_t>::max()
+                                               : std::max<int64_t>(1, config_.sub_group_size);
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      GroupState& gs = groups_[g];
+      for (int64_t b = 0; b < gs.owned_len; b += piece) {
+        const int64_t len = std::min(piece, gs.owned_len - b);
+        float* m = gs.m.data<float>();
+        float* v = gs.v.data<float>();
+        RETURN_IF_ERROR(update(g, b, len, gs.master.data<float>() + b, m ? m + b : nullptr,
+                               v ? v + b : nullptr));
+      }
     }
   }
+  for (auto& f : param_files_) f->Commit();
   g32.clear();
   zero_grads();
   // Publish the updated working copy: stages 1-2 all-gather the shards;
@@ -876,6 +1042,7 @@ absl::Status Engine::ReadMaster(int id, float* out) {
   const ParamPlace& pl = layout_.place(p.li);
   const GroupState& gs = groups_[pl.group];
   if (config_.stage == 0) {
+    if (nvme_) return Fail(nvme_->ReadRange(pl.group, 0, pl.offset, p.numel, out));
     device_->DownloadF32(gs.master.data<float>() + pl.offset, DType::kF32, out, p.numel);
     return absl::OkStatus();
   }
@@ -883,6 +1050,15 @@ absl::Status Engine::ReadMaster(int id, float* out) {
   ASSIGN_OR_RETURN(DeviceBuffer full, DeviceBuffer::Make(device_.get(), p.numel * 4));
   const Slice s = layout_.SliceOn(p.li, rank_);
   const float* send = gs.master.data<float>() + s.shard_offset;
+  DeviceBuffer mine;  // NVMe: this rank's slice, read from the files
+  if (nvme_) {
+    ASSIGN_OR_RETURN(mine, DeviceBuffer::Make(device_.get(), s.numel * 4));
+    if (s.numel > 0) {
+      RETURN_IF_ERROR(Fail(nvme_->ReadRange(pl.group, 0, s.shard_offset, s.numel,
+                                            mine.data<float>())));
+    }
+    send = mine.data<float>();
+  }
   auto counts = layout_.Counts(p.li);
   float* dst = full.data<float>();
   RETURN_IF_ERROR(Fail(stream_->Wait(stream_->Submit([&] {
@@ -911,6 +1087,17 @@ EngineStats Engine::Stats() const {
     if (!p.trainable) s.frozen_bytes += p.whole.bytes();
     if (p.persistent) s.param_bytes += p.whole.bytes();
   }
+  if (nvme_) {
+    const offload::NvmeTierStats t = nvme_->stats();
+    s.optimizer_bytes = t.host_bytes;  // staging buffers; master/m/v on disk
+    s.nvme_bytes = t.file_bytes;
+    s.nvme_read_bytes = t.bytes_read;
+    s.nvme_write_bytes = t.bytes_written;
+    s.nvme_direct_io = t.direct_io;
+    s.nvme_uring = t.uring;
+    s.offload_note = t.note;
+  }
+  for (const auto& f : param_files_) s.nvme_bytes += f->file_bytes();
   s.buffer_bytes = buckets_.bytes() + pack_.bytes() + recv_.bytes() + live_bytes_;
   s.live_gathered_bytes = live_bytes_;
   s.live_gathered_high_water = live_high_water_;
@@ -937,6 +1124,41 @@ absl::Status Engine::CheckpointPrecondition(const char* call) {
     }
   }
   return absl::OkStatus();
+}
+
+// NVMe optimizer offload: checkpoints see the owned state through host
+// buffers filled from the files for the duration of a save or load (a
+// temporary 12 bytes per owned element), written back after a load.
+absl::Status Engine::MaterializeOffloaded() {
+  if (!nvme_) return absl::OkStatus();
+  const bool adam = config_.optimizer != OptimizerType::kSgd;
+  const int arrays = adam ? 3 : (config_.momentum != 0.0 ? 2 : 1);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    GroupState& gs = groups_[g];
+    DeviceBuffer* bufs[3] = {&gs.master, &gs.m, &gs.v};
+    for (int a = 0; a < arrays; ++a) {
+      ASSIGN_OR_RETURN(*bufs[a], DeviceBuffer::Make(device_.get(), gs.owned_len * 4));
+      RETURN_IF_ERROR(nvme_->ReadRange(static_cast<int>(g), a, 0, gs.owned_len,
+                                       bufs[a]->data<float>()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::SpillOffloaded(bool write_back) {
+  if (!nvme_) return absl::OkStatus();
+  absl::Status s;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    GroupState& gs = groups_[g];
+    DeviceBuffer* bufs[3] = {&gs.master, &gs.m, &gs.v};
+    for (int a = 0; a < 3; ++a) {
+      if (write_back && s.ok() && bufs[a]->data() != nullptr) {
+        s = nvme_->WriteRange(static_cast<int>(g), a, 0, gs.owned_len, bufs[a]->data<float>());
+      }
+      bufs[a]->Reset();
+    }
+  }
+  return s;
 }
 
 ckpt::ShardView Engine::MakeShardView() {
@@ -998,9 +1220,16 @@ absl::Status Engine::RebuildWorkingFromMaster() {
   const DType t = config_.dtype;
   const size_t es = DTypeSize(t);
   const int stage = config_.stage;
-  for (GroupState& gs : groups_) {
-    char* work = gs.working.data<char>() + (stage == 3 ? 0 : gs.owned_begin * es);
-    device_->FromF32(gs.master.data<float>(), work, t, gs.owned_len);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    GroupState& gs = groups_[g];
+    if (!param_files_.empty()) {  // offload_param "nvme": the shard is on disk
+      std::vector<char> cast(gs.owned_len * es);
+      device_->FromF32(gs.master.data<float>(), cast.data(), t, gs.owned_len);
+      RETURN_IF_ERROR(param_files_[g]->WriteCommitted(0, gs.owned_len * es, cast.data()));
+    } else {
+      char* work = gs.working.data<char>() + (stage == 3 ? 0 : gs.owned_begin * es);
+      device_->FromF32(gs.master.data<float>(), work, t, gs.owned_len);
+    }
     device_->Memset0(gs.grads.data(), gs.grads.bytes());
   }
   device_->Synchronize();
@@ -1023,13 +1252,15 @@ absl::Status Engine::RebuildWorkingFromMaster() {
 
 absl::Status Engine::Save(const std::string& dir, const std::string& tag,
                           const ckpt::SaveOptions& options) {
-  const absl::Status pre = CheckpointPrecondition("save");
+  absl::Status pre = CheckpointPrecondition("save");
   if (!broken_.ok()) return pre;
+  if (pre.ok()) pre = MaterializeOffloaded();
   absl::Status s = stream_->Wait(stream_->Submit([&]() -> absl::Status {
     RETURN_IF_ERROR(ckpt::Agree(ctrl_, pre));
     return ckpt::SaveCheckpoint(MakeShardView(), ctrl_, dir, tag, options);
   }));
   (void)stream_->Drain();
+  (void)SpillOffloaded(false);
   if (absl::IsDeadlineExceeded(s) || absl::IsAborted(s)) return Fail(s);
   return s;
 }
@@ -1049,6 +1280,7 @@ absl::Status Engine::Load(const std::string& dir, const std::string& tag,
           "load: param '", p.name, "' is gathered; release every param first"));
     }
   }
+  if (pre.ok()) pre = MaterializeOffloaded();
   if (pre.ok()) {
     // Stage 3: prefetched copies would go stale.
     std::vector<int> held;
@@ -1071,6 +1303,13 @@ absl::Status Engine::Load(const std::string& dir, const std::string& tag,
     return ckpt::Agree(ctrl_, RebuildWorkingFromMaster());
   }));
   (void)stream_->Drain();
+  {
+    const absl::Status spill = SpillOffloaded(s.ok());
+    if (s.ok() && !spill.ok()) {
+      return Fail(absl::Status(spill.code(), absl::StrCat(
+          "load: writing the loaded optimizer state to NVMe failed: ", spill.message())));
+    }
+  }
   if (!s.ok() && (touched || absl::IsDeadlineExceeded(s) || absl::IsAborted(s))) {
     return Fail(absl::Status(s.code(), absl::StrCat(
         s.message(), touched ? " (the engine's state was partly overwritten: "

@@ -19,6 +19,8 @@
 #include "core/comm/communicator.h"
 #include "core/config/config.h"
 #include "core/device/device.h"
+#include "core/offload/nvme_tier.h"
+#include "core/offload/param_file.h"
 #include "core/engine/grad_bucket.h"
 #include "core/optim/loss_scaler.h"
 #include "core/optim/lr_schedule.h"
@@ -54,6 +56,13 @@ struct EngineStats {
   int64_t sent_bytes[static_cast<int>(CollectiveKind::kCount)] = {};
   int64_t collective_calls = 0;
   int64_t global_step = 0, skipped_steps = 0, micro_step = 0;
+  // NVMe optimizer offload (zero when off). master_bytes and optimizer_bytes
+  // above count host-resident bytes only; with NVMe that is the staging
+  // buffers (optimizer_bytes), bounded by buffer_count sub-groups.
+  int64_t nvme_bytes = 0;                  // state files on disk (both slots)
+  int64_t nvme_read_bytes = 0, nvme_write_bytes = 0;  // cumulative
+  int nvme_direct_io = 0, nvme_uring = 0;  // 1: O_DIRECT / io_uring in use
+  std::string offload_note;                // fallbacks taken (O_DIRECT, io_uring)
 };
 
 class Engine {
@@ -87,6 +96,12 @@ class Engine {
   absl::StatusOr<StepInfo> Step();
   absl::Status ReadMaster(int id, float* out);
   void ReportSamples(int64_t n) { samples_ += n; }
+
+  // This rank's owned fp32 optimizer state of group g, elements [begin,
+  // begin+len) of its owned range; array 0 master, 1 m (SGD: momentum), 2 v.
+  // Works wherever the state lives (memory or NVMe): for checkpoints.
+  absl::Status ReadOwnedState(int g, int array, int64_t begin, int64_t len, float* out);
+  absl::Status WriteOwnedState(int g, int array, int64_t begin, int64_t len, const float* in);
 
   double loss_scale() const { return scaler_.scale(); }
   EngineStats Stats() const;
@@ -154,6 +169,15 @@ class Engine {
   absl::StatusOr<StepInfo> Boundary();
   void MaybePrint(const StepInfo& info);
   void* WorkingPtr(int li) const;  // stage <= 2
+  // NVMe optimizer offload: files created and initial state written.
+  absl::Status CreateNvmeTier();
+  // offload_param.device "nvme" (stage 3): the own working shard on disk.
+  bool ParamsOnNvme() const;
+  absl::Status CreateParamFiles();
+  // Checkpoints with NVMe optimizer offload: master/m/v read into host
+  // buffers for a save or load, written back (load) and released after.
+  absl::Status MaterializeOffloaded();
+  absl::Status SpillOffloaded(bool write_back);
 
   // Checkpoints (engine.cc, end).
   absl::Status CheckpointPrecondition(const char* call);
@@ -176,6 +200,12 @@ class Engine {
   std::unordered_map<std::string, int> by_name_;
   Layout layout_;
   std::vector<GroupState> groups_;
+  // Set when offload_optimizer.device is "nvme": master/m/v live there and
+  // GroupState's master/m/v stay empty.
+  std::unique_ptr<offload::NvmeTier> nvme_;
+  // One per group when offload_param.device is "nvme" (stage 3); then
+  // GroupState::working is empty.
+  std::vector<std::unique_ptr<offload::ParamFile>> param_files_;
   std::vector<int> trainable_ids_;  // layout index -> param id
 
   GradBuckets buckets_;

@@ -1,8 +1,10 @@
 #include "kernels/cpu/cpu_kernels.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cast_math.h"
+#include "kernels/cpu/optim_simd.h"
 #include "kernels/norm_math.h"
 
 namespace zero {
@@ -29,39 +31,42 @@ inline void Store(void* x, DType t, int64_t i, float v) {
   }
 }
 
+// Elements per tile: the update and the cast to the working dtype of one tile
+// happen while it is in L1/L2 (one pass over memory).
+constexpr int64_t kTile = 4096;
+
+template <typename Update>
+void Tiled(int64_t n, void* work, DType work_dtype, float* p, Update update) {
+  const int64_t tiles = (n + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t a = t * kTile;
+    const int64_t len = std::min(kTile, n - a);
+    float* w32 = work && work_dtype == DType::kF32 ? static_cast<float*>(work) + a : nullptr;
+    update(a, len, w32);
+    if (work == nullptr || work_dtype == DType::kF32) continue;
+    if (work_dtype == DType::kBF16) {
+      ToBf16Tile(p + a, static_cast<uint16_t*>(work) + a, static_cast<size_t>(len));
+    } else {
+      ToF16Tile(p + a, static_cast<uint16_t*>(work) + a, static_cast<size_t>(len));
+    }
+  }
+}
+
 }  // namespace
 
 void AdamStep(const math::AdamScalars& s, const float* g, float* p, float* m,
               float* v, int64_t n, void* work, DType work_dtype) {
-  if (work == nullptr) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) math::AdamUpdate(s, g[i], &p[i], &m[i], &v[i]);
-    return;
-  }
-  if (work_dtype == DType::kF32) {
-    float* w = static_cast<float*>(work);
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) {
-      math::AdamUpdate(s, g[i], &p[i], &m[i], &v[i]);
-      w[i] = p[i];
-    }
-    return;
-  }
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    math::AdamUpdate(s, g[i], &p[i], &m[i], &v[i]);
-    Store(work, work_dtype, i, p[i]);
-  }
+  Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
+    AdamTile(s, g + a, p + a, m + a, v + a, static_cast<size_t>(len), w32);
+  });
 }
 
 void SgdStep(const math::SgdScalars& s, const float* g, float* p, float* buf,
              int64_t n, void* work, DType work_dtype) {
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    float unused = 0.0f;
-    math::SgdUpdate(s, g[i], &p[i], buf ? &buf[i] : &unused);
-    if (work) Store(work, work_dtype, i, p[i]);
-  }
+  Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
+    SgdTile(s, g + a, p + a, buf ? buf + a : nullptr, static_cast<size_t>(len), w32);
+  });
 }
 
 void ToF32(const void* src, DType t, float* dst, int64_t n, float scale) {

@@ -396,6 +396,11 @@ class Engine {
     ZERO_STAT(sent_bytes_allgather);
     ZERO_STAT(sent_bytes_reduce_scatter);
     ZERO_STAT(sent_bytes_allreduce);
+    ZERO_STAT(nvme_bytes);
+    ZERO_STAT(nvme_read_bytes);
+    ZERO_STAT(nvme_write_bytes);
+    ZERO_STAT(nvme_direct_io);
+    ZERO_STAT(nvme_uring);
 #undef ZERO_STAT
     return d;
   }

@@ -896,12 +896,17 @@ pub struct zero_stats {
     pub sent_bytes_allgather: i64,
     pub sent_bytes_reduce_scatter: i64,
     pub sent_bytes_allreduce: i64,
+    pub nvme_bytes: i64,
+    pub nvme_read_bytes: i64,
+    pub nvme_write_bytes: i64,
+    pub nvme_direct_io: i32,
+    pub nvme_uring: i32,
 }
 #[test]
 fn bindgen_test_layout_zero_stats() {
     assert_eq!(
         ::core::mem::size_of::<zero_stats>(),
-        200usize,
+        232usize,
         concat!("Size of: ", stringify!(zero_stats))
     );
     assert_eq!(
@@ -1351,6 +1356,91 @@ fn bindgen_test_layout_zero_stats() {
         );
     }
     test_field_sent_bytes_allreduce();
+    fn test_field_nvme_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).nvme_bytes) as usize - ptr as usize
+            },
+            200usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_stats),
+                "::",
+                stringify!(nvme_bytes)
+            )
+        );
+    }
+    test_field_nvme_bytes();
+    fn test_field_nvme_read_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).nvme_read_bytes) as usize - ptr as usize
+            },
+            208usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_stats),
+                "::",
+                stringify!(nvme_read_bytes)
+            )
+        );
+    }
+    test_field_nvme_read_bytes();
+    fn test_field_nvme_write_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).nvme_write_bytes) as usize - ptr as usize
+            },
+            216usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_stats),
+                "::",
+                stringify!(nvme_write_bytes)
+            )
+        );
+    }
+    test_field_nvme_write_bytes();
+    fn test_field_nvme_direct_io() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).nvme_direct_io) as usize - ptr as usize
+            },
+            224usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_stats),
+                "::",
+                stringify!(nvme_direct_io)
+            )
+        );
+    }
+    test_field_nvme_direct_io();
+    fn test_field_nvme_uring() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).nvme_uring) as usize - ptr as usize
+            },
+            228usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_stats),
+                "::",
+                stringify!(nvme_uring)
+            )
+        );
+    }
+    test_field_nvme_uring();
 }
 extern "C" {
     pub fn zero_engine_create(

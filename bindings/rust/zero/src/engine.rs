@@ -173,6 +173,18 @@ pub struct Stats {
     pub sent_bytes_reduce_scatter: i64,
     /// Bytes sent by all-reduces.
     pub sent_bytes_allreduce: i64,
+    /// NVMe optimizer offload: state files on disk, both slots (0 when off).
+    /// With it, `master_bytes` is 0 and `optimizer_bytes` counts the host
+    /// staging buffers.
+    pub nvme_bytes: i64,
+    /// NVMe optimizer offload: bytes read from the state files so far.
+    pub nvme_read_bytes: i64,
+    /// NVMe optimizer offload: bytes written to the state files so far.
+    pub nvme_write_bytes: i64,
+    /// NVMe optimizer offload: O_DIRECT in use (false: the file system refused it).
+    pub nvme_direct_io: bool,
+    /// NVMe optimizer offload: io_uring in use (false: blocking pread/pwrite).
+    pub nvme_uring: bool,
 }
 
 /// What was registered for a param ([`Engine::param_info`],
@@ -608,6 +620,11 @@ impl<'c> Engine<'c> {
             sent_bytes_allgather: s.sent_bytes_allgather,
             sent_bytes_reduce_scatter: s.sent_bytes_reduce_scatter,
             sent_bytes_allreduce: s.sent_bytes_allreduce,
+            nvme_bytes: s.nvme_bytes,
+            nvme_read_bytes: s.nvme_read_bytes,
+            nvme_write_bytes: s.nvme_write_bytes,
+            nvme_direct_io: s.nvme_direct_io != 0,
+            nvme_uring: s.nvme_uring != 0,
         })
     }
 

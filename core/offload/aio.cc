@@ -1,0 +1,192 @@
+#include "core/offload/aio.h"
+
+#include <liburing.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace zero {
+namespace offload {
+
+struct Aio::Ring {
+  io_uring ring;
+  ~Ring() { io_uring_queue_exit(&ring); }
+};
+
+std::unique_ptr<Aio> Aio::Create(const AioOptions& options, std::string* note) {
+  std::unique_ptr<Aio> aio(new Aio(options));
+  if (options.use_uring) {
+    auto r = std::make_unique<Ring>();
+    const int rc = io_uring_queue_init(static_cast<unsigned>(options.queue_depth), &r->ring, 0);
+    if (rc == 0) {
+      aio->ring_ = std::move(r);
+    } else if (note) {
+      *note = absl::StrCat("io_uring refused (", std::strerror(-rc),
+                           "): blocking pread/pwrite on an IO thread");
+    }
+  } else if (note) {
+    *note = "io_uring off: blocking pread/pwrite on an IO thread";
+  }
+  aio->thread_ = std::thread([a = aio.get()] { a->Loop(); });
+  return aio;
+}
+
+Aio::Aio(const AioOptions& options) : options_(options) {
+  if (options_.queue_depth < 1) options_.queue_depth = 1;
+  if (options_.block_size < 4096) options_.block_size = 4096;
+  options_.block_size -= options_.block_size % 4096;  // keeps O_DIRECT pieces aligned
+}
+
+Aio::~Aio() {
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    done_cv_.wait(l, [&] { return pending_.empty() && inflight_ == 0; });
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Aio::Ticket Aio::Read(int fd, void* buf, size_t len, int64_t offset,
+                      const std::string& what) {
+  return Submit(fd, static_cast<char*>(buf), len, offset, false, what);
+}
+
+Aio::Ticket Aio::Write(int fd, const void* buf, size_t len, int64_t offset,
+                       const std::string& what) {
+  return Submit(fd, const_cast<char*>(static_cast<const char*>(buf)), len,
+                offset, true, what);
+}
+
+Aio::Ticket Aio::Submit(int fd, char* buf, size_t len, int64_t offset,
+                        bool write, const std::string& what) {
+  std::lock_guard<std::mutex> l(mu_);
+  const Ticket t = next_++;
+  Op& op = ops_[t];
+  op.what = what;
+  op.write = write;
+  const size_t bs = static_cast<size_t>(options_.block_size);
+  for (size_t a = 0; a < len; a += bs) {
+    pending_.push_back({t, fd, buf + a, std::min(bs, len - a),
+                        offset + static_cast<int64_t>(a), write});
+    ++op.pieces_left;
+  }
+  work_cv_.notify_one();
+  return t;
+}
+
+absl::Status Aio::Wait(Ticket t) {
+  std::unique_lock<std::mutex> l(mu_);
+  auto it = ops_.find(t);
+  if (it == ops_.end()) return absl::InternalError("aio: unknown ticket");
+  done_cv_.wait(l, [&] { return it->second.pieces_left == 0; });
+  absl::Status s = it->second.status;
+  ops_.erase(it);
+  return s;
+}
+
+void Aio::Complete(const Piece& p, int64_t res) {
+  Op& op = ops_[p.ticket];
+  if (res < 0) {
+    if (op.status.ok()) {
+      const int err = static_cast<int>(-res);
+      const std::string text = absl::StrCat(
+          p.write ? "write to " : "read from ", op.what, " at offset ", p.offset,
+          " (", p.len, " bytes) failed: ", std::strerror(err));
+      op.status = err == ENOSPC || err == EFBIG || err == EDQUOT
+                      ? absl::ResourceExhaustedError(text)
+                      : err == EACCES || err == EPERM || err == EROFS
+                            ? absl::PermissionDeniedError(text)
+                            : absl::DataLossError(text);
+    }
+  } else if (res == 0) {
+    if (op.status.ok()) {
+      op.status = p.write
+          ? absl::ResourceExhaustedError(absl::StrCat(
+                "write to ", op.what, " at offset ", p.offset, " made no progress (no space?)"))
+          : absl::DataLossError(absl::StrCat(
+                "read from ", op.what, " at offset ", p.offset, ": unexpected end of file ",
+                "(the file was truncated or replaced outside the engine)"));
+    }
+  } else if (static_cast<size_t>(res) < p.len && op.status.ok()) {
+    Piece rest = p;
+    rest.buf += res;
+    rest.len -= static_cast<size_t>(res);
+    rest.offset += res;
+    pending_.push_front(rest);
+    return;  // the op keeps this piece
+  }
+  if (--op.pieces_left == 0) done_cv_.notify_all();
+}
+
+void Aio::Loop() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (true) {
+    work_cv_.wait(l, [&] { return stop_ || !pending_.empty() || inflight_ > 0; });
+    if (stop_ && pending_.empty() && inflight_ == 0) return;
+    if (!ring_) {
+      // Blocking backend: one piece at a time, lock released meanwhile.
+      if (pending_.empty()) continue;
+      Piece p = pending_.front();
+      pending_.pop_front();
+      ++inflight_;
+      l.unlock();
+      ssize_t res;
+      do {
+        res = p.write ? ::pwrite(p.fd, p.buf, p.len, p.offset)
+                      : ::pread(p.fd, p.buf, p.len, p.offset);
+      } while (res < 0 && errno == EINTR);
+      const int64_t r = res < 0 ? -static_cast<int64_t>(errno) : res;
+      l.lock();
+      --inflight_;
+      Complete(p, r);
+      if (pending_.empty() && inflight_ == 0) done_cv_.notify_all();
+      continue;
+    }
+    // io_uring: top the queue up, then wait for at least one completion.
+    io_uring* ring = &ring_->ring;
+    while (inflight_ < options_.queue_depth && !pending_.empty()) {
+      io_uring_sqe* sqe = io_uring_get_sqe(ring);
+      if (sqe == nullptr) break;
+      Piece* p = new Piece(pending_.front());
+      pending_.pop_front();
+      if (p->write) {
+        io_uring_prep_write(sqe, p->fd, p->buf, static_cast<unsigned>(p->len), p->offset);
+      } else {
+        io_uring_prep_read(sqe, p->fd, p->buf, static_cast<unsigned>(p->len), p->offset);
+      }
+      io_uring_sqe_set_data(sqe, p);
+      ++inflight_;
+    }
+    l.unlock();
+    int rc;
+    do {
+      rc = io_uring_submit_and_wait(ring, 1);
+    } while (rc == -EINTR);
+    std::vector<std::pair<Piece*, int64_t>> done;
+    io_uring_cqe* cqe;
+    while (io_uring_peek_cqe(ring, &cqe) == 0) {
+      done.emplace_back(static_cast<Piece*>(io_uring_cqe_get_data(cqe)), cqe->res);
+      io_uring_cqe_seen(ring, cqe);
+    }
+    l.lock();
+    for (auto& [p, res] : done) {
+      --inflight_;
+      Complete(*p, res);
+      delete p;
+    }
+    if (rc < 0 && done.empty()) {
+      // The ring itself failed: fail everything queued, stop using it.
+      for (const Piece& p : pending_) Complete(p, rc);
+      pending_.clear();
+    }
+    if (pending_.empty() && inflight_ == 0) done_cv_.notify_all();
+  }
+}
+
+}  // namespace offload
+}  // namespace zero

@@ -1,0 +1,288 @@
+#include "core/offload/nvme_tier.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace zero {
+namespace offload {
+namespace {
+
+constexpr int64_t kAlign = 4096;
+
+int64_t RoundUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+absl::Status ErrnoStatus(int err, const std::string& text) {
+  const std::string msg = absl::StrCat(text, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT: return absl::NotFoundError(msg);
+    case EACCES: case EPERM: case EROFS: return absl::PermissionDeniedError(msg);
+    case ENOSPC: case EDQUOT: case EFBIG: return absl::ResourceExhaustedError(msg);
+    case ENOTDIR: return absl::FailedPreconditionError(msg);
+    default: return absl::InternalError(msg);
+  }
+}
+
+}  // namespace
+
+int64_t NvmeTier::region_bytes(const Chunk& c) const { return RoundUp(c.len * 4); }
+
+absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
+    const NvmeTierOptions& options, const std::vector<int64_t>& group_lens) {
+  const std::string& dir = options.dir;
+  const std::string key = "offload_optimizer.nvme_path";
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return absl::NotFoundError(absl::StrCat(key, " '", dir, "' does not exist"));
+    }
+    return ErrnoStatus(err, absl::StrCat(key, " '", dir, "'"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(key, " '", dir, "' is not a directory"));
+  }
+  std::unique_ptr<NvmeTier> t(new NvmeTier(options));
+  t->options_.num_arrays = std::max(1, options.num_arrays);
+  const int64_t ce = std::max<int64_t>(1, options.chunk_elems);
+  for (size_t g = 0; g < group_lens.size(); ++g) {
+    int64_t off = 0;
+    for (int64_t b = 0; b < group_lens[g]; b += ce) {
+      Chunk c{static_cast<int>(g), b, std::min(ce, group_lens[g] - b), off};
+      off += t->chunk_bytes(c);
+      t->chunks_.push_back(c);
+    }
+    t->slot_bytes_.push_back(off);
+  }
+  // Files: O_DIRECT where the file system takes it (tmpfs and overlay may
+  // refuse with EINVAL, at open or at the first transfer); buffered otherwise.
+  bool direct = options.try_direct;
+  for (size_t g = 0; g < group_lens.size(); ++g) {
+    const std::string path = absl::StrCat(dir, "/", options.tag, "_g", g, ".swp");
+    const int base = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
+    int fd = ::open(path.c_str(), base | (direct ? O_DIRECT : 0), 0600);
+    if (fd < 0 && direct && errno == EINVAL) {
+      direct = false;
+      t->stats_.note = absl::StrCat("O_DIRECT refused under '", dir, "' (EINVAL at open): buffered IO");
+      fd = ::open(path.c_str(), base, 0600);
+    }
+    if (fd < 0) {
+      return ErrnoStatus(errno, absl::StrCat(key, ": cannot create '", path, "'"));
+    }
+    t->fds_.push_back(fd);
+    t->paths_.push_back(path);
+    const int64_t size = 2 * t->slot_bytes_[g];
+    if (size > 0) {
+      int rc = ::posix_fallocate(fd, 0, size);
+      if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(fd, size) == 0 ? 0 : errno;
+      if (rc != 0) {
+        return ErrnoStatus(rc, absl::StrCat(key, ": cannot reserve ", size,
+                                            " bytes for '", path, "'"));
+      }
+    }
+    t->stats_.file_bytes += size;
+  }
+  t->buffer_bytes_ = kAlign;
+  for (const Chunk& c : t->chunks_) t->buffer_bytes_ = std::max(t->buffer_bytes_, t->chunk_bytes(c));
+  const int nbuf = std::max<int>(
+      1, std::min<int64_t>(std::max(2, options.buffer_count), static_cast<int64_t>(t->chunks_.size())));
+  for (int i = 0; i < nbuf; ++i) {
+    void* p = std::aligned_alloc(kAlign, static_cast<size_t>(t->buffer_bytes_));
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "nvme offload: cannot allocate a ", t->buffer_bytes_, "-byte host buffer"));
+    }
+    t->buffers_.push_back(static_cast<char*>(p));
+  }
+  t->stats_.host_bytes = t->stats_.host_high_water = nbuf * t->buffer_bytes_;
+  if (direct && !t->fds_.empty()) {
+    // Probe one aligned transfer: some file systems accept O_DIRECT at open
+    // and refuse the IO.
+    std::memset(t->buffers_[0], 0, kAlign);
+    if (::pwrite(t->fds_[0], t->buffers_[0], kAlign, 0) < 0 && errno == EINVAL) {
+      direct = false;
+      t->stats_.note = absl::StrCat("O_DIRECT refused under '", dir, "' (EINVAL at IO): buffered IO");
+      for (size_t g = 0; g < t->fds_.size(); ++g) {
+        ::close(t->fds_[g]);
+        t->fds_[g] = ::open(t->paths_[g].c_str(), O_RDWR | O_CLOEXEC);
+        if (t->fds_[g] < 0) {
+          return ErrnoStatus(errno, absl::StrCat(key, ": cannot reopen '", t->paths_[g], "'"));
+        }
+      }
+    }
+  }
+  t->stats_.direct_io = direct;
+  std::string aio_note;
+  t->aio_ = Aio::Create(options.aio, &aio_note);
+  t->stats_.uring = t->aio_->uring();
+  if (!aio_note.empty()) {
+    t->stats_.note = t->stats_.note.empty() ? aio_note : absl::StrCat(t->stats_.note, "; ", aio_note);
+  }
+  return t;
+}
+
+NvmeTier::~NvmeTier() {
+  aio_.reset();  // waits for IO in flight into the buffers
+  for (int fd : fds_) ::close(fd);
+  for (const std::string& p : paths_) ::unlink(p.c_str());
+  for (char* b : buffers_) std::free(b);
+}
+
+NvmeTierStats NvmeTier::stats() const { return stats_; }
+
+absl::Status NvmeTier::CheckSizes() const {
+  for (size_t g = 0; g < fds_.size(); ++g) {
+    struct stat st;
+    if (::fstat(fds_[g], &st) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("nvme offload: stat '", paths_[g], "'"));
+    }
+    if (st.st_size != 2 * slot_bytes_[g]) {
+      return absl::DataLossError(absl::StrCat(
+          "nvme offload: '", paths_[g], "' is ", st.st_size, " bytes, expected ",
+          2 * slot_bytes_[g], " (truncated or modified outside the engine); "
+          "the optimizer state is lost"));
+    }
+    if (st.st_nlink == 0) {
+      return absl::DataLossError(absl::StrCat(
+          "nvme offload: '", paths_[g], "' was deleted outside the engine"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Aio::Ticket NvmeTier::Io(const Chunk& c, int slot, char* buf, bool write) {
+  const int64_t off = slot * slot_bytes_[c.group] + c.file_offset;
+  const std::string& what = paths_[c.group];
+  const size_t n = static_cast<size_t>(chunk_bytes(c));
+  return write ? aio_->Write(fds_[c.group], buf, n, off, what)
+               : aio_->Read(fds_[c.group], buf, n, off, what);
+}
+
+absl::Status NvmeTier::Initialize(const ChunkFn& fn) {
+  const size_t B = buffers_.size();
+  std::vector<Aio::Ticket> wr(chunks_.size(), 0);
+  absl::Status first;
+  for (size_t k = 0; k < chunks_.size() && first.ok(); ++k) {
+    if (k >= B) {
+      first.Update(aio_->Wait(wr[k - B]));
+      wr[k - B] = 0;
+      if (!first.ok()) break;
+    }
+    const Chunk& c = chunks_[k];
+    char* buf = buffers_[k % B];
+    std::memset(buf, 0, static_cast<size_t>(chunk_bytes(c)));
+    float* arrays[3];
+    for (int a = 0; a < options_.num_arrays; ++a) {
+      arrays[a] = reinterpret_cast<float*>(buf + a * region_bytes(c));
+    }
+    first.Update(fn(c, arrays));
+    if (!first.ok()) break;
+    wr[k] = Io(c, committed_, buf, true);
+    stats_.bytes_written += chunk_bytes(c);
+  }
+  for (Aio::Ticket t : wr) {
+    if (t) first.Update(aio_->Wait(t));
+  }
+  return first;
+}
+
+absl::Status NvmeTier::Update(
+    const ChunkFn& fn, const std::function<absl::StatusOr<bool>(bool)>& agree) {
+  absl::Status first = CheckSizes();
+  const size_t n = chunks_.size();
+  const size_t B = buffers_.size();
+  const size_t ahead = B >= 3 ? B - 2 : 1;
+  const int rslot = committed_, wslot = 1 - committed_;
+  std::vector<Aio::Ticket> rd(n, 0), wr(n, 0);
+  size_t next_read = 0;
+  for (size_t k = 0; k < n && first.ok(); ++k) {
+    // Read ahead: chunk j goes into buffer j % B once chunk j-B is written.
+    while (next_read < n && next_read <= k + ahead && first.ok()) {
+      const size_t j = next_read++;
+      if (j >= B && wr[j - B]) {
+        first.Update(aio_->Wait(wr[j - B]));
+        wr[j - B] = 0;
+        if (!first.ok()) break;
+      }
+      rd[j] = Io(chunks_[j], rslot, buffers_[j % B], false);
+    }
+    if (!first.ok()) break;
+    first.Update(aio_->Wait(rd[k]));
+    rd[k] = 0;
+    if (!first.ok()) break;
+    const Chunk& c = chunks_[k];
+    stats_.bytes_read += chunk_bytes(c);
+    char* buf = buffers_[k % B];
+    float* arrays[3];
+    for (int a = 0; a < options_.num_arrays; ++a) {
+      arrays[a] = reinterpret_cast<float*>(buf + a * region_bytes(c));
+    }
+    first.Update(fn(c, arrays));
+    if (!first.ok()) break;
+    wr[k] = Io(c, wslot, buf, true);
+    stats_.bytes_written += chunk_bytes(c);
+  }
+  // Nothing may stay in flight into the buffers.
+  for (size_t j = 0; j < n; ++j) {
+    if (rd[j]) (void)aio_->Wait(rd[j]);
+    if (wr[j]) first.Update(aio_->Wait(wr[j]));
+  }
+  const bool ok = first.ok();
+  absl::StatusOr<bool> all = agree(ok);
+  if (!ok) return first;
+  if (!all.ok()) return all.status();
+  if (!*all) {
+    return absl::AbortedError(
+        "nvme offload: another rank failed its optimizer update; the step was "
+        "not applied on any rank");
+  }
+  committed_ = wslot;
+  return absl::OkStatus();
+}
+
+absl::Status NvmeTier::ReadRange(int g, int a, int64_t begin, int64_t len, float* out) {
+  return Range(g, a, begin, len, out, nullptr);
+}
+
+absl::Status NvmeTier::WriteRange(int g, int a, int64_t begin, int64_t len, const float* in) {
+  return Range(g, a, begin, len, nullptr, in);
+}
+
+absl::Status NvmeTier::Range(int g, int a, int64_t begin, int64_t len, float* out,
+                             const float* in) {
+  if (a < 0 || a >= options_.num_arrays) {
+    return absl::InvalidArgumentError(absl::StrCat("nvme offload: no state array ", a));
+  }
+  absl::Status s = CheckSizes();
+  if (!s.ok()) return s;
+  for (const Chunk& c : chunks_) {
+    if (c.group != g) continue;
+    const int64_t lo = std::max(begin, c.begin);
+    const int64_t hi = std::min(begin + len, c.begin + c.len);
+    if (hi <= lo) continue;
+    s = aio_->Wait(Io(c, committed_, buffers_[0], false));
+    if (!s.ok()) return s;
+    stats_.bytes_read += chunk_bytes(c);
+    float* arr = reinterpret_cast<float*>(buffers_[0] + a * region_bytes(c));
+    if (in == nullptr) {
+      std::memcpy(out + (lo - begin), arr + (lo - c.begin), static_cast<size_t>(hi - lo) * 4);
+      continue;
+    }
+    std::memcpy(arr + (lo - c.begin), in + (lo - begin), static_cast<size_t>(hi - lo) * 4);
+    s = aio_->Wait(Io(c, committed_, buffers_[0], true));
+    if (!s.ok()) return s;
+    stats_.bytes_written += chunk_bytes(c);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace offload
+}  // namespace zero

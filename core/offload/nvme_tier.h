@@ -1,0 +1,118 @@
+// Optimizer state on NVMe (DESIGN.md, Offload): one file per rank and
+// sub-group holding fp32 master weights and moments, streamed through a few
+// aligned host buffers.
+//
+// Layout. A group's owned range is cut into chunks of at most
+// `chunk_elems` elements; a chunk is stored as `num_arrays` regions (master,
+// m, v), each padded to 4 KiB, so one chunk is one contiguous O_DIRECT read.
+//
+// Nothing half-updated. Every file holds two slots (double buffer). A step
+// reads every chunk from the committed slot and writes the updated chunk to
+// the other one; only when all writes of the step have completed, on every
+// rank (the caller's `agree`), does the committed slot flip. A failed read or
+// write therefore leaves the previous step's state whole.
+//
+// Pipeline. With B = buffer_count host buffers, chunk k is updated while
+// chunk k+1.. k+B-2 are read and chunk k-1 is written; host memory for
+// optimizer state is B * chunk bytes, whatever the model size.
+#ifndef ZERO_CORE_OFFLOAD_NVME_TIER_H_
+#define ZERO_CORE_OFFLOAD_NVME_TIER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/offload/aio.h"
+
+namespace zero {
+namespace offload {
+
+struct NvmeTierOptions {
+  std::string dir;          // offload_optimizer.nvme_path
+  std::string tag;          // file name prefix, unique per engine and rank
+  int num_arrays = 3;       // master, m, v (SGD: 1 or 2)
+  int buffer_count = 4;     // host buffers, >= 2
+  int64_t chunk_elems = 1;  // sub_group_size
+  bool try_direct = true;   // O_DIRECT unless the file system refuses it
+  AioOptions aio;
+};
+
+struct NvmeTierStats {
+  int64_t host_bytes = 0;        // aligned host buffers held now
+  int64_t host_high_water = 0;   // most ever held
+  int64_t file_bytes = 0;        // on disk, both slots
+  int64_t bytes_read = 0, bytes_written = 0;  // cumulative
+  bool direct_io = false, uring = false;
+  std::string note;              // fallbacks taken, for logs
+};
+
+class NvmeTier {
+ public:
+  struct Chunk {
+    int group;
+    int64_t begin, len;  // elements, within the group's owned range
+    int64_t file_offset; // of this chunk inside one slot
+  };
+  // arrays[a] points at `len` floats of array a (0 master, 1 m, 2 v).
+  using ChunkFn = std::function<absl::Status(const Chunk&, float* const* arrays)>;
+
+  // One file per group with group_lens[g] owned elements. Errors name the
+  // path: NotFound (missing), FailedPrecondition (not a directory),
+  // PermissionDenied, ResourceExhausted (no space).
+  static absl::StatusOr<std::unique_ptr<NvmeTier>> Create(
+      const NvmeTierOptions& options, const std::vector<int64_t>& group_lens);
+  ~NvmeTier();  // closes and removes the files
+
+  const std::vector<Chunk>& chunks() const { return chunks_; }
+  const std::vector<std::string>& paths() const { return paths_; }
+
+  // Writes the initial state: fn fills each chunk's arrays (they arrive
+  // zeroed), written to the committed slot.
+  absl::Status Initialize(const ChunkFn& fn);
+
+  // One optimizer step: for each chunk in order, read (committed slot),
+  // fn (update in place), write (other slot), pipelined. Then
+  // agree(local_ok) returns whether every rank succeeded; only then the
+  // committed slot flips. Returns the first local error, or the agreement's.
+  absl::Status Update(const ChunkFn& fn,
+                      const std::function<absl::StatusOr<bool>(bool)>& agree);
+
+  // Reads the committed state of elements [begin, begin+len) of array `a`
+  // of group `g` into out.
+  absl::Status ReadRange(int g, int a, int64_t begin, int64_t len, float* out);
+
+  // Overwrites the committed state of those elements (checkpoint loads).
+  absl::Status WriteRange(int g, int a, int64_t begin, int64_t len, const float* in);
+
+  NvmeTierStats stats() const;
+
+ private:
+  NvmeTier(const NvmeTierOptions& options) : options_(options) {}
+  absl::Status CheckSizes() const;
+  Aio::Ticket Io(const Chunk& c, int slot, char* buf, bool write);
+  // Reads (and with `in`, rewrites) the chunks of group g overlapping
+  // [begin, begin+len) of array a, committed slot.
+  absl::Status Range(int g, int a, int64_t begin, int64_t len, float* out, const float* in);
+  int64_t region_bytes(const Chunk& c) const;
+  int64_t chunk_bytes(const Chunk& c) const { return region_bytes(c) * options_.num_arrays; }
+
+  NvmeTierOptions options_;
+  std::unique_ptr<Aio> aio_;
+  std::vector<Chunk> chunks_;
+  std::vector<int> fds_;
+  std::vector<std::string> paths_;
+  std::vector<int64_t> slot_bytes_;
+  int committed_ = 0;  // the slot holding the last completed step
+  std::vector<char*> buffers_;
+  int64_t buffer_bytes_ = 0;
+  NvmeTierStats stats_;
+};
+
+}  // namespace offload
+}  // namespace zero
+
+#endif  // ZERO_CORE_OFFLOAD_NVME_TIER_H_

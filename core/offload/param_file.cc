@@ -1,0 +1,171 @@
+#include "core/offload/param_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace zero {
+namespace offload {
+namespace {
+
+constexpr int64_t kAlign = 4096;
+
+absl::Status ErrnoStatus(int err, const std::string& text) {
+  const std::string msg = absl::StrCat(text, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT: return absl::NotFoundError(msg);
+    case EACCES: case EPERM: case EROFS: return absl::PermissionDeniedError(msg);
+    case ENOSPC: case EDQUOT: case EFBIG: return absl::ResourceExhaustedError(msg);
+    case ENOTDIR: return absl::FailedPreconditionError(msg);
+    default: return absl::DataLossError(msg);
+  }
+}
+
+struct Bounce {
+  explicit Bounce(int64_t n) : p(static_cast<char*>(std::aligned_alloc(kAlign, n))) {}
+  ~Bounce() { std::free(p); }
+  char* p;
+};
+
+// Full transfer or an error (a read past the end is a truncated file).
+absl::Status Transfer(int fd, char* buf, int64_t len, int64_t off, bool write,
+                      const std::string& path) {
+  while (len > 0) {
+    const ssize_t r = write ? ::pwrite(fd, buf, len, off) : ::pread(fd, buf, len, off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      return ErrnoStatus(errno, absl::StrCat(write ? "write to '" : "read from '", path,
+                                             "' at offset ", off, " failed"));
+    }
+    if (r == 0) {
+      return write ? absl::ResourceExhaustedError(absl::StrCat("write to '", path, "' made no progress"))
+                   : absl::DataLossError(absl::StrCat(
+                         "read from '", path, "' at offset ", off,
+                         ": unexpected end of file (truncated outside the engine)"));
+    }
+    buf += r;
+    off += r;
+    len -= r;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ParamFile>> ParamFile::Create(const std::string& dir,
+                                                             const std::string& name,
+                                                             int64_t bytes,
+                                                             bool try_direct) {
+  const std::string key = "offload_param.nvme_path";
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(key, " '", dir, "' does not exist"));
+    return ErrnoStatus(errno, absl::StrCat(key, " '", dir, "'"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(key, " '", dir, "' is not a directory"));
+  }
+  std::unique_ptr<ParamFile> f(new ParamFile());
+  f->path_ = absl::StrCat(dir, "/", name);
+  f->slot_ = std::max<int64_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  const int base = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
+  f->direct_ = try_direct;
+  f->fd_ = ::open(f->path_.c_str(), base | (try_direct ? O_DIRECT : 0), 0600);
+  if (f->fd_ < 0 && errno == EINVAL) {
+    f->direct_ = false;
+    f->fd_ = ::open(f->path_.c_str(), base, 0600);
+  }
+  if (f->fd_ < 0) {
+    const int err = errno;
+    f->path_.clear();  // not ours to unlink
+    return ErrnoStatus(err, absl::StrCat(key, ": cannot create '", dir, "/", name, "'"));
+  }
+  int rc = ::posix_fallocate(f->fd_, 0, 2 * f->slot_);
+  if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(f->fd_, 2 * f->slot_) == 0 ? 0 : errno;
+  if (rc != 0) {
+    return ErrnoStatus(rc, absl::StrCat(key, ": cannot reserve ", 2 * f->slot_, " bytes for '",
+                                        f->path_, "'"));
+  }
+  if (f->direct_) {
+    Bounce b(kAlign);
+    std::memset(b.p, 0, kAlign);
+    if (::pwrite(f->fd_, b.p, kAlign, 0) < 0 && errno == EINVAL) {
+      f->direct_ = false;
+      ::close(f->fd_);
+      f->fd_ = ::open(f->path_.c_str(), O_RDWR | O_CLOEXEC);
+      if (f->fd_ < 0) return ErrnoStatus(errno, absl::StrCat(key, ": cannot reopen '", f->path_, "'"));
+    }
+  }
+  return f;
+}
+
+ParamFile::~ParamFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!path_.empty()) ::unlink(path_.c_str());
+}
+
+absl::Status ParamFile::CheckSize() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat '", path_, "'"));
+  if (st.st_size != 2 * slot_) {
+    return absl::DataLossError(absl::StrCat(
+        "nvme offload: '", path_, "' is ", st.st_size, " bytes, expected ", 2 * slot_,
+        " (truncated or modified outside the engine); the working params are lost"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParamFile::Io(int slot, int64_t offset, int64_t len, char* data, bool write) {
+  if (len <= 0) return absl::OkStatus();
+  std::lock_guard<std::mutex> l(mu_);
+  absl::Status s = CheckSize();
+  if (!s.ok()) return s;
+  const int64_t base = slot * slot_;
+  if (!direct_) return Transfer(fd_, data, len, base + offset, write, path_);
+  // Aligned superset through a bounce buffer; a write reads it first so the
+  // bytes around [offset, offset+len) keep their values.
+  const int64_t a = offset / kAlign * kAlign;
+  const int64_t b = (offset + len + kAlign - 1) / kAlign * kAlign;
+  Bounce bounce(b - a);
+  if (!write || a != offset || b != offset + len) {
+    if (!write) {
+      s = Transfer(fd_, bounce.p, b - a, base + a, false, path_);
+    } else {
+      // Only the edge blocks need their old bytes.
+      s = Transfer(fd_, bounce.p, kAlign, base + a, false, path_);
+      if (s.ok() && b - a > kAlign) {
+        s = Transfer(fd_, bounce.p + (b - a - kAlign), kAlign, base + b - kAlign, false, path_);
+      }
+    }
+    if (!s.ok()) return s;
+  }
+  if (!write) {
+    std::memcpy(data, bounce.p + (offset - a), len);
+    return absl::OkStatus();
+  }
+  std::memcpy(bounce.p + (offset - a), data, len);
+  return Transfer(fd_, bounce.p, b - a, base + a, true, path_);
+}
+
+absl::Status ParamFile::Read(int64_t offset, int64_t len, void* out) {
+  return Io(committed_, offset, len, static_cast<char*>(out), false);
+}
+
+absl::Status ParamFile::Write(int64_t offset, int64_t len, const void* in) {
+  return Io(committed_ ^ 1, offset, len, const_cast<char*>(static_cast<const char*>(in)), true);
+}
+
+absl::Status ParamFile::WriteCommitted(int64_t offset, int64_t len, const void* in) {
+  return Io(committed_, offset, len, const_cast<char*>(static_cast<const char*>(in)), true);
+}
+
+}  // namespace offload
+}  // namespace zero

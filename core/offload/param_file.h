@@ -1,0 +1,60 @@
+// One rank's shard of stage-3 working params on NVMe
+// (offload_param.device = "nvme"): a file per group with two slots, like the
+// optimizer tier (nvme_tier.h). Gathers read the committed slot; a step
+// writes every element to the other slot and Commit() flips, so a failed
+// step leaves the previous working copy whole. Transfers are O_DIRECT through
+// 4 KiB-aligned bounce buffers (unaligned edges read-modify-write) where the
+// file system allows it, buffered otherwise. Blocking: reads are small
+// (one param's slice) and run on the comm stream ahead of the collective.
+#ifndef ZERO_CORE_OFFLOAD_PARAM_FILE_H_
+#define ZERO_CORE_OFFLOAD_PARAM_FILE_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace zero {
+namespace offload {
+
+class ParamFile {
+ public:
+  // `bytes` per slot. Errors as NvmeTier::Create, naming offload_param.nvme_path.
+  static absl::StatusOr<std::unique_ptr<ParamFile>> Create(const std::string& dir,
+                                                           const std::string& name,
+                                                           int64_t bytes,
+                                                           bool try_direct = true);
+  ~ParamFile();  // closes and removes the file
+
+  // Bytes [offset, offset+len) of the committed slot.
+  absl::Status Read(int64_t offset, int64_t len, void* out);
+  // Bytes [offset, offset+len) of the next slot (Commit makes it current).
+  absl::Status Write(int64_t offset, int64_t len, const void* in);
+  // Writes into the committed slot directly (initial values only).
+  absl::Status WriteCommitted(int64_t offset, int64_t len, const void* in);
+  void Commit() { committed_ ^= 1; }
+
+  const std::string& path() const { return path_; }
+  int64_t file_bytes() const { return 2 * slot_; }
+  bool direct_io() const { return direct_; }
+
+ private:
+  ParamFile() = default;
+  absl::Status Io(int slot, int64_t offset, int64_t len, char* data, bool write);
+  absl::Status CheckSize() const;
+
+  std::string path_;
+  int fd_ = -1;
+  bool direct_ = false;
+  int64_t slot_ = 0;  // bytes, rounded up to 4 KiB
+  int committed_ = 0;
+  std::mutex mu_;     // gathers (comm stream) and steps (caller) share the bounce
+};
+
+}  // namespace offload
+}  // namespace zero
+
+#endif  // ZERO_CORE_OFFLOAD_PARAM_FILE_H_

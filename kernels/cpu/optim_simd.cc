@@ -1,0 +1,199 @@
+// Compiled once per SIMD target by hwy/foreach_target.h; the HWY_ONCE part
+// at the end dispatches to the best target the CPU supports.
+#include "kernels/cpu/optim_simd.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/optim_simd.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cast_math.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace zero {
+namespace cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Every line mirrors one line of math::AdamUpdate (kernels/adam_math.h).
+template <bool kL2, bool kDecoupledWd>
+HWY_INLINE void AdamLoop(const math::AdamScalars& s, const float* g, float* p,
+                         float* m, float* v, size_t n, float* w) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto gs = hn::Set(d, s.grad_scale);
+  const auto wd = hn::Set(d, s.weight_decay);
+  const auto b1 = hn::Set(d, s.beta1);
+  const auto one_b1 = hn::Set(d, 1.0f - s.beta1);
+  const auto b2 = hn::Set(d, s.beta2);
+  const auto one_b2 = hn::Set(d, 1.0f - s.beta2);
+  const auto isb2 = hn::Set(d, s.inv_sqrt_bias_correction2);
+  const auto eps = hn::Set(d, s.eps);
+  const auto bc1 = hn::Set(d, s.bias_correction1);
+  const auto lr = hn::Set(d, s.lr);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto grad = hn::Mul(hn::LoadU(d, g + i), gs);
+    const auto param = hn::LoadU(d, p + i);
+    if (kL2) grad = hn::Add(grad, hn::Mul(wd, param));
+    const auto mm = hn::Add(hn::Mul(b1, hn::LoadU(d, m + i)), hn::Mul(one_b1, grad));
+    const auto vv = hn::Add(hn::Mul(b2, hn::LoadU(d, v + i)),
+                            hn::Mul(hn::Mul(one_b2, grad), grad));
+    const auto denom = hn::Add(hn::Mul(hn::Sqrt(vv), isb2), eps);
+    auto update = hn::Div(hn::Div(mm, bc1), denom);
+    if (kDecoupledWd) update = hn::Add(update, hn::Mul(wd, param));
+    const auto np = hn::Sub(param, hn::Mul(lr, update));
+    hn::StoreU(np, d, p + i);
+    hn::StoreU(mm, d, m + i);
+    hn::StoreU(vv, d, v + i);
+    if (w) hn::StoreU(np, d, w + i);
+  }
+  for (; i < n; ++i) {
+    math::AdamUpdate(s, g[i], &p[i], &m[i], &v[i]);
+    if (w) w[i] = p[i];
+  }
+}
+
+void AdamTileImpl(const math::AdamScalars& s, const float* g, float* p,
+                  float* m, float* v, size_t n, float* w) {
+  const bool has_wd = s.weight_decay != 0.0f;
+  if (!has_wd) return AdamLoop<false, false>(s, g, p, m, v, n, w);
+  if (s.decoupled) return AdamLoop<false, true>(s, g, p, m, v, n, w);
+  return AdamLoop<true, false>(s, g, p, m, v, n, w);
+}
+
+// Mirrors math::SgdUpdate.
+void SgdTileImpl(const math::SgdScalars& s, const float* g, float* p,
+                 float* buf, size_t n, float* w) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto gs = hn::Set(d, s.grad_scale);
+  const auto wd = hn::Set(d, s.weight_decay);
+  const auto mom = hn::Set(d, s.momentum);
+  const auto one_damp = hn::Set(d, 1.0f - s.dampening);
+  const auto lr = hn::Set(d, s.lr);
+  const bool has_wd = s.weight_decay != 0.0f, has_mom = s.momentum != 0.0f;
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto grad = hn::Mul(hn::LoadU(d, g + i), gs);
+    const auto param = hn::LoadU(d, p + i);
+    if (has_wd) grad = hn::Add(grad, hn::Mul(wd, param));
+    if (has_mom) {
+      const auto b = s.first_step
+                         ? grad
+                         : hn::Add(hn::Mul(mom, hn::LoadU(d, buf + i)),
+                                   hn::Mul(one_damp, grad));
+      hn::StoreU(b, d, buf + i);
+      grad = s.nesterov ? hn::Add(grad, hn::Mul(mom, b)) : b;
+    }
+    const auto np = hn::Sub(param, hn::Mul(lr, grad));
+    hn::StoreU(np, d, p + i);
+    if (w) hn::StoreU(np, d, w + i);
+  }
+  for (; i < n; ++i) {
+    float unused = 0.0f;
+    math::SgdUpdate(s, g[i], &p[i], buf ? &buf[i] : &unused);
+    if (w) w[i] = p[i];
+  }
+}
+
+// Mirrors math::FloatToBf16 with integer lanes.
+void ToBf16TileImpl(const float* src, uint16_t* dst, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<uint16_t, decltype(df)> d16;
+  const size_t N = hn::Lanes(df);
+  const auto abs_mask = hn::Set(du, 0x7fffffffu);
+  const auto inf = hn::Set(du, 0x7f800000u);
+  const auto round = hn::Set(du, 0x7fffu);
+  const auto one = hn::Set(du, 1u);
+  const auto quiet = hn::Set(du, 0x40u);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto u = hn::BitCast(du, hn::LoadU(df, src + i));
+    const auto is_nan = hn::Gt(hn::And(u, abs_mask), inf);
+    const auto lsb = hn::And(hn::ShiftRight<16>(u), one);
+    const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(round, lsb)));
+    const auto nan = hn::Or(hn::ShiftRight<16>(u), quiet);
+    const auto r = hn::IfThenElse(is_nan, nan, rounded);
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, r)), d16, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = math::FloatToBf16(src[i]);
+}
+
+// Mirrors math::FloatToHalf in int32 lanes (all values compared are
+// non-negative). Subnormal halves: |x| * 2^24 is exact and Round() is
+// round-to-nearest-even, which is what the scalar integer code computes.
+void ToF16TileImpl(const float* src, uint16_t* dst, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<uint16_t, decltype(df)> d16;
+  const size_t N = hn::Lanes(df);
+  const auto abs_mask = hn::Set(di, 0x7fffffff);
+  const auto sign_mask = hn::Set(di, 0x8000);
+  const auto rebias = hn::Set(di, 0x38000000);
+  const auto round = hn::Set(di, 0xfff);
+  const auto one = hn::Set(di, 1);
+  const auto min_normal = hn::Set(di, 0x38800000);
+  const auto max_finite = hn::Set(di, 0x477fefff);  // abs > this: inf
+  const auto inf_bits = hn::Set(di, 0x7f800000);
+  const auto h_inf = hn::Set(di, 0x7c00);
+  const auto h_nan = hn::Set(di, 0x7e00);
+  const auto two24 = hn::Set(df, 16777216.0f);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto x = hn::LoadU(df, src + i);
+    const auto u = hn::BitCast(di, x);
+    const auto sign = hn::And(hn::ShiftRight<16>(u), sign_mask);
+    const auto abs = hn::And(u, abs_mask);
+    const auto normal = hn::ShiftRight<13>(
+        hn::Add(hn::Sub(abs, rebias), hn::Add(round, hn::And(hn::ShiftRight<13>(abs), one))));
+    const auto sub = hn::ConvertTo(di, hn::Round(hn::Mul(hn::BitCast(df, abs), two24)));
+    auto r = hn::IfThenElse(hn::Lt(abs, min_normal), sub, normal);
+    r = hn::IfThenElse(hn::Gt(abs, max_finite), h_inf, r);
+    r = hn::IfThenElse(hn::Gt(abs, inf_bits), h_nan, r);
+    hn::StoreU(hn::DemoteTo(d16, hn::Or(r, sign)), d16, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = math::FloatToHalf(src[i]);
+}
+
+const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace cpu
+}  // namespace zero
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace zero {
+namespace cpu {
+
+HWY_EXPORT(AdamTileImpl);
+HWY_EXPORT(SgdTileImpl);
+HWY_EXPORT(ToBf16TileImpl);
+HWY_EXPORT(ToF16TileImpl);
+HWY_EXPORT(TargetNameImpl);
+
+void AdamTile(const math::AdamScalars& s, const float* g, float* p, float* m,
+              float* v, size_t n, float* w) {
+  HWY_DYNAMIC_DISPATCH(AdamTileImpl)(s, g, p, m, v, n, w);
+}
+
+void SgdTile(const math::SgdScalars& s, const float* g, float* p, float* buf,
+             size_t n, float* w) {
+  HWY_DYNAMIC_DISPATCH(SgdTileImpl)(s, g, p, buf, n, w);
+}
+
+void ToBf16Tile(const float* src, uint16_t* dst, size_t n) {
+  HWY_DYNAMIC_DISPATCH(ToBf16TileImpl)(src, dst, n);
+}
+
+void ToF16Tile(const float* src, uint16_t* dst, size_t n) {
+  HWY_DYNAMIC_DISPATCH(ToF16TileImpl)(src, dst, n);
+}
+
+const char* SimdTargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
+
+}  // namespace cpu
+}  // namespace zero
+#endif  // HWY_ONCE

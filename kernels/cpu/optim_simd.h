@@ -1,0 +1,31 @@
+// Highway (SIMD, dynamic dispatch up to AVX-512) optimizer loops over one
+// contiguous tile. Same operation order as kernels/adam_math.h, no FMA
+// contraction: results are bitwise those of math::AdamUpdate / SgdUpdate.
+// Threads are the caller's business (cpu_kernels.cc splits into tiles).
+#ifndef ZERO_KERNELS_CPU_OPTIM_SIMD_H_
+#define ZERO_KERNELS_CPU_OPTIM_SIMD_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/adam_math.h"
+
+namespace zero {
+namespace cpu {
+
+// `w`, if not null, receives the updated p (fp32 working copy).
+void AdamTile(const math::AdamScalars& s, const float* g, float* p, float* m,
+              float* v, size_t n, float* w);
+void SgdTile(const math::SgdScalars& s, const float* g, float* p, float* buf,
+             size_t n, float* w);
+// dst[i] = FloatToBf16(src[i]), bitwise as kernels/cast_math.h.
+void ToBf16Tile(const float* src, uint16_t* dst, size_t n);
+// dst[i] = FloatToHalf(src[i]), bitwise as kernels/cast_math.h.
+void ToF16Tile(const float* src, uint16_t* dst, size_t n);
+// Name of the instruction set the dispatcher picked (e.g. "AVX3").
+const char* SimdTargetName();
+
+}  // namespace cpu
+}  // namespace zero
+
+#endif  // ZERO_KERNELS_CPU_OPTIM_SIMD_H_

@@ -1,0 +1,385 @@
+// offload_optimizer.device = "nvme": master weights and Adam moments live in
+// files under nvme_path and stream through a few host buffers. Training ends
+// bitwise where in-memory training ends (same kernels, same order), host
+// memory for optimizer state stays under buffer_count sub-groups, and broken
+// paths or files are clear errors.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/comm/thread_communicator.h"
+#include "core/common/dtype.h"
+#include "core/engine/engine.h"
+#include "tests/testing/mlp_harness.h"
+
+namespace zero {
+namespace testing {
+namespace {
+
+std::string FreshDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  static int n = 0;
+  std::string dir = std::string(base ? base : "/tmp") + "/" + name + std::to_string(n++);
+  ::mkdir(dir.c_str(), 0700);
+  return dir;
+}
+
+std::vector<std::string> FilesIn(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(dir + "/" + n);
+  }
+  ::closedir(d);
+  return out;
+}
+
+Config BaseConfig(int stage, DType dtype) {
+  Config c;
+  c.stage = stage;
+  c.dtype = dtype;
+  c.lr = 1e-2;
+  c.weight_decay = 0.01;
+  c.steps_per_print = 0;
+  c.comm_timeout_seconds = 30;
+  c.initial_scale_power = 8;
+  c.reduce_bucket_size = 100;
+  c.stage3_param_persistence_threshold = 10;
+  c.sub_group_size = 96;  // several groups, each a few chunks
+  return c;
+}
+
+Config Nvme(Config c, const std::string& dir) {
+  c.offload_optimizer.device = "nvme";
+  c.offload_optimizer.nvme_path = dir;
+  c.offload_optimizer.buffer_count = 3;
+  return c;
+}
+
+MlpResult TrainAt(const Config& c, int world, const MlpSpec& spec) {
+  std::vector<MlpResult> results(world);
+  std::mutex mu;
+  RunThreads(world, [&](int rank, Communicator* comm) {
+    auto r = TrainMlp(c, comm, spec);
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_TRUE(r.ok()) << "rank " << rank << ": " << r.status();
+    if (r.ok()) results[rank] = std::move(*r);
+  });
+  return results[0];
+}
+
+// Master params bitwise equal; and, unless one run resumed mid-way, every
+// step's norm and skip flag.
+void ExpectBitwiseEqual(const MlpResult& a, const MlpResult& b, bool steps = true) {
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    ASSERT_EQ(a.params[i].size(), b.params[i].size());
+    for (size_t j = 0; j < a.params[i].size(); ++j) {
+      ASSERT_EQ(a.params[i][j], b.params[i][j]) << a.names[i] << "[" << j << "]";
+    }
+  }
+  if (!steps) return;
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  for (size_t s = 0; s < a.steps.size(); ++s) {
+    EXPECT_EQ(a.steps[s].grad_norm, b.steps[s].grad_norm) << "step " << s;
+    EXPECT_EQ(a.steps[s].skipped, b.steps[s].skipped) << "step " << s;
+  }
+}
+
+class NvmeOffloadTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+// The kernels are elementwise and run in the same order, so streaming the
+// state through files changes no bit, in any dtype.
+TEST_P(NvmeOffloadTest, TrainsBitwiseLikeInMemory) {
+  const int stage = std::get<0>(GetParam());
+  const int world = std::get<1>(GetParam());
+  const DType dtype = static_cast<DType>(std::get<2>(GetParam()));
+  Config c = BaseConfig(stage, dtype);
+  MlpSpec spec;
+  if (dtype == DType::kF16) spec.inf_step = 4;  // a skipped step on the way
+  MlpResult mem = TrainAt(c, world, spec);
+  const std::string dir = FreshDir("nvme");
+  MlpResult nvme = TrainAt(Nvme(c, dir), world, spec);
+  ExpectBitwiseEqual(nvme, mem);
+  EXPECT_EQ(nvme.stats.master_bytes, 0);
+  EXPECT_GT(nvme.stats.nvme_bytes, 0);
+  EXPECT_GT(nvme.stats.nvme_write_bytes, 0);
+  EXPECT_TRUE(FilesIn(dir).empty()) << "state files left after destroy";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    StagesWorldsDtypes, NvmeOffloadTest,
+    ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 3),
+                       ::testing::Values(0, 1, 2)),
+    [](const ::testing::TestParamInfo<NvmeOffloadTest::ParamType>& i) {
+      return "stage" + std::to_string(std::get<0>(i.param)) + "_world" +
+             std::to_string(std::get<1>(i.param)) + "_" +
+             DTypeName(static_cast<DType>(std::get<2>(i.param)));
+    });
+
+TEST(NvmeOffload, SgdWithMomentumTrainsBitwiseLikeInMemory) {
+  Config c = BaseConfig(2, DType::kF32);
+  c.optimizer = OptimizerType::kSgd;
+  c.momentum = 0.9;
+  MlpSpec spec;
+  MlpResult mem = TrainAt(c, 3, spec);
+  MlpResult nvme = TrainAt(Nvme(c, FreshDir("sgd")), 3, spec);
+  ExpectBitwiseEqual(nvme, mem);
+}
+
+// Optimizer state larger than the host may hold for it: buffer_count
+// sub-groups of 2048 elements (4 x 2048 x 12 bytes = 96 KiB) for ~220 KiB of
+// master + m + v.
+TEST(NvmeOffload, HostBytesStayUnderTheCapWhileStateIsLarger) {
+  Config c = BaseConfig(1, DType::kF32);
+  c.sub_group_size = 2048;
+  MlpSpec spec;
+  spec.in = 64;
+  spec.hidden = 256;
+  spec.out = 8;
+  spec.steps = 4;
+  Config n = Nvme(c, FreshDir("cap"));
+  n.offload_optimizer.buffer_count = 4;
+  const int64_t cap = 4 * 2048 * 12;
+  MlpResult mem = TrainAt(c, 1, spec);
+  MlpResult nvme = TrainAt(n, 1, spec);
+  ExpectBitwiseEqual(nvme, mem);
+  const int64_t state = nvme.stats.trainable_numel * 12;
+  EXPECT_GT(state, 2 * cap);
+  EXPECT_EQ(mem.stats.master_bytes + mem.stats.optimizer_bytes,
+            nvme.stats.padded_numel * 12);
+  EXPECT_GT(nvme.stats.optimizer_bytes, 0);
+  EXPECT_LE(nvme.stats.master_bytes + nvme.stats.optimizer_bytes, cap);
+  EXPECT_GE(nvme.stats.nvme_bytes, 2 * state);  // double-buffered on disk
+  // Every step reads and writes all of it once.
+  EXPECT_GE(nvme.stats.nvme_write_bytes, (spec.steps + 1) * state);
+}
+
+TEST(NvmeOffload, MissingPathIsAClearError) {
+  Config c = Nvme(BaseConfig(2, DType::kF32), "/nonexistent/zero_nvme");
+  MlpSpec spec;
+  auto comms = MakeThreadCommunicators(1);
+  auto r = TrainMlp(c, comms[0].get(), spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+  EXPECT_NE(r.status().message().find("offload_optimizer.nvme_path '/nonexistent/zero_nvme'"),
+            std::string::npos) << r.status();
+}
+
+TEST(NvmeOffload, UnwritablePathIsAClearError) {
+  Config c = Nvme(BaseConfig(2, DType::kF32), "/sys");  // refuses even root
+  MlpSpec spec;
+  auto comms = MakeThreadCommunicators(1);
+  auto r = TrainMlp(c, comms[0].get(), spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << r.status();
+}
+
+// Stage 3, offload_param "nvme": each rank's shard of the working copy lives
+// in a file; gathers read their slice from it. With the optimizer on NVMe
+// too, only gathered params, persistent small params and buffers stay in
+// host memory.
+class NvmeParamTest : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
+
+TEST_P(NvmeParamTest, Stage3ParamsOnNvmeTrainBitwiseLikeInMemory) {
+  const int world = std::get<0>(GetParam());
+  const DType dtype = static_cast<DType>(std::get<1>(GetParam()));
+  const bool optimizer_too = std::get<2>(GetParam());
+  Config c = BaseConfig(3, dtype);
+  MlpSpec spec;
+  MlpResult mem = TrainAt(c, world, spec);
+  const std::string dir = FreshDir("param");
+  Config n = optimizer_too ? Nvme(c, dir) : c;
+  n.offload_param.device = "nvme";
+  n.offload_param.nvme_path = dir;
+  MlpResult got = TrainAt(n, world, spec);
+  ExpectBitwiseEqual(got, mem);
+  EXPECT_LT(got.stats.param_bytes, mem.stats.param_bytes);
+  EXPECT_GT(got.stats.nvme_bytes, 0);
+  EXPECT_TRUE(FilesIn(dir).empty()) << "files left after destroy";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    WorldsDtypes, NvmeParamTest,
+    ::testing::Combine(::testing::Values(1, 3), ::testing::Values(0, 1, 2), ::testing::Bool()),
+    [](const ::testing::TestParamInfo<NvmeParamTest::ParamType>& i) {
+      return "world" + std::to_string(std::get<0>(i.param)) + "_" +
+             DTypeName(static_cast<DType>(std::get<1>(i.param))) +
+             (std::get<2>(i.param) ? "_optimizer_nvme" : "_optimizer_in_memory");
+    });
+
+TEST(NvmeOffload, ParamOffloadBelowStage3IsRejected) {
+  Config c = BaseConfig(2, DType::kF32);
+  c.offload_param.device = "nvme";
+  c.offload_param.nvme_path = FreshDir("p2");
+  absl::Status s = c.Resolve(1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("offload_param.device"), std::string::npos) << s;
+}
+
+TEST(NvmeOffload, ParamOffloadMissingPathIsAClearError) {
+  Config c = BaseConfig(3, DType::kF32);
+  c.offload_param.device = "nvme";
+  c.offload_param.nvme_path = "/nonexistent/zero_params";
+  MlpSpec spec;
+  auto comms = MakeThreadCommunicators(1);
+  auto r = TrainMlp(c, comms[0].get(), spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+  EXPECT_NE(r.status().message().find("offload_param.nvme_path '/nonexistent/zero_params'"),
+            std::string::npos) << r.status();
+}
+
+TEST(NvmeOffload, FromDsConfigJson) {
+  const std::string dir = FreshDir("json");
+  auto c = ParseDsConfig(R"({"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 2, "sub_group_size": 1000,
+        "offload_optimizer": {"device": "nvme", "nvme_path": ")" + dir + R"(",
+                              "buffer_count": 4}},
+      "aio": {"block_size": 262144, "queue_depth": 16}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->Resolve(1).ok());
+}
+
+// Drives one engine by hand: one 5000-element param, constant gradients.
+class ManualEngine {
+ public:
+  explicit ManualEngine(const std::string& dir) : comms_(MakeThreadCommunicators(1)) {
+    Config c = Nvme(BaseConfig(2, DType::kF32), dir);
+    c.sub_group_size = 1024;
+    auto e = Engine::Create(c, comms_[0].get());
+    EXPECT_TRUE(e.ok()) << e.status();
+    engine_ = std::move(*e);
+    ParamSpec p;
+    p.name = "w";
+    p.shape = {5000};
+    EXPECT_TRUE(engine_->RegisterParam(p).ok());
+    EXPECT_TRUE(engine_->Finalize().ok());
+  }
+  absl::Status Step() {
+    auto g = engine_->GradBuffer(0);
+    if (!g.ok()) return g.status();
+    float* d = static_cast<float*>(*g);
+    for (int i = 0; i < 5000; ++i) d[i] = 0.001f * (i % 7 - 3);
+    absl::Status s = engine_->GradReady(0);
+    if (!s.ok()) return s;
+    return engine_->Step().status();
+  }
+  Engine* engine() { return engine_.get(); }
+  void Destroy() { engine_.reset(); }
+
+ private:
+  std::vector<std::unique_ptr<Communicator>> comms_;
+  std::unique_ptr<Engine> engine_;
+};
+
+// Checkpoints see NVMe-held state like in-memory state: a run saved with
+// NVMe offload resumes in memory, and the other way round, bitwise equal to
+// the uninterrupted in-memory run.
+TEST(NvmeOffload, CheckpointsMoveBetweenNvmeAndMemoryBitwise) {
+  for (int stage : {1, 3}) {
+    Config mem = BaseConfig(stage, DType::kF32);
+    Config nv = Nvme(mem, FreshDir("ck_nvme"));
+    if (stage == 3) {
+      nv.offload_param.device = "nvme";
+      nv.offload_param.nvme_path = nv.offload_optimizer.nvme_path;
+    }
+    MlpSpec full;
+    full.ckpt_dir = FreshDir("ck_full");
+    full.save_after = 5;
+    MlpResult a = TrainAt(mem, 3, full);
+
+    MlpSpec from_mem;
+    from_mem.resume_dir = full.ckpt_dir;
+    from_mem.resume_tag = "mid";
+    MlpResult b = TrainAt(nv, 3, from_mem);
+    ASSERT_EQ(b.steps.size(), 5u);
+    ExpectBitwiseEqual(b, a, /*steps=*/false);
+
+    MlpSpec nvme_full = full;
+    nvme_full.ckpt_dir = FreshDir("ck_nvme_full");
+    MlpResult c = TrainAt(nv, 3, nvme_full);
+    ExpectBitwiseEqual(c, a);
+    MlpSpec from_nvme;
+    from_nvme.resume_dir = nvme_full.ckpt_dir;
+    from_nvme.resume_tag = "mid";
+    MlpResult d = TrainAt(mem, 3, from_nvme);
+    ASSERT_EQ(d.steps.size(), 5u);
+    ExpectBitwiseEqual(d, a, /*steps=*/false);
+    EXPECT_TRUE(FilesIn(nv.offload_optimizer.nvme_path).empty());
+  }
+}
+
+// Checkpoints read and restore the owned state the same way, in memory or
+// on NVMe.
+TEST(NvmeOffload, OwnedStateReadsAndWritesWhereverItLives) {
+  for (bool nvme : {false, true}) {
+    Config c = BaseConfig(2, DType::kF32);
+    c.sub_group_size = 1024;
+    if (nvme) c = Nvme(c, FreshDir("state"));
+    auto comms = MakeThreadCommunicators(1);
+    auto e = Engine::Create(c, comms[0].get());
+    ASSERT_TRUE(e.ok()) << e.status();
+    ParamSpec p;
+    p.name = "w";
+    p.shape = {3000};
+    std::vector<float> init(3000);
+    for (int i = 0; i < 3000; ++i) init[i] = 0.5f * i;
+    p.init = init.data();
+    ASSERT_TRUE((*e)->RegisterParam(p).ok());
+    ASSERT_TRUE((*e)->Finalize().ok());
+    std::vector<float> got(1500);
+    ASSERT_TRUE((*e)->ReadOwnedState(0, 0, 1000, 1500, got.data()).ok());
+    for (int i = 0; i < 1500; ++i) ASSERT_EQ(got[i], 0.5f * (1000 + i));
+    std::vector<float> v(1500, 0.25f);
+    ASSERT_TRUE((*e)->WriteOwnedState(0, 2, 1000, 1500, v.data()).ok());
+    ASSERT_TRUE((*e)->ReadOwnedState(0, 2, 0, 3000, init.data()).ok());
+    for (int i = 0; i < 3000; ++i) {
+      ASSERT_EQ(init[i], i >= 1000 && i < 2500 ? 0.25f : 0.0f) << "nvme " << nvme << " " << i;
+    }
+    EXPECT_FALSE((*e)->ReadOwnedState(0, 0, 2999, 100, got.data()).ok());
+  }
+}
+
+TEST(NvmeOffload, FileTruncatedBetweenStepsIsAClearErrorNotACrash) {
+  const std::string dir = FreshDir("trunc");
+  ManualEngine m(dir);
+  ASSERT_TRUE(m.Step().ok());
+  std::vector<std::string> files = FilesIn(dir);
+  ASSERT_EQ(files.size(), 1u);
+  ASSERT_EQ(::truncate(files[0].c_str(), 100), 0);
+  absl::Status s = m.Step();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(files[0]), std::string::npos) << s;
+  // The engine refuses further work instead of training on lost state.
+  EXPECT_FALSE(m.Step().ok());
+  m.Destroy();
+  EXPECT_TRUE(FilesIn(dir).empty());
+}
+
+TEST(NvmeOffload, FilesExistWhileTrainingAndGoAwayOnDestroy) {
+  const std::string dir = FreshDir("life");
+  ManualEngine m(dir);
+  ASSERT_TRUE(m.Step().ok());
+  ASSERT_TRUE(m.Step().ok());
+  EXPECT_EQ(FilesIn(dir).size(), 1u);
+  EngineStats st = m.engine()->Stats();
+  EXPECT_EQ(st.nvme_bytes, 2 * 5 * 3 * 4096);  // 5 chunks x 3 arrays x 4 KiB, 2 slots
+  std::printf("direct_io=%d uring=%d note='%s'\n", st.nvme_direct_io, st.nvme_uring,
+              st.offload_note.c_str());
+  m.Destroy();
+  EXPECT_TRUE(FilesIn(dir).empty());
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace zero
