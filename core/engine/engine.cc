@@ -47,8 +47,8 @@ Engine::Engine(const Config& config, std::unique_ptr<Communicator> comm)
     : config_(config),
       comm_(std::move(comm)),
       device_(MakeCpuDevice()),
-      stream_(std::make_unique<CommStream>(config.OverlapComm())),
       ctrl_(comm_.get()),
+      stream_(std::make_unique<CommStream>(config.OverlapComm())),
       rank_(comm_->rank()),
       world_(comm_->world_size()),
       scaler_(config.dtype == DType::kF16 && config.loss_scale == 0.0,
@@ -982,26 +982,7 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
   for (auto& f : param_files_) f->Commit();
   g32.clear();
   zero_grads();
-  // Publish the updated working copy: stages 1-2 all-gather the shards;
-  // stage 3 refreshes the params kept whole on every rank.
-  auto publish = [&]() -> absl::Status {
-    if ((stage == 1 || stage == 2) && world_ > 1) {
-      for (size_t g = 0; g < groups_.size(); ++g) {
-        const LayoutGroup& lg = layout_.groups()[g];
-        char* w = groups_[g].working.data<char>();
-        RETURN_IF_ERROR(comm_->AllGatherV(w + lg.shard * rank_ * es, w,
-                                          std::vector<int64_t>(world_, lg.shard), t));
-      }
-    }
-    if (stage == 3) {
-      for (int id : trainable_ids_) {
-        Param& p = params_[id];
-        if (p.persistent) RETURN_IF_ERROR(GatherInto(p.li, p.whole.data()));
-      }
-    }
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(stream_->Wait(stream_->Submit(publish)));
+  RETURN_IF_ERROR(stream_->Wait(stream_->Submit([this] { return PublishWorkingCopy(); })));
   (void)stream_->Drain();
   RETURN_IF_ERROR(scaler_.Update(false));
   ++global_step_;
@@ -1233,6 +1214,16 @@ absl::Status Engine::RebuildWorkingFromMaster() {
     device_->Memset0(gs.grads.data(), gs.grads.bytes());
   }
   device_->Synchronize();
+  return PublishWorkingCopy();
+}
+
+// After the owners updated their shards of the working copy: stages 1-2
+// all-gather the shards; stage 3 refreshes the params kept whole everywhere.
+// Runs on the comm stream.
+absl::Status Engine::PublishWorkingCopy() {
+  const int stage = config_.stage;
+  const DType t = config_.dtype;
+  const size_t es = DTypeSize(t);
   if ((stage == 1 || stage == 2) && world_ > 1) {
     for (size_t g = 0; g < groups_.size(); ++g) {
       const LayoutGroup& lg = layout_.groups()[g];

@@ -167,6 +167,7 @@ class Engine {
   void FreeLive(int id);
 
   absl::StatusOr<StepInfo> Boundary();
+  absl::Status PublishWorkingCopy();
   void MaybePrint(const StepInfo& info);
   void* WorkingPtr(int li) const;  // stage <= 2
   // NVMe optimizer offload: files created and initial state written.
