@@ -64,10 +64,11 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &world_);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    // Ranks on this node (OpenMPI tells; else assume one per node).
+    // Ranks on this node (OpenMPI tells; else assume one per node), each
+    // with a compute thread and a comm thread that polls here.
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     const unsigned local_ranks = local ? static_cast<unsigned>(std::atoi(local)) : 1;
-    oversubscribed_ = local_ranks > std::max(1u, std::thread::hardware_concurrency());
+    oversubscribed_ = 2 * local_ranks > std::max(1u, std::thread::hardware_concurrency());
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -223,9 +224,9 @@ class MpiCommunicator : public Communicator {
             " s on rank ", rank_, " of ", world_,
             ": a peer is dead or stuck (comm_timeout_seconds)"));
       }
-      // Progress happens inside MPI_Test, so poll; with more local ranks
-      // than cores, back off into short sleeps so the peers we wait for get
-      // the core (spinning would starve them).
+      // Progress happens inside MPI_Test, so poll; when the node's threads
+      // outnumber its cores, back off into short sleeps so the peers (and our
+      // own compute thread) get the core: spinning would starve them.
       if (oversubscribed_ && spins > 64) {
         std::this_thread::sleep_for(std::chrono::microseconds(spins > 4096 ? 100 : 5));
       } else {

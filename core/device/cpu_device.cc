@@ -1,5 +1,8 @@
 // The CPU device: aligned host memory.
+#include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 
@@ -82,6 +85,25 @@ class CpuDevice : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> MakeCpuDevice() { return std::make_unique<CpuDevice>(); }
+// Ranks sharing a node share its cores: unless the user chose
+// OMP_NUM_THREADS, give each rank its share (as DeepSpeed's launcher does),
+// so idle OpenMP workers of one rank do not spin on cores another needs.
+void ShareCoresWithLocalRanks() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (local == nullptr) local = std::getenv("SLURM_NTASKS_PER_NODE");
+    const int ranks = local ? std::max(1, std::atoi(local)) : 1;
+    if (ranks <= 1) return;
+    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    cpu::SetThreads(std::max(1, cores / ranks));
+  });
+}
+
+std::unique_ptr<Device> MakeCpuDevice() {
+  ShareCoresWithLocalRanks();
+  return std::make_unique<CpuDevice>();
+}
 
 }  // namespace zero

@@ -1,6 +1,9 @@
 #include "kernels/cpu/cpu_kernels.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "kernels/cast_math.h"
@@ -13,6 +16,14 @@ namespace {
 
 // Below this many elements threads cost more than they save.
 constexpr int64_t kParallelMin = 1 << 15;
+
+// Set by SetThreads for every calling thread alike (omp_set_num_threads
+// would reach only the thread that calls it, not the comm thread).
+std::atomic<int> g_threads{0};
+inline int Threads() {
+  const int t = g_threads.load(std::memory_order_relaxed);
+  return t > 0 ? t : omp_get_max_threads();
+}
 
 inline float Load(const void* x, DType t, int64_t i) {
   switch (t) {
@@ -38,7 +49,7 @@ constexpr int64_t kTile = 4096;
 template <typename Update>
 void Tiled(int64_t n, void* work, DType work_dtype, float* p, Update update) {
   const int64_t tiles = (n + kTile - 1) / kTile;
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for schedule(static) num_threads(Threads()) if (n >= kParallelMin)
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t a = t * kTile;
     const int64_t len = std::min(kTile, n - a);
@@ -55,6 +66,8 @@ void Tiled(int64_t n, void* work, DType work_dtype, float* p, Update update) {
 
 }  // namespace
 
+void SetThreads(int n) { g_threads = n; }
+
 void AdamStep(const math::AdamScalars& s, const float* g, float* p, float* m,
               float* v, int64_t n, void* work, DType work_dtype) {
   Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
@@ -70,7 +83,7 @@ void SgdStep(const math::SgdScalars& s, const float* g, float* p, float* buf,
 }
 
 void ToF32(const void* src, DType t, float* dst, int64_t n, float scale) {
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for schedule(static) num_threads(Threads()) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) dst[i] = Load(src, t, i) * scale;
 }
 
@@ -79,24 +92,24 @@ void FromF32(const float* src, void* dst, DType t, int64_t n) {
     std::memcpy(dst, src, n * sizeof(float));
     return;
   }
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for schedule(static) num_threads(Threads()) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) Store(dst, t, i, src[i]);
 }
 
 void Accumulate(void* dst, const void* src, DType t, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for schedule(static) num_threads(Threads()) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) Store(dst, t, i, Load(dst, t, i) + Load(src, t, i));
 }
 
 void AccumulateF32(void* dst, const float* src, float scale, DType t,
                    int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for schedule(static) num_threads(Threads()) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) Store(dst, t, i, Load(dst, t, i) + src[i] * scale);
 }
 
 double SumSquares(const void* x, DType t, int64_t n) {
   double acc = 0.0;
-#pragma omp parallel for reduction(+ : acc) schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for reduction(+ : acc) schedule(static) num_threads(Threads()) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) acc += math::SquaredTerm(Load(x, t, i));
   return acc;
 }

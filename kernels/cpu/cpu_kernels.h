@@ -11,6 +11,9 @@
 namespace zero {
 namespace cpu {
 
+// Threads each kernel may use, from any calling thread (0: OpenMP's default).
+void SetThreads(int n);
+
 // p, m, v: fp32 master and moments; g: fp32 raw gradients. If `work` is not
 // null, the updated p is also written there as `work_dtype` (the working
 // copy) in the same pass.
