@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
 NP="${NP:-4}"
-HIDDEN="${HIDDEN:-4096}"
+HIDDEN="${HIDDEN:-16384}"
 LR="${LR:-1e-3}"
 STEPS="${STEPS:-60}"
 bazel build -c opt //examples/c:mlp_train >&2
