@@ -275,12 +275,15 @@ absl::Status Engine::AllocateState() {
     gs.owned_begin = stage == 0 ? 0 : lg.shard * rank_;
     gs.owned_len = stage == 0 ? lg.padded : lg.shard;
     if (config_.offload_optimizer.device != "nvme") {
-      ASSIGN_OR_RETURN(gs.master, DeviceBuffer::Make(d, gs.owned_len * 4));
+      // ZeRO-Offload: with "cpu" and a GPU device, master and moments live in
+      // host memory and the CPU updates them.
+      Device* sd = OptimizerOnHost() ? host_.get() : d;
+      ASSIGN_OR_RETURN(gs.master, DeviceBuffer::Make(sd, gs.owned_len * 4));
       if (adam || momentum) {
-        ASSIGN_OR_RETURN(gs.m, DeviceBuffer::Make(d, gs.owned_len * 4));
+        ASSIGN_OR_RETURN(gs.m, DeviceBuffer::Make(sd, gs.owned_len * 4));
       }
       if (adam) {
-        ASSIGN_OR_RETURN(gs.v, DeviceBuffer::Make(d, gs.owned_len * 4));
+        ASSIGN_OR_RETURN(gs.v, DeviceBuffer::Make(sd, gs.owned_len * 4));
       }
     }
     // Stage 3 with offload_param "nvme": the own shard lives in param_files_.
@@ -299,8 +302,9 @@ absl::Status Engine::AllocateState() {
     const int64_t lo = std::max(pl.offset, gs.owned_begin);
     const int64_t hi = std::min(pl.offset + pl.numel, gs.owned_begin + gs.owned_len);
     if (hi > lo && gs.master.data() != nullptr) {  // null: state on NVMe
-      d->UploadF32(p.init.data() + (lo - pl.offset),
-                   gs.master.data<float>() + (lo - gs.owned_begin), DType::kF32, hi - lo);
+      (OptimizerOnHost() ? host_.get() : d)
+          ->UploadF32(p.init.data() + (lo - pl.offset),
+                      gs.master.data<float>() + (lo - gs.owned_begin), DType::kF32, hi - lo);
     }
     if (stage <= 2) {
       d->UploadF32(p.init.data(), gs.working.data<char>() + pl.offset * es, t, p.numel);
@@ -926,6 +930,8 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
   // With offload_param "nvme" the working copy goes through `staged` to
   // the next slot of the group's param file.
   std::vector<char> staged;
+  std::vector<float> host_grad;  // ZeRO-Offload staging
+  std::vector<char> host_work;
   auto update = [&](size_t g, int64_t begin, int64_t len, float* master,
                     float* m, float* v) -> absl::Status {
     GroupState& gs = groups_[g];
@@ -935,11 +941,24 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
       work = staged.data();
     }
     const float* grad = g32[g].data<float>() + begin;
-    if (config_.optimizer == OptimizerType::kSgd) {
-      device_->SgdStep(sgd, grad, master, m, len, work, t);
-    } else {
-      device_->AdamStep(adam, grad, master, m, v, len, work, t);
+    Device* od = device_.get();  // where the optimizer runs
+    char* device_work = nullptr;
+    if (OptimizerOnHost()) {
+      // Gradients down, the CPU's SIMD update, the working copy back up.
+      host_grad.resize(len);
+      host_work.resize(len * es);
+      device_->Copy(host_grad.data(), grad, len * sizeof(float));
+      grad = host_grad.data();
+      device_work = work;
+      work = host_work.data();
+      od = host_.get();
     }
+    if (config_.optimizer == OptimizerType::kSgd) {
+      od->SgdStep(sgd, grad, master, m, len, work, t);
+    } else {
+      od->AdamStep(adam, grad, master, m, v, len, work, t);
+    }
+    if (device_work != nullptr) device_->Copy(device_work, work, len * es);
     if (!param_files_.empty()) return param_files_[g]->Write(begin * es, len * es, work);
     return absl::OkStatus();
   };
@@ -952,8 +971,8 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
       if (world_ == 1) return ok;
       double failed = ok ? 0.0 : 1.0;
       RETURN_IF_ERROR(stream_->Wait(stream_->Submit([&] {
-        ScopedCountingKind k(comm_.get(), CollectiveKind::kControl);
-        return comm_->AllReduce(&failed, 1, ReduceOp::kMax);
+        ScopedCountingKind k(ctrl_, CollectiveKind::kControl);
+        return ctrl_->AllReduce(&failed, 1, ReduceOp::kMax);
       })));
       (void)stream_->Drain();
       return failed == 0.0;
@@ -965,9 +984,11 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
         },
         agree));
   } else {
-    // In memory; in sub_group_size pieces when the working copy is staged.
-    const int64_t piece = param_files_.empty() ? std::numeric_limits<int64_t>::max()
-                                               : std::max<int64_t>(1, config_.sub_group_size);
+    // In memory; in sub_group_size pieces when the working copy is staged
+    // (param files, or CPU offload: bounded host staging).
+    const int64_t piece = param_files_.empty() && !OptimizerOnHost()
+                              ? std::numeric_limits<int64_t>::max()
+                              : std::max<int64_t>(1, std::min<int64_t>(config_.sub_group_size, 1 << 22));
     for (size_t g = 0; g < groups_.size(); ++g) {
       GroupState& gs = groups_[g];
       for (int64_t b = 0; b < gs.owned_len; b += piece) {
@@ -1024,15 +1045,20 @@ absl::Status Engine::ReadMaster(int id, float* out) {
   const GroupState& gs = groups_[pl.group];
   if (config_.stage == 0) {
     if (nvme_) return Fail(nvme_->ReadRange(pl.group, 0, pl.offset, p.numel, out));
-    device_->DownloadF32(gs.master.data<float>() + pl.offset, DType::kF32, out, p.numel);
+    (OptimizerOnHost() ? host_.get() : device_.get())
+        ->DownloadF32(gs.master.data<float>() + pl.offset, DType::kF32, out, p.numel);
     return absl::OkStatus();
   }
   // Gather into device memory (collectives move device buffers), then copy.
   ASSIGN_OR_RETURN(DeviceBuffer full, DeviceBuffer::Make(device_.get(), p.numel * 4));
   const Slice s = layout_.SliceOn(p.li, rank_);
   const float* send = gs.master.data<float>() + s.shard_offset;
-  DeviceBuffer mine;  // NVMe: this rank's slice, read from the files
-  if (nvme_) {
+  DeviceBuffer mine;  // NVMe or CPU offload: this rank's slice, copied up
+  if (OptimizerOnHost()) {
+    ASSIGN_OR_RETURN(mine, DeviceBuffer::Make(device_.get(), s.numel * 4));
+    if (s.numel > 0) device_->Copy(mine.data(), send, s.numel * 4);
+    send = mine.data<float>();
+  } else if (nvme_) {
     ASSIGN_OR_RETURN(mine, DeviceBuffer::Make(device_.get(), s.numel * 4));
     if (s.numel > 0) {
       RETURN_IF_ERROR(Fail(nvme_->ReadRange(pl.group, 0, s.shard_offset, s.numel,
@@ -1207,6 +1233,11 @@ absl::Status Engine::RebuildWorkingFromMaster() {
       std::vector<char> cast(gs.owned_len * es);
       device_->FromF32(gs.master.data<float>(), cast.data(), t, gs.owned_len);
       RETURN_IF_ERROR(param_files_[g]->WriteCommitted(0, gs.owned_len * es, cast.data()));
+    } else if (OptimizerOnHost()) {  // cast on the host, copy up
+      std::vector<char> cast(gs.owned_len * es);
+      host_->FromF32(gs.master.data<float>(), cast.data(), t, gs.owned_len);
+      char* work = gs.working.data<char>() + (stage == 3 ? 0 : gs.owned_begin * es);
+      device_->Copy(work, cast.data(), cast.size());
     } else {
       char* work = gs.working.data<char>() + (stage == 3 ? 0 : gs.owned_begin * es);
       device_->FromF32(gs.master.data<float>(), work, t, gs.owned_len);

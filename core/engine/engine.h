@@ -188,6 +188,11 @@ class Engine {
   Config config_;
   std::unique_ptr<Communicator> comm_;  // data: buffers in device memory
   std::unique_ptr<Device> device_;
+  // Host memory for ZeRO-Offload (optimizer states on the CPU).
+  std::unique_ptr<Device> host_ = MakeCpuDevice();
+  bool OptimizerOnHost() const {
+    return config_.offload_optimizer.device == "cpu" && !device_->host_accessible();
+  }
   // Scalars and checks in host memory: comm_ itself for host communicators,
   // a device-staging view of it for device ones.
   std::unique_ptr<Communicator> ctrl_owned_;
