@@ -203,8 +203,10 @@ class MpiCommunicator : public Communicator {
       return absl::InternalError(
           absl::StrCat("mpi communicator: ", what, ": ", MpiError(rc)));
     }
+    const auto start = Clock::now();
+    bool backoff = false;
     const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+        start + std::chrono::duration_cast<Clock::duration>(
                     std::chrono::duration<double>(timeout_seconds_));
     for (unsigned spins = 0;; ++spins) {
       int done = 0;
@@ -227,7 +229,13 @@ class MpiCommunicator : public Communicator {
       // Progress happens inside MPI_Test, so poll; when the node's threads
       // outnumber its cores, back off into short sleeps so the peers (and our
       // own compute thread) get the core: spinning would starve them.
-      if (oversubscribed_ && spins > 64) {
+      // Most collectives finish within the first millisecond of polling.
+      if (oversubscribed_ && !backoff && (spins & 63) == 63 &&
+          Clock::now() - start > std::chrono::milliseconds(1)) {
+        backoff = true;
+        spins = 0;
+      }
+      if (backoff) {
         std::this_thread::sleep_for(std::chrono::microseconds(spins > 4096 ? 100 : 5));
       } else {
         std::this_thread::yield();
