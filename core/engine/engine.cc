@@ -791,14 +791,14 @@ absl::Status Engine::ReduceLeftoversStage0() {
 
 // Stage 1: the full gradients stay local through the micro-steps and are
 // reduce-scattered once, after the last one, in pack-sized chunks.
-absl::Status Engine::ReduceScatterFlatStage1(std::vector<DeviceBuffer>* g32) {
+absl::Status Engine::ReduceScatterFlatStage1(const std::vector<float*>& g32) {
   const DType t = config_.dtype;
   const size_t es = DTypeSize(t);
   float* pack = pack_.data<float>();
   for (size_t g = 0; g < groups_.size(); ++g) {
     const int64_t shard = layout_.groups()[g].shard;
     const int64_t chunk = std::max<int64_t>(1, pack_cap_ / world_);
-    float* out = (*g32)[g].data<float>();
+    float* out = g32[g];
     for (int64_t a = 0; a < shard; a += chunk) {
       const int64_t len = std::min(chunk, shard - a);
       for (int r = 0; r < world_; ++r) {
@@ -860,22 +860,31 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
   const DType t = config_.dtype;
   const size_t es = DTypeSize(t);
   const int stage = config_.stage;
-  std::vector<DeviceBuffer> g32(groups_.size());
+  // The owned gradients in fp32: fp32 shards of stages 0, 2, 3 are used in
+  // place; otherwise a scratch kept across steps (no allocation per step).
+  const bool in_place = t == DType::kF32 && stage != 1;
+  if (!in_place && g32_.empty()) {
+    g32_.resize(groups_.size());
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      ASSIGN_OR_RETURN(g32_[g], DeviceBuffer::Make(device_.get(), groups_[g].owned_len * 4));
+    }
+  }
+  std::vector<float*> g32(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
-    ASSIGN_OR_RETURN(g32[g], DeviceBuffer::Make(device_.get(), groups_[g].owned_len * 4));
+    g32[g] = in_place ? groups_[g].grads.data<float>() : g32_[g].data<float>();
   }
   double sumsq = 0.0;
   auto reduce = [&]() -> absl::Status {
     if (stage == 0 && world_ > 1) RETURN_IF_ERROR(ReduceLeftoversStage0());
     if (stage == 1) {
-      RETURN_IF_ERROR(ReduceScatterFlatStage1(&g32));
-    } else {
+      RETURN_IF_ERROR(ReduceScatterFlatStage1(g32));
+    } else if (!in_place) {
       for (size_t g = 0; g < groups_.size(); ++g) {
-        device_->ToF32(groups_[g].grads.data(), t, g32[g].data<float>(), groups_[g].owned_len, 1.0f);
+        device_->ToF32(groups_[g].grads.data(), t, g32[g], groups_[g].owned_len, 1.0f);
       }
     }
     for (size_t g = 0; g < groups_.size(); ++g) {
-      sumsq += device_->SumSquares(g32[g].data(), DType::kF32, groups_[g].owned_len);
+      sumsq += device_->SumSquares(g32[g], DType::kF32, groups_[g].owned_len);
     }
     // Norm and overflow in one all-reduce: a non-finite gradient anywhere
     // makes the global sum of squares non-finite.
@@ -940,7 +949,7 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
       staged.resize(len * es);
       work = staged.data();
     }
-    const float* grad = g32[g].data<float>() + begin;
+    const float* grad = g32[g] + begin;
     Device* od = device_.get();  // where the optimizer runs
     char* device_work = nullptr;
     if (OptimizerOnHost()) {
@@ -1001,7 +1010,6 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
     }
   }
   for (auto& f : param_files_) f->Commit();
-  g32.clear();
   zero_grads();
   RETURN_IF_ERROR(stream_->Wait(stream_->Submit([this] { return PublishWorkingCopy(); })));
   (void)stream_->Drain();
@@ -1106,6 +1114,7 @@ EngineStats Engine::Stats() const {
   }
   for (const auto& f : param_files_) s.nvme_bytes += f->file_bytes();
   s.buffer_bytes = buckets_.bytes() + pack_.bytes() + recv_.bytes() + live_bytes_;
+  for (const DeviceBuffer& b : g32_) s.buffer_bytes += b.bytes();
   s.live_gathered_bytes = live_bytes_;
   s.live_gathered_high_water = live_high_water_;
   for (int k = 0; k < static_cast<int>(CollectiveKind::kCount); ++k) {

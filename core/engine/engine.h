@@ -158,7 +158,7 @@ class Engine {
   absl::Status ReduceBucket(const std::vector<int>& ids, const void* data,
                             const std::vector<int64_t>& offsets, bool boundary);
   absl::Status ReduceLeftoversStage0();
-  absl::Status ReduceScatterFlatStage1(std::vector<DeviceBuffer>* g32);
+  absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32);
 
   // Stage 3.
   absl::Status GatherInto(int li, void* dst);
@@ -215,6 +215,7 @@ class Engine {
   std::vector<int> trainable_ids_;  // layout index -> param id
 
   GradBuckets buckets_;
+  std::vector<DeviceBuffer> g32_;  // fp32 owned gradients, when not in place
   DeviceBuffer pack_, recv_;  // fp32 staging for reductions
   int64_t pack_cap_ = 0;
 
