@@ -180,6 +180,17 @@ TEST(DeviceStagingTest, CpuOffloadKeepsOptimizerStateOffTheDevice) {
       for (int r = 0; r < 3; ++r) {
         EXPECT_EQ(MaxRelDiff(off[r], ref[r]), 0.0) << "stage " << stage << " " << DTypeName(t);
       }
+      // Many pieces through the pipeline (down k+1 / update k / up k-1), and
+      // pin_memory requested; the layout is the same (one group per param).
+      c.sub_group_size = 40;
+      c.offload_optimizer.pin_memory = true;
+      Config plain = c;
+      plain.offload_optimizer.device = "none";
+      auto ref_small = Train(plain, 3, dev, false);
+      auto piped = Train(c, 3, dev, false);
+      for (int r = 0; r < 3; ++r) {
+        EXPECT_EQ(MaxRelDiff(piped[r], ref_small[r]), 0.0) << "pipelined, stage " << stage;
+      }
     }
   }
 }

@@ -70,6 +70,17 @@ class CudaDevice : public Device {
   absl::Status CommWaitsForCompute();
   absl::Status CopyAsync(void* dst, const void* src, size_t bytes);
 
+  absl::StatusOr<void*> AllocateHost(size_t bytes, bool pinned) override {
+    return pinned ? AllocatePinned(bytes) : Device::AllocateHost(bytes, false);
+  }
+  void FreeHost(void* p, bool pinned) override {
+    if (pinned) {
+      FreePinned(p);
+    } else {
+      Device::FreeHost(p, false);
+    }
+  }
+
   // Page-locked host memory (portable), cached like device memory.
   absl::StatusOr<void*> AllocatePinned(size_t bytes);
   void FreePinned(void* p);

@@ -6,6 +6,7 @@
 #define ZERO_CORE_DEVICE_DEVICE_H_
 
 #include <cstddef>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,19 @@ class Device {
   virtual void Copy(void* dst, const void* src, size_t bytes) = 0;
   // Bytes currently allocated through this device.
   virtual size_t allocated_bytes() const = 0;
+
+  // Host memory for staging this device's transfers; page-locked when
+  // `pinned` and the device has such a thing (CUDA), plain otherwise.
+  virtual absl::StatusOr<void*> AllocateHost(size_t bytes, bool pinned) {
+    (void)pinned;
+    void* p = std::aligned_alloc(128, (bytes + 127) / 128 * 128 + 128);
+    if (p == nullptr) return absl::ResourceExhaustedError("host staging allocation failed");
+    return p;
+  }
+  virtual void FreeHost(void* p, bool pinned) {
+    (void)pinned;
+    std::free(p);
+  }
 
   // Kernels over this device's memory (kernels/cpu, kernels/cuda). All
   // per-element math comes from kernels/*_math.h. Work is ordered: a later

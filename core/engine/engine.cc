@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
+#include <future>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -939,8 +940,6 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
   // With offload_param "nvme" the working copy goes through `staged` to
   // the next slot of the group's param file.
   std::vector<char> staged;
-  std::vector<float> host_grad;  // ZeRO-Offload staging
-  std::vector<char> host_work;
   auto update = [&](size_t g, int64_t begin, int64_t len, float* master,
                     float* m, float* v) -> absl::Status {
     GroupState& gs = groups_[g];
@@ -950,24 +949,11 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
       work = staged.data();
     }
     const float* grad = g32[g] + begin;
-    Device* od = device_.get();  // where the optimizer runs
-    char* device_work = nullptr;
-    if (OptimizerOnHost()) {
-      // Gradients down, the CPU's SIMD update, the working copy back up.
-      host_grad.resize(len);
-      host_work.resize(len * es);
-      device_->Copy(host_grad.data(), grad, len * sizeof(float));
-      grad = host_grad.data();
-      device_work = work;
-      work = host_work.data();
-      od = host_.get();
-    }
     if (config_.optimizer == OptimizerType::kSgd) {
-      od->SgdStep(sgd, grad, master, m, len, work, t);
+      device_->SgdStep(sgd, grad, master, m, len, work, t);
     } else {
-      od->AdamStep(adam, grad, master, m, v, len, work, t);
+      device_->AdamStep(adam, grad, master, m, v, len, work, t);
     }
-    if (device_work != nullptr) device_->Copy(device_work, work, len * es);
     if (!param_files_.empty()) return param_files_[g]->Write(begin * es, len * es, work);
     return absl::OkStatus();
   };
@@ -992,12 +978,12 @@ absl::StatusOr<StepInfo> Engine::Boundary() {
                         arrays > 2 ? arr[2] : nullptr);
         },
         agree));
+  } else if (OptimizerOnHost()) {
+    RETURN_IF_ERROR(OffloadedUpdate(g32, adam, sgd));
   } else {
-    // In memory; in sub_group_size pieces when the working copy is staged
-    // (param files, or CPU offload: bounded host staging).
-    const int64_t piece = param_files_.empty() && !OptimizerOnHost()
-                              ? std::numeric_limits<int64_t>::max()
-                              : std::max<int64_t>(1, std::min<int64_t>(config_.sub_group_size, 1 << 22));
+    // In memory; in sub_group_size pieces when the working copy is staged.
+    const int64_t piece = param_files_.empty() ? std::numeric_limits<int64_t>::max()
+                                               : std::max<int64_t>(1, config_.sub_group_size);
     for (size_t g = 0; g < groups_.size(); ++g) {
       GroupState& gs = groups_[g];
       for (int64_t b = 0; b < gs.owned_len; b += piece) {
@@ -1038,6 +1024,78 @@ void Engine::MaybePrint(const StepInfo& info) {
   std::fflush(stdout);
   last_print_ = now;
   samples_at_print_ = samples_;
+}
+
+// ZeRO-Offload on a GPU: the optimizer state is in host memory. Pieces of
+// the owned range stream through two pairs of host buffers (page-locked
+// when offload_optimizer.pin_memory): while the CPU updates piece k, the
+// gradients of piece k+1 come down and the working copy of piece k-1 goes up.
+absl::Status Engine::OffloadedUpdate(const std::vector<float*>& g32,
+                                     const math::AdamScalars& adam,
+                                     const math::SgdScalars& sgd) {
+  const DType t = config_.dtype;
+  const size_t es = DTypeSize(t);
+  const bool pin = config_.offload_optimizer.pin_memory;
+  struct Piece {
+    size_t g;
+    int64_t begin, len;
+  };
+  std::vector<Piece> pieces;
+  const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(config_.sub_group_size, 1 << 22));
+  int64_t largest = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (int64_t b = 0; b < groups_[g].owned_len; b += cap) {
+      pieces.push_back({g, b, std::min(cap, groups_[g].owned_len - b)});
+      largest = std::max(largest, pieces.back().len);
+    }
+  }
+  if (pieces.empty()) return absl::OkStatus();
+  // Two grad buffers and two working-copy buffers, freed on every path.
+  std::vector<void*> bufs;
+  auto free_all = [&] {
+    for (void* p : bufs) device_->FreeHost(p, pin);
+  };
+  for (int i = 0; i < 4; ++i) {
+    auto p = device_->AllocateHost(largest * (i < 2 ? sizeof(float) : es), pin);
+    if (!p.ok()) {
+      free_all();
+      return p.status();
+    }
+    bufs.push_back(*p);
+  }
+  float* gbuf[2] = {static_cast<float*>(bufs[0]), static_cast<float*>(bufs[1])};
+  char* wbuf[2] = {static_cast<char*>(bufs[2]), static_cast<char*>(bufs[3])};
+  const int stage = config_.stage;
+  auto down = [&](size_t k) {
+    const Piece& p = pieces[k];
+    return std::async(std::launch::async, [this, p, dst = gbuf[k % 2], src = g32[p.g]] {
+      device_->Copy(dst, src + p.begin, p.len * sizeof(float));
+    });
+  };
+  std::future<void> next = down(0), up;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Piece& p = pieces[k];
+    GroupState& gs = groups_[p.g];
+    next.wait();
+    if (k + 1 < pieces.size()) next = down(k + 1);
+    float* m = gs.m.data<float>();
+    float* v = gs.v.data<float>();
+    float* master = gs.master.data<float>() + p.begin;
+    if (config_.optimizer == OptimizerType::kSgd) {
+      host_->SgdStep(sgd, gbuf[k % 2], master, m ? m + p.begin : nullptr, p.len, wbuf[k % 2], t);
+    } else {
+      host_->AdamStep(adam, gbuf[k % 2], master, m + p.begin, v + p.begin, p.len,
+                      wbuf[k % 2], t);
+    }
+    if (up.valid()) up.wait();
+    char* work = gs.working.data<char>() + ((stage == 3 ? 0 : gs.owned_begin) + p.begin) * es;
+    up = std::async(std::launch::async, [this, work, src = wbuf[k % 2], bytes = p.len * es] {
+      device_->Copy(work, src, bytes);
+    });
+  }
+  up.wait();
+  free_all();
+  return absl::OkStatus();
 }
 
 absl::Status Engine::ReadMaster(int id, float* out) {

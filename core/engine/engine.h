@@ -25,6 +25,7 @@
 #include "core/optim/loss_scaler.h"
 #include "core/optim/lr_schedule.h"
 #include "core/partition/layout.h"
+#include "kernels/adam_math.h"
 
 namespace zero {
 
@@ -168,6 +169,9 @@ class Engine {
 
   absl::StatusOr<StepInfo> Boundary();
   absl::Status PublishWorkingCopy();
+  absl::Status OffloadedUpdate(const std::vector<float*>& g32,
+                               const math::AdamScalars& adam,
+                               const math::SgdScalars& sgd);
   void MaybePrint(const StepInfo& info);
   void* WorkingPtr(int li) const;  // stage <= 2
   // NVMe optimizer offload: files created and initial state written.
