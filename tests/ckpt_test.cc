@@ -17,6 +17,7 @@
 #include "core/ckpt/file_util.h"
 #include "core/ckpt/reshard.h"
 #include "tests/testing/mlp_harness.h"
+#include "tests/testing/train_on_threads.h"
 
 namespace zero {
 namespace testing {
@@ -43,20 +44,6 @@ std::string TmpDir(const std::string& name) {
   std::string d = ckpt::JoinPath(t ? t : "/tmp", name);
   EXPECT_TRUE(ckpt::RemoveTree(d).ok());
   return d;
-}
-
-// Trains at `world` ranks; every rank must succeed and agree.
-MlpResult TrainAt(const Config& c, int world, const MlpSpec& spec) {
-  std::vector<MlpResult> results(world);
-  std::mutex mu;
-  RunThreads(world, [&](int rank, Communicator* comm) {
-    auto r = TrainMlp(c, comm, spec);
-    std::lock_guard<std::mutex> l(mu);
-    EXPECT_TRUE(r.ok()) << "rank " << rank << ": " << r.status();
-    if (r.ok()) results[rank] = std::move(*r);
-  });
-  for (int r = 1; r < world; ++r) EXPECT_EQ(MaxRelDiff(results[r], results[0]), 0.0);
-  return results[0];
 }
 
 // Every rank's status from running `spec` (expected to fail).

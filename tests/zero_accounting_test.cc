@@ -9,6 +9,7 @@
 
 #include "core/comm/thread_communicator.h"
 #include "tests/testing/mlp_harness.h"
+#include "tests/testing/train_on_threads.h"
 
 namespace zero {
 namespace testing {
@@ -32,18 +33,6 @@ MlpSpec BigSpec(int steps) {
   s.hidden = 500;  // Psi = 6003: padding stays a few percent at W = 4
   s.steps = steps;
   return s;
-}
-
-std::vector<MlpResult> TrainAll(const Config& c, int world, const MlpSpec& spec) {
-  std::vector<MlpResult> out(world);
-  std::mutex mu;
-  RunThreads(world, [&](int rank, Communicator* comm) {
-    auto r = TrainMlp(c, comm, spec);
-    std::lock_guard<std::mutex> l(mu);
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (r.ok()) out[rank] = std::move(*r);
-  });
-  return out;
 }
 
 class AccountingTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};

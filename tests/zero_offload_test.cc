@@ -17,6 +17,7 @@
 #include "core/common/dtype.h"
 #include "core/engine/engine.h"
 #include "tests/testing/mlp_harness.h"
+#include "tests/testing/train_on_threads.h"
 
 namespace zero {
 namespace testing {
@@ -62,18 +63,6 @@ Config Nvme(Config c, const std::string& dir) {
   c.offload_optimizer.nvme_path = dir;
   c.offload_optimizer.buffer_count = 3;
   return c;
-}
-
-MlpResult TrainAt(const Config& c, int world, const MlpSpec& spec) {
-  std::vector<MlpResult> results(world);
-  std::mutex mu;
-  RunThreads(world, [&](int rank, Communicator* comm) {
-    auto r = TrainMlp(c, comm, spec);
-    std::lock_guard<std::mutex> l(mu);
-    EXPECT_TRUE(r.ok()) << "rank " << rank << ": " << r.status();
-    if (r.ok()) results[rank] = std::move(*r);
-  });
-  return results[0];
 }
 
 // Master params bitwise equal; and, unless one run resumed mid-way, every

@@ -7,6 +7,7 @@
 
 #include "core/common/dtype.h"
 #include "tests/testing/mlp_harness.h"
+#include "tests/testing/train_on_threads.h"
 
 namespace zero {
 namespace testing {
@@ -25,22 +26,6 @@ Config BaseConfig(int stage, DType dtype) {
   c.reduce_bucket_size = 100;
   c.stage3_param_persistence_threshold = 10;
   return c;
-}
-
-// Trains at `world` ranks; returns rank 0's result (all ranks must agree).
-MlpResult TrainAt(const Config& c, int world, const MlpSpec& spec) {
-  std::vector<MlpResult> results(world);
-  std::mutex mu;
-  RunThreads(world, [&](int rank, Communicator* comm) {
-    auto r = TrainMlp(c, comm, spec);
-    std::lock_guard<std::mutex> l(mu);
-    EXPECT_TRUE(r.ok()) << "rank " << rank << ": " << r.status();
-    if (r.ok()) results[rank] = std::move(*r);
-  });
-  for (int r = 1; r < world; ++r) {
-    EXPECT_EQ(MaxRelDiff(results[r], results[0]), 0.0) << "rank " << r << " disagrees";
-  }
-  return results[0];
 }
 
 MlpResult SingleRankStage0(Config c, const MlpSpec& spec) {
