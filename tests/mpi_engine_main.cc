@@ -39,16 +39,8 @@ void Expect(bool ok, int rank, const std::string& what) {
 }
 
 Config Cfg(int stage, DType t) {
-  Config c;
-  c.stage = stage;
-  c.dtype = t;
-  c.lr = 1e-2;
-  c.weight_decay = 0.01;
-  c.steps_per_print = 0;
+  Config c = SmallMlpConfig(stage, t);
   c.comm_timeout_seconds = 60;
-  c.initial_scale_power = 8;
-  c.reduce_bucket_size = 100;
-  c.stage3_param_persistence_threshold = 10;
   return c;
 }
 

@@ -44,16 +44,7 @@ std::vector<std::string> FilesIn(const std::string& dir) {
 }
 
 Config BaseConfig(int stage, DType dtype) {
-  Config c;
-  c.stage = stage;
-  c.dtype = dtype;
-  c.lr = 1e-2;
-  c.weight_decay = 0.01;
-  c.steps_per_print = 0;
-  c.comm_timeout_seconds = 30;
-  c.initial_scale_power = 8;
-  c.reduce_bucket_size = 100;
-  c.stage3_param_persistence_threshold = 10;
+  Config c = SmallMlpConfig(stage, dtype);
   c.sub_group_size = 96;  // several groups, each a few chunks
   return c;
 }

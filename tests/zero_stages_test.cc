@@ -13,20 +13,7 @@ namespace zero {
 namespace testing {
 namespace {
 
-Config BaseConfig(int stage, DType dtype) {
-  Config c;
-  c.stage = stage;
-  c.dtype = dtype;
-  c.lr = 1e-2;
-  c.weight_decay = 0.01;
-  c.steps_per_print = 0;
-  c.comm_timeout_seconds = 30;
-  c.initial_scale_power = 8;  // fp16: gradients * 256 stay finite
-  // Small buckets: several reductions per step, params split across them.
-  c.reduce_bucket_size = 100;
-  c.stage3_param_persistence_threshold = 10;
-  return c;
-}
+Config BaseConfig(int stage, DType dtype) { return SmallMlpConfig(stage, dtype); }
 
 MlpResult SingleRankStage0(Config c, const MlpSpec& spec) {
   c.stage = 0;

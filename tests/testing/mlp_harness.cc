@@ -129,6 +129,20 @@ void StoreAs(void* p, DType t, int64_t i, double v) {
 
 }  // namespace
 
+Config SmallMlpConfig(int stage, DType dtype) {
+  Config c;
+  c.stage = stage;
+  c.dtype = dtype;
+  c.lr = 1e-2;
+  c.weight_decay = 0.01;
+  c.steps_per_print = 0;
+  c.comm_timeout_seconds = 30;
+  c.initial_scale_power = 8;
+  c.reduce_bucket_size = 100;
+  c.stage3_param_persistence_threshold = 10;
+  return c;
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> MakeMlpEngine(const Config& config,
                                                       Communicator* comm,
                                                       const MlpSpec& spec) {

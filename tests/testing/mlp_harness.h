@@ -55,6 +55,11 @@ struct MlpResult {
   EngineStats stats;
 };
 
+// The config the MLP tests start from: lr 1e-2, AdamW with decay 0.01, small
+// buckets (several reductions per step, params split across them), fp16
+// scale 2^8 (gradients * 256 stay finite), small stage-3 persistence.
+Config SmallMlpConfig(int stage, DType dtype);
+
 // The MLP's params registered on a new, finalized engine. Collective.
 absl::StatusOr<std::unique_ptr<Engine>> MakeMlpEngine(const Config& config,
                                                       Communicator* comm,

@@ -54,6 +54,18 @@ void Check(zero_status status) {
   Raise(status, zero_last_error());
 }
 
+// Runs a C call that may block (collectives, IO) without the GIL, so other
+// Python threads (thread-communicator ranks) go on, then raises on failure.
+template <typename F>
+void CheckNoGil(F&& call) {
+  zero_status s;
+  {
+    py::gil_scoped_release nogil;
+    s = call();
+  }
+  Check(s);
+}
+
 [[noreturn]] void Closed(const char* what) {
   Raise(ZERO_FAILED_PRECONDITION,
         std::string(what) + " is closed (used after close/destroy)");
@@ -78,12 +90,7 @@ class Comm {
 
   static Comm Mpi() {
     zero_comm_t* c = nullptr;
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_comm_create_mpi(nullptr, &c);
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_comm_create_mpi(nullptr, &c); });
     return Comm(c);
   }
 
@@ -119,24 +126,13 @@ class Comm {
 
   void Barrier() {
     zero_comm_t* c = get();
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_comm_barrier(c);
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_comm_barrier(c); });
   }
 
   // In-place sum over ranks of a float32 buffer (address, count).
   void AllreduceSumF32(uintptr_t address, size_t count) {
     zero_comm_t* c = get();
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_comm_allreduce_sum_f32(c, reinterpret_cast<float*>(address),
-                                      count);
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_comm_allreduce_sum_f32(c, reinterpret_cast<float*>(address), count); });
   }
 
   void Close() {
@@ -162,12 +158,7 @@ class Engine {
   Engine(const std::string& json_text, const Comm& comm)
       : comm_(comm.handle()) {
     zero_comm_t* c = comm.get();
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_engine_create_json(json_text.c_str(), c, &engine_);
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_engine_create_json(json_text.c_str(), c, &engine_); });
   }
 
   ~Engine() { Destroy(); }
@@ -203,12 +194,7 @@ class Engine {
 
   void Finalize() {
     zero_engine_t* e = get();
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_engine_finalize(e);
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_engine_finalize(e); });
   }
 
   int32_t NumParams() const {
@@ -232,45 +218,25 @@ class Engine {
   uintptr_t Gather(int32_t id) {
     zero_engine_t* e = get();
     void* data = nullptr;
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_engine_gather(e, id, &data);
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_engine_gather(e, id, &data); });
     return reinterpret_cast<uintptr_t>(data);
   }
 
   void Release(int32_t id) {
     zero_engine_t* e = get();
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_engine_release(e, id);
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_engine_release(e, id); });
   }
 
   uintptr_t GradBuffer(int32_t id) {
     zero_engine_t* e = get();
     void* data = nullptr;
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_engine_grad_buffer(e, id, &data);
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_engine_grad_buffer(e, id, &data); });
     return reinterpret_cast<uintptr_t>(data);
   }
 
   void GradReady(int32_t id) {
     zero_engine_t* e = get();
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_engine_grad_ready(e, id);
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_engine_grad_ready(e, id); });
   }
 
   int32_t DType() const {
@@ -288,12 +254,7 @@ class Engine {
   py::dict Step() {
     zero_engine_t* e = get();
     zero_step_info info = ZERO_STEP_INFO_INIT;
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_engine_step(e, &info);
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_engine_step(e, &info); });
     py::dict d;
     d["boundary"] = info.boundary != 0;
     d["skipped"] = info.skipped != 0;
@@ -312,12 +273,7 @@ class Engine {
   // out: address of numel float32 values.
   void ReadMaster(int32_t id, uintptr_t out) {
     zero_engine_t* e = get();
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_engine_read_master(e, id, reinterpret_cast<float*>(out));
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_engine_read_master(e, id, reinterpret_cast<float*>(out)); });
   }
 
   // The registered description of a param (zero_param_info).
@@ -342,12 +298,7 @@ class Engine {
 
   void Save(const std::string& dir, const std::string& tag) {
     zero_engine_t* e = get();
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_engine_save(e, dir.c_str(), tag.c_str());
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_engine_save(e, dir.c_str(), tag.c_str()); });
   }
 
   // tag: None loads DIR/latest.
@@ -357,13 +308,7 @@ class Engine {
     zero_load_options options = ZERO_LOAD_OPTIONS_INIT;
     options.load_optimizer_states = load_optimizer_states ? 1 : 0;
     options.allow_missing = allow_missing ? 1 : 0;
-    zero_status s;
-    {
-      py::gil_scoped_release nogil;
-      s = zero_engine_load(e, dir.c_str(), tag ? tag->c_str() : nullptr,
-                           &options);
-    }
-    Check(s);
+    CheckNoGil([&] { return zero_engine_load(e, dir.c_str(), tag ? tag->c_str() : nullptr, &options); });
   }
 
   py::dict Stats() const {
@@ -450,14 +395,7 @@ PYBIND11_MODULE(_zero_c, m) {
       "export_safetensors",
       [](const std::string& dir, const std::optional<std::string>& tag,
          const std::string& out_path, int dtype) {
-        zero_status s;
-        {
-          py::gil_scoped_release nogil;
-          s = zero_checkpoint_export_safetensors(
-              dir.c_str(), tag ? tag->c_str() : nullptr, out_path.c_str(),
-              static_cast<zero_dtype>(dtype));
-        }
-        Check(s);
+        CheckNoGil([&] { return zero_checkpoint_export_safetensors(dir.c_str(), tag ? tag->c_str() : nullptr, out_path.c_str(), static_cast<zero_dtype>(dtype)); });
       },
       py::arg("dir"), py::arg("tag"), py::arg("out_path"), py::arg("dtype"),
       "Writes every param of DIR/TAG (None: latest) as one safetensors file.");
