@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   c.steps_per_print = 0;
   c.sub_group_size = sub;
   c.reduce_bucket_size = per;
-  c.offload_optimizer.device = "nvme";
+  c.offload_optimizer.device = zero::OffloadDevice::kNvme;
   c.offload_optimizer.nvme_path = argv[1];
   c.offload_optimizer.buffer_count = 4;
   auto comms = zero::MakeThreadCommunicators(1);

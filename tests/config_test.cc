@@ -63,7 +63,7 @@ TEST(ConfigTest, Stage3WithCpuOptimizerOffloadPinned) {
     "zero_optimization": {"stage": 3,
       "offload_optimizer": {"device": "cpu", "pin_memory": true}}})");
   EXPECT_EQ(c.stage, 3);
-  EXPECT_EQ(c.offload_optimizer.device, "cpu");
+  EXPECT_EQ(c.offload_optimizer.device, OffloadDevice::kCpu);
   EXPECT_TRUE(c.offload_optimizer.pin_memory);
   EXPECT_TRUE(c.Resolve(1).ok());
 }
@@ -137,7 +137,7 @@ TEST(ConfigTest, BatchArithmetic) {
 TEST(ConfigTest, DeprecatedAliases) {
   EXPECT_EQ(Parse(R"({"zero_optimization": true})").stage, 1);
   Config c = Parse(R"({"zero_optimization": {"stage": 2, "cpu_offload": true}})");
-  EXPECT_EQ(c.offload_optimizer.device, "cpu");
+  EXPECT_EQ(c.offload_optimizer.device, OffloadDevice::kCpu);
 }
 
 TEST(ConfigErrors, OutOfRangeNamesKeyAndRange) {

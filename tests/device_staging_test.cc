@@ -8,45 +8,12 @@
 #include <mutex>
 
 #include "core/comm/thread_communicator.h"
+#include "tests/testing/off_host_device.h"
 #include "tests/testing/mlp_harness.h"
 
 namespace zero {
 namespace testing {
 namespace {
-
-// CPU memory that claims to be off-host, counting the bytes copied through it.
-class OffHostDevice : public Device {
- public:
-  OffHostDevice() : d_(MakeCpuDevice()) {}
-  std::string name() const override { return "offhost"; }
-  bool host_accessible() const override { return false; }
-  absl::StatusOr<void*> Allocate(size_t b) override { return d_->Allocate(b); }
-  void Free(void* p, size_t b) override { d_->Free(p, b); }
-  void Memset0(void* p, size_t b) override { d_->Memset0(p, b); }
-  void Copy(void* dst, const void* src, size_t b) override {
-    copied += b;
-    d_->Copy(dst, src, b);
-  }
-  size_t allocated_bytes() const override { return d_->allocated_bytes(); }
-  void AdamStep(const math::AdamScalars& s, const float* g, float* p, float* m, float* v,
-                int64_t n, void* w, DType t) override { d_->AdamStep(s, g, p, m, v, n, w, t); }
-  void SgdStep(const math::SgdScalars& s, const float* g, float* p, float* b, int64_t n,
-               void* w, DType t) override { d_->SgdStep(s, g, p, b, n, w, t); }
-  void ToF32(const void* s, DType t, float* d, int64_t n, float k) override { d_->ToF32(s, t, d, n, k); }
-  void FromF32(const float* s, void* d, DType t, int64_t n) override { d_->FromF32(s, d, t, n); }
-  void Accumulate(void* d, const void* s, DType t, int64_t n) override { d_->Accumulate(d, s, t, n); }
-  void AccumulateF32(void* d, const float* s, float k, DType t, int64_t n) override {
-    d_->AccumulateF32(d, s, k, t, n);
-  }
-  double SumSquares(const void* x, DType t, int64_t n) override { return d_->SumSquares(x, t, n); }
-  void UploadF32(const float* h, void* d, DType t, int64_t n) override { d_->UploadF32(h, d, t, n); }
-  void DownloadF32(const void* s, DType t, float* h, int64_t n) override { d_->DownloadF32(s, t, h, n); }
-  void Synchronize() override {}
-  static inline std::atomic<int64_t> copied{0};
-
- private:
-  std::unique_ptr<Device> d_;
-};
 
 // A thread communicator that says it moves device memory only (as NCCL).
 class DeviceOnlyComm : public Communicator {
@@ -160,12 +127,12 @@ TEST(DeviceStagingTest, CpuOffloadKeepsOptimizerStateOffTheDevice) {
       MlpSpec dev;
       dev.make_device = [] { return std::make_unique<OffHostDevice>(); };
       auto ref = Train(c, 3, dev, false);
-      c.offload_optimizer.device = "cpu";
+      c.offload_optimizer.device = OffloadDevice::kCpu;
       size_t device_bytes[2] = {0, 0};
       for (int off = 0; off < 2; ++off) {
         Config cc = Cfg(stage);
         cc.dtype = t;
-        if (off) cc.offload_optimizer.device = "cpu";
+        if (off) cc.offload_optimizer.device = OffloadDevice::kCpu;
         RunThreads(3, [&](int rank, Communicator* comm) {
           auto e = MakeMlpEngine(cc, comm, dev);
           ASSERT_TRUE(e.ok()) << e.status();
@@ -185,7 +152,7 @@ TEST(DeviceStagingTest, CpuOffloadKeepsOptimizerStateOffTheDevice) {
       c.sub_group_size = 40;
       c.offload_optimizer.pin_memory = true;
       Config plain = c;
-      plain.offload_optimizer.device = "none";
+      plain.offload_optimizer.device = OffloadDevice::kNone;
       auto ref_small = Train(plain, 3, dev, false);
       auto piped = Train(c, 3, dev, false);
       for (int r = 0; r < 3; ++r) {

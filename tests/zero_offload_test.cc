@@ -50,7 +50,7 @@ Config BaseConfig(int stage, DType dtype) {
 }
 
 Config Nvme(Config c, const std::string& dir) {
-  c.offload_optimizer.device = "nvme";
+  c.offload_optimizer.device = OffloadDevice::kNvme;
   c.offload_optimizer.nvme_path = dir;
   c.offload_optimizer.buffer_count = 3;
   return c;
@@ -178,7 +178,7 @@ TEST_P(NvmeParamTest, Stage3ParamsOnNvmeTrainBitwiseLikeInMemory) {
   MlpResult mem = TrainAt(c, world, spec);
   const std::string dir = FreshDir("param");
   Config n = optimizer_too ? Nvme(c, dir) : c;
-  n.offload_param.device = "nvme";
+  n.offload_param.device = OffloadDevice::kNvme;
   n.offload_param.nvme_path = dir;
   MlpResult got = TrainAt(n, world, spec);
   ExpectBitwiseEqual(got, mem);
@@ -198,7 +198,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(NvmeOffload, ParamOffloadBelowStage3IsRejected) {
   Config c = BaseConfig(2, DType::kF32);
-  c.offload_param.device = "nvme";
+  c.offload_param.device = OffloadDevice::kNvme;
   c.offload_param.nvme_path = FreshDir("p2");
   absl::Status s = c.Resolve(1);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
@@ -207,7 +207,7 @@ TEST(NvmeOffload, ParamOffloadBelowStage3IsRejected) {
 
 TEST(NvmeOffload, ParamOffloadMissingPathIsAClearError) {
   Config c = BaseConfig(3, DType::kF32);
-  c.offload_param.device = "nvme";
+  c.offload_param.device = OffloadDevice::kNvme;
   c.offload_param.nvme_path = "/nonexistent/zero_params";
   MlpSpec spec;
   auto comms = MakeThreadCommunicators(1);
@@ -269,7 +269,7 @@ TEST(NvmeOffload, CheckpointsMoveBetweenNvmeAndMemoryBitwise) {
     Config mem = BaseConfig(stage, DType::kF32);
     Config nv = Nvme(mem, FreshDir("ck_nvme"));
     if (stage == 3) {
-      nv.offload_param.device = "nvme";
+      nv.offload_param.device = OffloadDevice::kNvme;
       nv.offload_param.nvme_path = nv.offload_optimizer.nvme_path;
     }
     MlpSpec full;

@@ -163,7 +163,11 @@ class ObjectReader {
 absl::Status ParseOffload(const json& v, const std::string& path,
                           OffloadConfig* o, bool is_param) {
   ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, path));
-  RETURN_IF_ERROR(r.String("device", &o->device, {"none", "cpu", "nvme"}));
+  std::string device = OffloadDeviceName(o->device);
+  RETURN_IF_ERROR(r.String("device", &device, {"none", "cpu", "nvme"}));
+  o->device = device == "cpu"    ? OffloadDevice::kCpu
+              : device == "nvme" ? OffloadDevice::kNvme
+                                 : OffloadDevice::kNone;
   RETURN_IF_ERROR(r.String("nvme_path", &o->nvme_path));
   RETURN_IF_ERROR(r.Int("buffer_count", &o->buffer_count, 1, 1024));
   RETURN_IF_ERROR(r.Bool("pin_memory", &o->pin_memory));
@@ -177,7 +181,7 @@ absl::Status ParseOffload(const json& v, const std::string& path,
     RETURN_IF_ERROR(r.Num("ratio", &o->ratio, 0.0, 1.0));
     r.Ignore({"pipeline"});
   }
-  if (o->device == "nvme" && o->nvme_path.empty()) {
+  if (o->device == OffloadDevice::kNvme && o->nvme_path.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ".nvme_path: required when device is \"nvme\""));
   }
@@ -236,8 +240,8 @@ absl::Status ParseZero(const json& v, Config* c) {
   bool cpu_offload = false, cpu_offload_param = false;
   RETURN_IF_ERROR(r.Bool("cpu_offload", &cpu_offload));
   RETURN_IF_ERROR(r.Bool("cpu_offload_param", &cpu_offload_param));
-  if (cpu_offload) c->offload_optimizer.device = "cpu";
-  if (cpu_offload_param) c->offload_param.device = "cpu";
+  if (cpu_offload) c->offload_optimizer.device = OffloadDevice::kCpu;
+  if (cpu_offload_param) c->offload_param.device = OffloadDevice::kCpu;
   int64_t hpz = 1, mics = -1;
   RETURN_IF_ERROR(r.Int("zero_hpz_partition_size", &hpz, 1, 1));
   RETURN_IF_ERROR(r.Int("mics_shard_size", &mics, -1, -1));
@@ -471,15 +475,24 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
   return c;
 }
 
+const char* OffloadDeviceName(OffloadDevice d) {
+  switch (d) {
+    case OffloadDevice::kCpu: return "cpu";
+    case OffloadDevice::kNvme: return "nvme";
+    case OffloadDevice::kNone: break;
+  }
+  return "none";
+}
+
 absl::Status Config::Resolve(int world_size) {
   if (stage < 0 || stage > 3) {
     return absl::InvalidArgumentError(
         absl::StrCat("zero_optimization.stage: expected 0..3, got ", stage));
   }
-  if (offload_param.device != "none" && stage != 3) {
+  if (offload_param.device != OffloadDevice::kNone && stage != 3) {
     return absl::InvalidArgumentError(absl::StrCat(
         "zero_optimization.offload_param.device: expected \"none\" below "
-        "stage 3, got \"", offload_param.device, "\""));
+        "stage 3, got \"", OffloadDeviceName(offload_param.device), "\""));
   }
   // On the CPU device optimizer states and params already live in host
   // memory, so "cpu" offload is where they are; NVMe is a separate tier.
@@ -487,11 +500,11 @@ absl::Status Config::Resolve(int world_size) {
   // files under nvme_path (core/offload/nvme_tier.h), in every stage;
   // offload_param "nvme" keeps stage 3's own working shard in files
   // (core/offload/param_file.h).
-  if (offload_optimizer.device == "nvme" && offload_optimizer.nvme_path.empty()) {
+  if (offload_optimizer.device == OffloadDevice::kNvme && offload_optimizer.nvme_path.empty()) {
     return absl::InvalidArgumentError(
         "zero_optimization.offload_optimizer.nvme_path: required when device is \"nvme\"");
   }
-  if (offload_param.device == "nvme" && offload_param.nvme_path.empty()) {
+  if (offload_param.device == OffloadDevice::kNvme && offload_param.nvme_path.empty()) {
     return absl::InvalidArgumentError(
         "zero_optimization.offload_param.nvme_path: required when device is \"nvme\"");
   }

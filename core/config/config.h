@@ -16,8 +16,12 @@ enum class OptimizerType { kAdam, kAdamW, kSgd };
 enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR };
 enum class WarmupType { kLog, kLinear };
 
+// Where offloaded state lives: decided once here, read as this enum.
+enum class OffloadDevice { kNone, kCpu, kNvme };
+const char* OffloadDeviceName(OffloadDevice d);
+
 struct OffloadConfig {
-  std::string device = "none";  // none | cpu | nvme
+  OffloadDevice device = OffloadDevice::kNone;
   std::string nvme_path;
   int buffer_count = 4;
   int64_t buffer_size = 100000000;

@@ -275,7 +275,7 @@ absl::Status Engine::AllocateState() {
     GroupState& gs = groups_[g];
     gs.owned_begin = stage == 0 ? 0 : lg.shard * rank_;
     gs.owned_len = stage == 0 ? lg.padded : lg.shard;
-    if (config_.offload_optimizer.device != "nvme") {
+    if (config_.offload_optimizer.device != OffloadDevice::kNvme) {
       // ZeRO-Offload: with "cpu" and a GPU device, master and moments live in
       // host memory and the CPU updates them.
       Device* sd = OptimizerOnHost() ? host_.get() : d;
@@ -324,7 +324,7 @@ absl::Status Engine::AllocateState() {
       d->UploadF32(p.init.data(), p.whole.data(), t, p.numel);
     }
   }
-  if (config_.offload_optimizer.device == "nvme") RETURN_IF_ERROR(CreateNvmeTier());
+  if (config_.offload_optimizer.device == OffloadDevice::kNvme) RETURN_IF_ERROR(CreateNvmeTier());
   for (Param& p : params_) {
     if (!p.trainable) {
       ASSIGN_OR_RETURN(p.whole, DeviceBuffer::Make(d, p.numel * DTypeSize(p.dtype)));
@@ -391,7 +391,7 @@ absl::Status Engine::CreateNvmeTier() {
 }
 
 bool Engine::ParamsOnNvme() const {
-  return config_.stage == 3 && config_.offload_param.device == "nvme";
+  return config_.stage == 3 && config_.offload_param.device == OffloadDevice::kNvme;
 }
 
 // Stage 3, offload_param "nvme": each group's own shard of the working copy

@@ -195,7 +195,7 @@ class Engine {
   // Host memory for ZeRO-Offload (optimizer states on the CPU).
   std::unique_ptr<Device> host_ = MakeCpuDevice();
   bool OptimizerOnHost() const {
-    return config_.offload_optimizer.device == "cpu" && !device_->host_accessible();
+    return config_.offload_optimizer.device == OffloadDevice::kCpu && !device_->host_accessible();
   }
   // Scalars and checks in host memory: comm_ itself for host communicators,
   // a device-staging view of it for device ones.
