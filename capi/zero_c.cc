@@ -15,7 +15,7 @@
 #include "core/comm/mpi_communicator.h"
 #include "core/comm/thread_communicator.h"
 #include "core/config/config.h"
-#include "core/device/device_factory.h"
+#include "core/backend/device_factory.h"
 #include "core/engine/engine.h"
 
 struct zero_comm_t {

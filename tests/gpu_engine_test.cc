@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "core/device/cuda_device.h"
-#include "core/device/device_factory.h"
+#include "core/backend/device_factory.h"
 #include "tests/testing/mlp_harness.h"
 
 namespace zero {

@@ -17,7 +17,7 @@
 
 #include "core/comm/mpi_communicator.h"
 #include "core/comm/thread_communicator.h"
-#include "core/device/device_factory.h"
+#include "core/backend/device_factory.h"
 #include "tests/testing/mlp_harness.h"
 
 namespace zero {

@@ -6,8 +6,8 @@
 //  - a device communicator (nccl) over host memory: buffers staged through
 //    device memory. How the engine's scalar bookkeeping (norms, agreement
 //    checks) uses NCCL; that traffic is filed under kControl.
-#ifndef ZERO_CORE_COMM_STAGING_COMMUNICATOR_H_
-#define ZERO_CORE_COMM_STAGING_COMMUNICATOR_H_
+#ifndef ZERO_CORE_BACKEND_STAGING_COMMUNICATOR_H_
+#define ZERO_CORE_BACKEND_STAGING_COMMUNICATOR_H_
 
 #include <memory>
 
@@ -28,4 +28,4 @@ std::unique_ptr<Communicator> MakeDeviceControlCommunicator(
 
 }  // namespace zero
 
-#endif  // ZERO_CORE_COMM_STAGING_COMMUNICATOR_H_
+#endif  // ZERO_CORE_BACKEND_STAGING_COMMUNICATOR_H_

@@ -1,6 +1,6 @@
 // The backend factory of the default (CPU-only) build.
 #include "absl/strings/str_cat.h"
-#include "core/device/device_factory.h"
+#include "core/backend/device_factory.h"
 
 namespace zero {
 

@@ -2,7 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/comm/nccl_communicator.h"
 #include "core/device/cuda_device.h"
-#include "core/device/device_factory.h"
+#include "core/backend/device_factory.h"
 
 namespace zero {
 

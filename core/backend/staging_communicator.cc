@@ -1,4 +1,4 @@
-#include "core/comm/staging_communicator.h"
+#include "core/backend/staging_communicator.h"
 
 #include <vector>
 

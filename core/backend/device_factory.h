@@ -1,7 +1,7 @@
 // Devices and device communicators by name, so the core never names a
 // backend: "cpu" always; "cuda" (and NCCL) when built with --config=cuda.
-#ifndef ZERO_CORE_DEVICE_DEVICE_FACTORY_H_
-#define ZERO_CORE_DEVICE_DEVICE_FACTORY_H_
+#ifndef ZERO_CORE_BACKEND_DEVICE_FACTORY_H_
+#define ZERO_CORE_BACKEND_DEVICE_FACTORY_H_
 
 #include <memory>
 #include <string>
@@ -22,4 +22,4 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclComm(
 
 }  // namespace zero
 
-#endif  // ZERO_CORE_DEVICE_DEVICE_FACTORY_H_
+#endif  // ZERO_CORE_BACKEND_DEVICE_FACTORY_H_

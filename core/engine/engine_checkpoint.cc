@@ -1,0 +1,159 @@
+#include "core/engine/engine_checkpoint.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/ckpt/agree.h"
+#include "core/ckpt/checkpoint_reader.h"
+#include "core/ckpt/checkpoint_writer.h"
+#include "core/common/status_macros.h"
+
+namespace zero {
+
+absl::Status EngineCheckpoint::Precondition(const char* call) {
+  if (!reducer_->idle()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        call, ": gradients of the next micro-step were already handed in; "
+        "call it right after the step() that ends an accumulation"));
+  }
+  return absl::OkStatus();
+}
+
+ckpt::ShardView EngineCheckpoint::MakeShardView() {
+  const Config& c = ctx_->config;
+  ckpt::ShardView v;
+  v.device = ctx_->device;
+  v.rank = ctx_->rank;
+  v.world = ctx_->world;
+  v.stage = c.stage;
+  v.dtype = c.dtype;
+  v.config = &ctx_->config;
+  const bool adam = c.optimizer != OptimizerType::kSgd;
+  const bool momentum = !adam && c.momentum != 0.0;
+  if (adam) v.states = {ckpt::kExpAvg, ckpt::kExpAvgSq};
+  if (momentum) v.states = {ckpt::kMomentum};
+  const StepCounters& n = boundary_->counters();
+  v.global_step = n.global_step;
+  v.skipped_steps = n.skipped_steps;
+  v.micro_step = n.micro_step;
+  v.scaler_dynamic = boundary_->scaler().dynamic();
+  v.scaler = boundary_->scaler().state();
+  auto at = [](float* base, int64_t i) { return base ? base + i : nullptr; };
+  for (int id = 0; id < params_->size(); ++id) {
+    const ParamRecord& p = params_->at(id);
+    ckpt::ParamView pv;
+    pv.name = p.name;
+    pv.shape = p.shape;
+    pv.dtype = p.dtype;
+    pv.numel = p.numel;
+    pv.trainable = p.trainable;
+    if (!p.trainable) {
+      pv.whole = sharded_->Frozen(id);
+      v.params.push_back(std::move(pv));
+      continue;
+    }
+    const ParamPlace& pl = ctx_->layout.place(p.li);
+    const GroupShard& gs = sharded_->group(pl.group);
+    const int64_t lo = std::max(pl.offset, gs.owned_begin);
+    const int64_t hi = std::min(pl.offset + p.numel, gs.owned_begin + gs.owned_len);
+    if (hi > lo) {
+      pv.own_offset = lo - pl.offset;
+      pv.own_numel = hi - lo;
+      const int64_t i = lo - gs.owned_begin;
+      pv.state[ckpt::kMaster] = at(store_->InMemory(pl.group, 0), i);
+      if (adam) {
+        pv.state[ckpt::kExpAvg] = at(store_->InMemory(pl.group, 1), i);
+        pv.state[ckpt::kExpAvgSq] = at(store_->InMemory(pl.group, 2), i);
+      }
+      if (momentum) pv.state[ckpt::kMomentum] = at(store_->InMemory(pl.group, 1), i);
+    }
+    for (int r = 0; r < ctx_->world; ++r) {
+      const Slice s = ctx_->layout.SliceOn(p.li, r);
+      if (s.numel > 0) pv.slices.push_back({r, s.param_offset, s.numel});
+    }
+    v.params.push_back(std::move(pv));
+  }
+  return v;
+}
+
+absl::Status EngineCheckpoint::RebuildWorkingFromMaster() {
+  const size_t es = ctx_->es();
+  for (int g = 0; g < sharded_->num_groups(); ++g) {
+    GroupShard& gs = sharded_->group(g);
+    if (sharded_->params_on_nvme()) {  // offload_param "nvme": the shard is on disk
+      std::vector<char> cast(gs.owned_len * es);
+      RETURN_IF_ERROR(store_->CastMaster(g, cast.data()));
+      RETURN_IF_ERROR(sharded_->param_file(g)->WriteCommitted(0, gs.owned_len * es, cast.data()));
+    } else {
+      RETURN_IF_ERROR(store_->CastMaster(g, sharded_->OwnedWorking(g, 0)));
+    }
+    ctx_->device->Memset0(gs.grads.data(), gs.grads.bytes());
+  }
+  ctx_->device->Synchronize();
+  return boundary_->PublishWorkingCopy();
+}
+
+absl::Status EngineCheckpoint::Save(const std::string& dir, const std::string& tag,
+                                    const ckpt::SaveOptions& options) {
+  absl::Status pre = Precondition("save");
+  if (pre.ok()) pre = store_->Materialize();
+  absl::Status s = ctx_->stream->Wait(ctx_->stream->Submit([&]() -> absl::Status {
+    RETURN_IF_ERROR(ckpt::Agree(ctx_->ctrl, pre));
+    return ckpt::SaveCheckpoint(MakeShardView(), ctx_->ctrl, dir, tag, options);
+  }));
+  (void)ctx_->stream->Drain();
+  (void)store_->Spill(false);
+  if (absl::IsDeadlineExceeded(s) || absl::IsAborted(s)) return ctx_->Fail(s);
+  return s;
+}
+
+absl::Status EngineCheckpoint::Load(const std::string& dir, const std::string& tag,
+                                    const ckpt::LoadOptions& options) {
+  absl::Status pre = Precondition("load");
+  const int64_t micro = boundary_->counters().micro_step;
+  if (pre.ok() && micro != 0) {
+    pre = absl::FailedPreconditionError(absl::StrCat(
+        "load: in the middle of gradient accumulation (micro-step ", micro,
+        "); load right after the step() that ends an accumulation"));
+  }
+  for (const ParamRecord& p : params_->all()) {
+    if (pre.ok() && p.gather_refs > 0) {
+      pre = absl::FailedPreconditionError(absl::StrCat(
+          "load: param '", p.name, "' is gathered; release every param first"));
+    }
+  }
+  if (pre.ok()) pre = store_->Materialize();
+  // Stage 3: prefetched copies would go stale.
+  if (pre.ok() && coordinator_ != nullptr) coordinator_->FreeAll();
+  bool touched = false;
+  absl::Status s = ctx_->stream->Wait(ctx_->stream->Submit([&]() -> absl::Status {
+    RETURN_IF_ERROR(ckpt::Agree(ctx_->ctrl, pre));
+    ASSIGN_OR_RETURN(ckpt::Manifest m, ckpt::LoadCheckpoint(MakeShardView(), ctx_->ctrl, dir,
+                                                            tag, options, &touched));
+    boundary_->set_steps(m.global_step, m.skipped_steps);
+    LossScaler& scaler = boundary_->scaler();
+    if (scaler.dynamic() == m.scaler_dynamic) {
+      LossScalerState st = m.scaler;
+      if (!scaler.dynamic()) st.cur_scale = scaler.scale();  // static: the config's
+      scaler.set_state(st);
+    }
+    return ckpt::Agree(ctx_->ctrl, RebuildWorkingFromMaster());
+  }));
+  (void)ctx_->stream->Drain();
+  {
+    const absl::Status spill = store_->Spill(s.ok());
+    if (s.ok() && !spill.ok()) {
+      return ctx_->Fail(absl::Status(spill.code(), absl::StrCat(
+          "load: writing the loaded optimizer state to NVMe failed: ", spill.message())));
+    }
+  }
+  if (!s.ok() && (touched || absl::IsDeadlineExceeded(s) || absl::IsAborted(s))) {
+    return ctx_->Fail(absl::Status(s.code(), absl::StrCat(
+        s.message(), touched ? " (the engine's state was partly overwritten: "
+                               "create a new engine to load again)" : "")));
+  }
+  return s;
+}
+
+}  // namespace zero

@@ -1,0 +1,45 @@
+// What every part of the engine shares (docs/ARCHITECTURE.md, "The engine's
+// parts"): the resolved config, the communicators, the devices, the comm
+// stream, this rank's place, the flat layout, and the first failure. The
+// Engine owns everything the pointers name; the parts only borrow it.
+#ifndef ZERO_CORE_ENGINE_ENGINE_CONTEXT_H_
+#define ZERO_CORE_ENGINE_ENGINE_CONTEXT_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "core/comm/comm_stream.h"
+#include "core/comm/communicator.h"
+#include "core/common/dtype.h"
+#include "core/config/config.h"
+#include "core/device/device.h"
+#include "core/partition/layout.h"
+
+namespace zero {
+
+struct EngineContext {
+  Config config;                  // "auto" values resolved at finalize
+  Communicator* comm = nullptr;   // data collectives, buffers in device memory
+  Communicator* ctrl = nullptr;   // scalars in host memory
+  Device* device = nullptr;       // where model state lives
+  Device* host = nullptr;         // host memory (ZeRO-Offload)
+  CommStream* stream = nullptr;   // reductions and prefetch (overlap_comm)
+  int rank = 0, world = 1;
+  Layout layout;                  // fixed at finalize
+
+  DType dtype() const { return config.dtype; }
+  size_t es() const { return DTypeSize(config.dtype); }
+  int stage() const { return config.stage; }
+
+  // Records the first failure of a collective or IO: a failed engine
+  // refuses every later call (ZERO_ABORTED / the original code).
+  absl::Status Fail(absl::Status s) {
+    if (!s.ok() && broken.ok()) broken = s;
+    return s;
+  }
+  absl::Status broken;
+};
+
+}  // namespace zero
+
+#endif  // ZERO_CORE_ENGINE_ENGINE_CONTEXT_H_

@@ -1,0 +1,59 @@
+#include "core/engine/engine_stats.h"
+
+#include "core/engine/engine_context.h"
+#include "core/engine/gradient_reducer.h"
+#include "core/engine/optimizer_boundary.h"
+#include "core/engine/optimizer_state_store.h"
+#include "core/engine/param_coordinator.h"
+#include "core/engine/sharded_state.h"
+
+namespace zero {
+
+EngineStats CollectStats(const EngineParts& p) {
+  const EngineContext& ctx = *p.ctx;
+  EngineStats s;
+  s.rank = ctx.rank;
+  s.world_size = ctx.world;
+  s.stage = ctx.config.stage;
+  s.trainable_numel = ctx.layout.total_numel();
+  s.padded_numel = ctx.layout.total_padded();
+  if (p.sharded) {
+    s.grad_bytes = p.sharded->grad_bytes();
+    s.param_bytes = p.sharded->working_bytes();
+    s.frozen_bytes = p.sharded->frozen_bytes();
+    s.nvme_bytes += p.sharded->param_file_bytes();
+  }
+  if (p.store) {
+    const StateStoreStats t = p.store->stats();
+    s.master_bytes = t.master_bytes;
+    s.optimizer_bytes = t.optimizer_bytes;
+    s.nvme_bytes += t.file_bytes;
+    s.nvme_read_bytes = t.read_bytes;
+    s.nvme_write_bytes = t.write_bytes;
+    s.nvme_direct_io = t.direct_io;
+    s.nvme_uring = t.uring;
+    s.offload_note = t.note;
+  }
+  if (p.coordinator) {
+    s.param_bytes += p.coordinator->persistent_bytes();
+    s.buffer_bytes += p.coordinator->live_bytes();
+    s.live_gathered_bytes = p.coordinator->live_bytes();
+    s.live_gathered_high_water = p.coordinator->live_high_water();
+  }
+  if (p.reducer) s.buffer_bytes += p.reducer->buffer_bytes();
+  if (p.boundary) {
+    s.buffer_bytes += p.boundary->scratch_bytes();
+    s.global_step = p.boundary->counters().global_step;
+    s.skipped_steps = p.boundary->counters().skipped_steps;
+    s.micro_step = p.boundary->counters().micro_step;
+  }
+  const CommCounters& c = ctx.comm->counters();
+  for (int k = 0; k < static_cast<int>(CollectiveKind::kCount); ++k) {
+    s.sent[k] = c.sent[k].load();
+    s.sent_bytes[k] = c.sent_bytes[k].load();
+  }
+  s.collective_calls = c.calls.load();
+  return s;
+}
+
+}  // namespace zero

@@ -1,0 +1,251 @@
+#include "core/engine/gradient_reducer.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+
+namespace zero {
+
+absl::Status GradientReducer::Allocate() {
+  const Layout& layout = ctx_->layout;
+  int64_t largest = 1;
+  for (const LayoutParam& lp : layout.params()) largest = std::max(largest, lp.numel);
+  int64_t cap = std::min(ctx_->config.reduce_bucket_size,
+                         std::max<int64_t>(layout.total_padded(), 1));
+  cap = std::max(cap, largest);
+  RETURN_IF_ERROR(buckets_.Init(ctx_->device, ctx_->dtype(), cap));
+  pack_cap_ = cap;
+  ASSIGN_OR_RETURN(pack_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 4));
+  ASSIGN_OR_RETURN(recv_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 4));
+  reduced_at_boundary_.assign(layout.params().size(), 0);
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::RotateBucket() {
+  buckets_.Rotate();
+  GradBucket& nb = buckets_.current();
+  if (nb.inflight) {
+    absl::Status s = ctx_->stream->Wait(nb.inflight);
+    nb.inflight = nullptr;
+    RETURN_IF_ERROR(ctx_->Fail(s));
+  }
+  nb.Clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> GradientReducer::GradBuffer(int id, bool boundary) {
+  const ParamRecord& p = params_->at(id);
+  GradBucket* b = &buckets_.current();
+  const int k = b->Find(id);
+  if (k >= 0) {
+    if (b->ready[k]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "grad_buffer '", p.name, "': its gradient was already handed in "
+          "this micro-step"));
+    }
+    return buckets_.SlotPtr(k);
+  }
+  if (!b->HasRoom(p.numel)) {
+    if (!b->AllReady()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "grad_buffer '", p.name, "': the gradient bucket is full while a "
+          "grad buffer is out without grad_ready (param '",
+          params_->at(b->ids[std::find(b->ready.begin(), b->ready.end(), false) -
+                             b->ready.begin()]).name,
+          "'); call grad_ready sooner or raise reduce_bucket_size"));
+    }
+    RETURN_IF_ERROR(FlushBucket(buckets_.current_index(), boundary));
+    RETURN_IF_ERROR(RotateBucket());
+  }
+  return buckets_.AddSlot(id, p.numel, ctx_->device);
+}
+
+absl::Status GradientReducer::GradReady(int id, bool boundary) {
+  GradBucket& b = buckets_.current();
+  const int k = b.Find(id);
+  if (k < 0 || b.ready[k]) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "grad_ready '", params_->at(id).name, "': ",
+        k < 0 ? "no grad_buffer was taken for it" : "already handed in"));
+  }
+  b.ready[k] = true;
+  if (b.used == b.capacity && b.AllReady()) {
+    // Full: start its reduction now so it overlaps with what comes next.
+    RETURN_IF_ERROR(FlushBucket(buckets_.current_index(), boundary));
+    RETURN_IF_ERROR(RotateBucket());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::FinishMicroStep(bool boundary) {
+  GradBucket& b = buckets_.current();
+  if (!b.AllReady()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step: param '",
+        params_->at(b.ids[std::find(b.ready.begin(), b.ready.end(), false) - b.ready.begin()])
+            .name,
+        "' has a grad buffer out without grad_ready"));
+  }
+  RETURN_IF_ERROR(FlushBucket(buckets_.current_index(), boundary));
+  RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Drain()));
+  for (int i = 0; i < 2; ++i) {
+    buckets_.at(i).inflight = nullptr;
+    buckets_.at(i).Clear();
+  }
+  return absl::OkStatus();
+}
+
+bool GradientReducer::idle() {
+  for (int i = 0; i < 2; ++i) {
+    if (!buckets_.at(i).ids.empty() || buckets_.at(i).inflight) return false;
+  }
+  return true;
+}
+
+absl::Status GradientReducer::FlushBucket(int bi, bool boundary) {
+  GradBucket& b = buckets_.at(bi);
+  if (b.ids.empty()) return absl::OkStatus();
+  std::vector<int> ids = b.ids;
+  std::vector<int64_t> offsets = b.offsets;
+  const void* data = b.data.data();
+  b.inflight = ctx_->stream->Submit([this, ids = std::move(ids),
+                                     offsets = std::move(offsets), data, boundary] {
+    return ReduceBucket(ids, data, offsets, boundary);
+  });
+  b.Clear();
+  return absl::OkStatus();
+}
+
+// Runs on the comm stream.
+absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const void* data,
+                                           const std::vector<int64_t>& offsets,
+                                           bool boundary) {
+  Device* d = ctx_->device;
+  const Layout& layout = ctx_->layout;
+  const DType t = ctx_->dtype();
+  const size_t es = ctx_->es();
+  const int world = ctx_->world;
+  const char* base = static_cast<const char*>(data);
+  float* pack = pack_.data<float>();
+  float* recv = recv_.data<float>();
+  const float inv_world = 1.0f / static_cast<float>(world);
+  auto grads_at = [&](const ParamPlace& pl, int64_t offset) {
+    return sharded_->group(pl.group).grads.data<char>() + offset * es;
+  };
+  if (ctx_->stage() <= 1) {
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const ParamRecord& p = params_->at(ids[k]);
+      const ParamPlace& pl = layout.place(p.li);
+      d->Accumulate(grads_at(pl, pl.offset), base + offsets[k] * es, t, p.numel);
+    }
+    if (ctx_->stage() == 0 && boundary && world > 1) {
+      int64_t n = 0;
+      for (int id : ids) {
+        const ParamRecord& p = params_->at(id);
+        const ParamPlace& pl = layout.place(p.li);
+        d->ToF32(grads_at(pl, pl.offset), t, pack + n, p.numel, 1.0f);
+        n += p.numel;
+      }
+      RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, n, ReduceOp::kSum));
+      n = 0;
+      for (int id : ids) {
+        const ParamRecord& p = params_->at(id);
+        const ParamPlace& pl = layout.place(p.li);
+        d->ToF32(pack + n, DType::kF32, pack + n, p.numel, inv_world);
+        d->FromF32(pack + n, grads_at(pl, pl.offset), t, p.numel);
+        reduced_at_boundary_[p.li] = 1;
+        n += p.numel;
+      }
+    }
+    return absl::OkStatus();
+  }
+  std::vector<int64_t> counts(world, 0);
+  int64_t pos = 0;
+  for (int r = 0; r < world; ++r) {
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const Slice s = layout.SliceOn(params_->at(ids[k]).li, r);
+      if (s.numel == 0) continue;
+      d->ToF32(base + (offsets[k] + s.param_offset) * es, t, pack + pos, s.numel, 1.0f);
+      pos += s.numel;
+      counts[r] += s.numel;
+    }
+  }
+  RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, recv, counts));
+  pos = 0;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const int li = params_->at(ids[k]).li;
+    const Slice s = layout.SliceOn(li, ctx_->rank);
+    if (s.numel == 0) continue;
+    d->AccumulateF32(grads_at(layout.place(li), s.shard_offset), recv + pos, inv_world, t,
+                     s.numel);
+    pos += s.numel;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::ReduceLeftoversStage0() {
+  Device* d = ctx_->device;
+  const Layout& layout = ctx_->layout;
+  const DType t = ctx_->dtype();
+  const size_t es = ctx_->es();
+  std::vector<int> todo;  // layout indices
+  for (size_t li = 0; li < reduced_at_boundary_.size(); ++li) {
+    if (!reduced_at_boundary_[li]) todo.push_back(static_cast<int>(li));
+    reduced_at_boundary_[li] = 0;
+  }
+  auto numel = [&](int li) { return layout.params()[li].numel; };
+  auto grads = [&](int li) {
+    const ParamPlace& pl = layout.place(li);
+    return sharded_->group(pl.group).grads.data<char>() + pl.offset * es;
+  };
+  size_t k = 0;
+  while (k < todo.size()) {
+    std::vector<int> batch;
+    int64_t n = 0;
+    while (k < todo.size() && (batch.empty() || n + numel(todo[k]) <= pack_cap_)) {
+      n += numel(todo[k]);
+      batch.push_back(todo[k++]);
+    }
+    float* pack = pack_.data<float>();
+    int64_t pos = 0;
+    for (int li : batch) {
+      d->ToF32(grads(li), t, pack + pos, numel(li), 1.0f);
+      pos += numel(li);
+    }
+    RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, pos, ReduceOp::kSum));
+    pos = 0;
+    for (int li : batch) {
+      d->ToF32(pack + pos, DType::kF32, pack + pos, numel(li), 1.0f / ctx_->world);
+      d->FromF32(pack + pos, grads(li), t, numel(li));
+      pos += numel(li);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>& g32) {
+  Device* d = ctx_->device;
+  const DType t = ctx_->dtype();
+  const size_t es = ctx_->es();
+  const int world = ctx_->world;
+  float* pack = pack_.data<float>();
+  for (int g = 0; g < sharded_->num_groups(); ++g) {
+    const int64_t shard = ctx_->layout.groups()[g].shard;
+    const int64_t chunk = std::max<int64_t>(1, pack_cap_ / world);
+    float* out = g32[g];
+    const char* grads = sharded_->group(g).grads.data<char>();
+    for (int64_t a = 0; a < shard; a += chunk) {
+      const int64_t len = std::min(chunk, shard - a);
+      for (int r = 0; r < world; ++r) {
+        d->ToF32(grads + (r * shard + a) * es, t, pack + r * len, len, 1.0f);
+      }
+      RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, out + a,
+                                                 std::vector<int64_t>(world, len)));
+      d->ToF32(out + a, DType::kF32, out + a, len, 1.0f / world);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zero

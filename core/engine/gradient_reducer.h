@@ -1,0 +1,69 @@
+// The gradient path (docs/ARCHITECTURE.md, "One training step"): grad
+// buffers handed out from two buckets (grad_bucket.h); a full bucket is
+// reduced on the comm stream while the caller fills the other. Per stage:
+//   0: buckets add into the full local gradient; the boundary micro-step
+//      all-reduces what it touches, the boundary the rest (leftovers);
+//   1: buckets add into the full local gradient; the boundary
+//      reduce-scatters it once (ReduceScatterFlat);
+//   2-3: each bucket is reduce-scattered, each rank keeping its shard.
+#ifndef ZERO_CORE_ENGINE_GRADIENT_REDUCER_H_
+#define ZERO_CORE_ENGINE_GRADIENT_REDUCER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/device/device.h"
+#include "core/engine/engine_context.h"
+#include "core/engine/grad_bucket.h"
+#include "core/engine/param_registry.h"
+#include "core/engine/sharded_state.h"
+
+namespace zero {
+
+class GradientReducer {
+ public:
+  GradientReducer(EngineContext* ctx, const ParamRegistry* params, ShardedState* sharded)
+      : ctx_(ctx), params_(params), sharded_(sharded) {}
+
+  // Buckets of reduce_bucket_size elements, but never more than the model
+  // and never less than its largest param; fp32 pack/receive staging.
+  absl::Status Allocate();
+
+  // `boundary`: this micro-step ends an accumulation.
+  absl::StatusOr<void*> GradBuffer(int id, bool boundary);
+  absl::Status GradReady(int id, bool boundary);
+  // The end of a micro-step: the last bucket reduced, every reduction done.
+  absl::Status FinishMicroStep(bool boundary);
+  // No gradient of the next micro-step handed in yet.
+  bool idle();
+
+  // On the comm stream, at the boundary. Stage 0: params whose gradient
+  // was not handed in on the boundary micro-step all-reduced now.
+  absl::Status ReduceLeftoversStage0();
+  // Stage 1: the full local gradients reduce-scattered into `g32` (fp32,
+  // this rank's shard of each group), averaged.
+  absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32);
+
+  int64_t buffer_bytes() const { return buckets_.bytes() + pack_.bytes() + recv_.bytes(); }
+
+ private:
+  absl::Status FlushBucket(int b, bool boundary);
+  absl::Status ReduceBucket(const std::vector<int>& ids, const void* data,
+                            const std::vector<int64_t>& offsets, bool boundary);
+  // Rotates to the other bucket after waiting for its reduction.
+  absl::Status RotateBucket();
+
+  EngineContext* ctx_;
+  const ParamRegistry* params_;
+  ShardedState* sharded_;
+  GradBuckets buckets_;
+  DeviceBuffer pack_, recv_;  // fp32 staging for reductions
+  int64_t pack_cap_ = 0;
+  std::vector<char> reduced_at_boundary_;  // stage 0, by layout index
+};
+
+}  // namespace zero
+
+#endif  // ZERO_CORE_ENGINE_GRADIENT_REDUCER_H_

@@ -1,0 +1,96 @@
+#include "core/engine/host_state_store.h"
+
+#include <algorithm>
+#include <future>
+#include <vector>
+
+#include "core/common/status_macros.h"
+#include "core/engine/sharded_state.h"
+
+namespace zero {
+
+absl::Status HostStateStore::Update(const OptimizerUpdate& u) {
+  Device* device = ctx_->device;
+  Device* host = ctx_->host;
+  const DType t = ctx_->dtype();
+  const size_t es = ctx_->es();
+  const bool pin = ctx_->config.offload_optimizer.pin_memory;
+  struct Piece {
+    int g;
+    int64_t begin, len;
+  };
+  std::vector<Piece> pieces;
+  const int64_t cap =
+      std::max<int64_t>(1, std::min<int64_t>(ctx_->config.sub_group_size, 1 << 22));
+  int64_t largest = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (int64_t b = 0; b < groups_[g].len; b += cap) {
+      pieces.push_back({static_cast<int>(g), b, std::min(cap, groups_[g].len - b)});
+      largest = std::max(largest, pieces.back().len);
+    }
+  }
+  if (pieces.empty()) return absl::OkStatus();
+  // Two grad buffers and two working-copy buffers, freed on every path.
+  std::vector<void*> bufs;
+  auto free_all = [&] {
+    for (void* p : bufs) device->FreeHost(p, pin);
+  };
+  for (int i = 0; i < 4; ++i) {
+    auto p = device->AllocateHost(largest * (i < 2 ? sizeof(float) : es), pin);
+    if (!p.ok()) {
+      free_all();
+      return p.status();
+    }
+    bufs.push_back(*p);
+  }
+  float* gbuf[2] = {static_cast<float*>(bufs[0]), static_cast<float*>(bufs[1])};
+  char* wbuf[2] = {static_cast<char*>(bufs[2]), static_cast<char*>(bufs[3])};
+  const std::vector<float*>& g32 = *u.grads;
+  auto down = [&](size_t k) {
+    const Piece& p = pieces[k];
+    return std::async(std::launch::async, [device, p, dst = gbuf[k % 2], src = g32[p.g]] {
+      device->Copy(dst, src + p.begin, p.len * sizeof(float));
+    });
+  };
+  std::future<void> next = down(0), up;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Piece& p = pieces[k];
+    Arrays& s = groups_[p.g];
+    next.wait();
+    if (k + 1 < pieces.size()) next = down(k + 1);
+    float* m = s.a[1].data<float>();
+    float* v = s.a[2].data<float>();
+    float* master = s.a[0].data<float>() + p.begin;
+    if (u.sgd_mode) {
+      host->SgdStep(u.sgd, gbuf[k % 2], master, m ? m + p.begin : nullptr, p.len, wbuf[k % 2], t);
+    } else {
+      host->AdamStep(u.adam, gbuf[k % 2], master, m + p.begin, v + p.begin, p.len,
+                     wbuf[k % 2], t);
+    }
+    if (up.valid()) up.wait();
+    char* work = sharded_->OwnedWorking(p.g, p.begin);
+    up = std::async(std::launch::async, [device, work, src = wbuf[k % 2], bytes = p.len * es] {
+      device->Copy(work, src, bytes);
+    });
+  }
+  up.wait();
+  free_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const float*> HostStateStore::MasterOnDevice(int g, int64_t begin, int64_t len,
+                                                            DeviceBuffer* scratch) {
+  ASSIGN_OR_RETURN(*scratch, DeviceBuffer::Make(ctx_->device, len * 4));
+  if (len > 0) ctx_->device->Copy(scratch->data(), groups_[g].a[0].data<float>() + begin, len * 4);
+  return scratch->data<float>();
+}
+
+// Cast on the host, copy up.
+absl::Status HostStateStore::CastMaster(int g, void* dst) {
+  std::vector<char> cast(groups_[g].len * ctx_->es());
+  ctx_->host->FromF32(groups_[g].a[0].data<float>(), cast.data(), ctx_->dtype(), groups_[g].len);
+  ctx_->device->Copy(dst, cast.data(), cast.size());
+  return absl::OkStatus();
+}
+
+}  // namespace zero

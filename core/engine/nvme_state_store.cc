@@ -1,0 +1,131 @@
+#include "core/engine/nvme_state_store.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
+
+namespace zero {
+
+absl::Status NvmeStateStore::Create(const std::vector<int64_t>& owned_lens) {
+  const OffloadConfig& oc = ctx_->config.offload_optimizer;
+  // The optimizer runs on the host over the staging buffers and writes the
+  // working copy in place: the CPU device only, for now.
+  if (ctx_->device->name() != "cpu") {
+    return absl::UnimplementedError(absl::StrCat(
+        "zero_optimization.offload_optimizer.device: \"nvme\" needs the cpu "
+        "device in this version, not ", ctx_->device->name()));
+  }
+  lens_ = owned_lens;
+  offload::NvmeTierOptions o;
+  o.dir = oc.nvme_path;
+  o.tag = absl::StrFormat("zero_optim_r%d_p%d_%x", ctx_->rank, static_cast<int>(::getpid()),
+                          reinterpret_cast<uintptr_t>(this));
+  o.num_arrays = StateArrays(ctx_->config);
+  o.buffer_count = oc.buffer_count;
+  o.chunk_elems = ctx_->config.sub_group_size;
+  o.aio.queue_depth = ctx_->config.aio.queue_depth;
+  o.aio.block_size = ctx_->config.aio.block_size;
+  ASSIGN_OR_RETURN(tier_, offload::NvmeTier::Create(o, owned_lens));
+  const offload::NvmeTierStats st = tier_->stats();
+  if (!st.note.empty()) {
+    std::fprintf(stderr, "[zero] rank %d: nvme offload under '%s': %s\n", ctx_->rank,
+                 oc.nvme_path.c_str(), st.note.c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NvmeStateStore::Initialize(const InitVisitor& init) {
+  return tier_->Initialize([&](const offload::NvmeTier::Chunk& c, float* const* arr) {
+    init(c.group, c.begin, c.begin + c.len, [&](int64_t at, int64_t len, const float* src) {
+      std::memcpy(arr[0] + (at - c.begin), src, len * 4);
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::Status NvmeStateStore::Update(const OptimizerUpdate& u) {
+  const int arrays = StateArrays(ctx_->config);
+  return tier_->Update(
+      [&](const offload::NvmeTier::Chunk& c, float* const* arr) {
+        return u.on_device(c.group, c.begin, c.len, arr[0], arrays > 1 ? arr[1] : nullptr,
+                           arrays > 2 ? arr[2] : nullptr);
+      },
+      u.agree);
+}
+
+absl::Status NvmeStateStore::Read(int g, int array, int64_t begin, int64_t len, float* out) {
+  return tier_->ReadRange(g, array, begin, len, out);
+}
+
+absl::Status NvmeStateStore::Write(int g, int array, int64_t begin, int64_t len,
+                                   const float* in) {
+  return tier_->WriteRange(g, array, begin, len, in);
+}
+
+absl::StatusOr<const float*> NvmeStateStore::MasterOnDevice(int g, int64_t begin, int64_t len,
+                                                            DeviceBuffer* scratch) {
+  ASSIGN_OR_RETURN(*scratch, DeviceBuffer::Make(ctx_->device, len * 4));
+  if (len > 0) RETURN_IF_ERROR(tier_->ReadRange(g, 0, begin, len, scratch->data<float>()));
+  return scratch->data<float>();
+}
+
+absl::Status NvmeStateStore::CastMaster(int g, void* dst) {
+  if (resident_.empty()) {
+    return absl::FailedPreconditionError("nvme state: cast of a master not in memory");
+  }
+  ctx_->device->FromF32(resident_[g][0].data<float>(), dst, ctx_->dtype(), lens_[g]);
+  return absl::OkStatus();
+}
+
+absl::Status NvmeStateStore::Materialize() {
+  const int arrays = StateArrays(ctx_->config);
+  resident_.clear();
+  resident_.resize(lens_.size());
+  for (auto& r : resident_) r.resize(3);
+  for (size_t g = 0; g < lens_.size(); ++g) {
+    for (int a = 0; a < arrays; ++a) {
+      ASSIGN_OR_RETURN(resident_[g][a], DeviceBuffer::Make(ctx_->device, lens_[g] * 4));
+      RETURN_IF_ERROR(tier_->ReadRange(static_cast<int>(g), a, 0, lens_[g],
+                                       resident_[g][a].data<float>()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NvmeStateStore::Spill(bool write_back) {
+  absl::Status s;
+  for (size_t g = 0; g < resident_.size(); ++g) {
+    for (int a = 0; a < 3; ++a) {
+      DeviceBuffer& b = resident_[g][a];
+      if (write_back && s.ok() && b.data() != nullptr) {
+        s = tier_->WriteRange(static_cast<int>(g), a, 0, lens_[g], b.data<float>());
+      }
+    }
+  }
+  resident_.clear();
+  return s;
+}
+
+float* NvmeStateStore::InMemory(int g, int array) {
+  return resident_.empty() ? nullptr : resident_[g][array].data<float>();
+}
+
+StateStoreStats NvmeStateStore::stats() const {
+  const offload::NvmeTierStats t = tier_->stats();
+  StateStoreStats s;
+  s.optimizer_bytes = t.host_bytes;  // staging buffers; master/m/v on disk
+  s.file_bytes = t.file_bytes;
+  s.read_bytes = t.bytes_read;
+  s.write_bytes = t.bytes_written;
+  s.direct_io = t.direct_io;
+  s.uring = t.uring;
+  s.note = t.note;
+  return s;
+}
+
+}  // namespace zero

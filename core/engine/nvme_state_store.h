@@ -1,0 +1,43 @@
+// offload_optimizer "nvme": master weights and moments in files under
+// nvme_path (core/offload/nvme_tier.h), streamed in sub_group_size pieces
+// through buffer_count host buffers: read k+1 while updating k while writing
+// k-1. A step counts only if every rank wrote all of its state.
+#ifndef ZERO_CORE_ENGINE_NVME_STATE_STORE_H_
+#define ZERO_CORE_ENGINE_NVME_STATE_STORE_H_
+
+#include <memory>
+#include <vector>
+
+#include "core/engine/optimizer_state_store.h"
+#include "core/offload/nvme_tier.h"
+
+namespace zero {
+
+class NvmeStateStore : public OptimizerStateStore {
+ public:
+  explicit NvmeStateStore(EngineContext* ctx) : ctx_(ctx) {}
+  absl::Status Create(const std::vector<int64_t>& owned_lens);
+
+  absl::Status Initialize(const InitVisitor& init) override;
+  absl::Status Update(const OptimizerUpdate& u) override;
+  absl::Status Read(int g, int array, int64_t begin, int64_t len, float* out) override;
+  absl::Status Write(int g, int array, int64_t begin, int64_t len, const float* in) override;
+  absl::StatusOr<const float*> MasterOnDevice(int g, int64_t begin, int64_t len,
+                                              DeviceBuffer* scratch) override;
+  absl::Status CastMaster(int g, void* dst) override;
+  // A temporary 12 bytes per owned element while a checkpoint runs.
+  absl::Status Materialize() override;
+  absl::Status Spill(bool write_back) override;
+  float* InMemory(int g, int array) override;
+  StateStoreStats stats() const override;
+
+ private:
+  EngineContext* ctx_;
+  std::unique_ptr<offload::NvmeTier> tier_;
+  std::vector<int64_t> lens_;
+  std::vector<std::vector<DeviceBuffer>> resident_;  // [g][array] while materialized
+};
+
+}  // namespace zero
+
+#endif  // ZERO_CORE_ENGINE_NVME_STATE_STORE_H_

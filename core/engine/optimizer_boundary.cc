@@ -1,0 +1,171 @@
+#include "core/engine/optimizer_boundary.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/common/status_macros.h"
+#include "kernels/adam_math.h"
+#include "kernels/norm_math.h"
+
+namespace zero {
+
+OptimizerBoundary::OptimizerBoundary(EngineContext* ctx)
+    : ctx_(ctx),
+      scaler_(ctx->config.dtype == DType::kF16 && ctx->config.loss_scale == 0.0,
+              ctx->config.loss_scale, ctx->config.initial_scale_power,
+              ctx->config.loss_scale_window, ctx->config.hysteresis,
+              ctx->config.consecutive_hysteresis, ctx->config.min_loss_scale),
+      schedule_(ctx->config) {}
+
+int64_t OptimizerBoundary::scratch_bytes() const {
+  int64_t n = 0;
+  for (const DeviceBuffer& b : g32_) n += b.bytes();
+  return n;
+}
+
+absl::StatusOr<StepInfo> OptimizerBoundary::EndMicroStep() {
+  if (!at_boundary()) {
+    ++counters_.micro_step;
+    StepInfo info;
+    info.global_step = counters_.global_step;
+    info.skipped_steps = counters_.skipped_steps;
+    info.loss_scale = scaler_.scale();
+    info.lr = schedule_.LrForStep(counters_.global_step);
+    return info;
+  }
+  counters_.micro_step = 0;
+  return Step();
+}
+
+absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
+  Device* device = ctx_->device;
+  const DType t = ctx_->dtype();
+  const int stage = ctx_->stage();
+  const int world = ctx_->world;
+  const int groups = sharded_->num_groups();
+  // The owned gradients in fp32: fp32 shards of stages 0, 2, 3 are used in
+  // place; otherwise a scratch kept across steps (no allocation per step).
+  const bool in_place = t == DType::kF32 && stage != 1;
+  if (!in_place && g32_.empty()) {
+    g32_.resize(groups);
+    for (int g = 0; g < groups; ++g) {
+      ASSIGN_OR_RETURN(g32_[g], DeviceBuffer::Make(device, sharded_->group(g).owned_len * 4));
+    }
+  }
+  std::vector<float*> g32(groups);
+  for (int g = 0; g < groups; ++g) {
+    g32[g] = in_place ? sharded_->group(g).grads.data<float>() : g32_[g].data<float>();
+  }
+  double sumsq = 0.0;
+  auto reduce = [&]() -> absl::Status {
+    if (stage == 0 && world > 1) RETURN_IF_ERROR(reducer_->ReduceLeftoversStage0());
+    if (stage == 1) {
+      RETURN_IF_ERROR(reducer_->ReduceScatterFlatStage1(g32));
+    } else if (!in_place) {
+      for (int g = 0; g < groups; ++g) {
+        device->ToF32(sharded_->group(g).grads.data(), t, g32[g], sharded_->group(g).owned_len,
+                      1.0f);
+      }
+    }
+    for (int g = 0; g < groups; ++g) {
+      sumsq += device->SumSquares(g32[g], DType::kF32, sharded_->group(g).owned_len);
+    }
+    // Norm and overflow in one all-reduce: a non-finite gradient anywhere
+    // makes the global sum of squares non-finite.
+    if (stage >= 1 && world > 1) {
+      ScopedCountingKind k(ctx_->ctrl, CollectiveKind::kControl);
+      RETURN_IF_ERROR(ctx_->ctrl->AllReduce(&sumsq, 1, ReduceOp::kSum));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit(reduce)));
+  (void)ctx_->stream->Drain();
+
+  const Config& c = ctx_->config;
+  StepInfo info;
+  info.boundary = true;
+  const double scale = scaler_.scale();
+  const bool overflow = !std::isfinite(sumsq);
+  const double scaled_norm = std::sqrt(sumsq);
+  info.grad_norm = overflow ? std::numeric_limits<double>::infinity() : scaled_norm / scale;
+  info.lr = schedule_.LrForStep(counters_.global_step);
+  if (overflow) {
+    sharded_->ZeroGrads();
+    RETURN_IF_ERROR(scaler_.Update(true));
+    ++counters_.skipped_steps;
+    info.skipped = true;
+    info.global_step = counters_.global_step;
+    info.skipped_steps = counters_.skipped_steps;
+    info.loss_scale = scaler_.scale();
+    return info;
+  }
+  const float factor =
+      static_cast<float>(math::UnscaleClipFactor(scaled_norm, scale, c.gradient_clipping));
+  const int64_t step = counters_.global_step + 1;
+  OptimizerUpdate u;
+  u.grads = &g32;
+  u.sgd_mode = c.optimizer == OptimizerType::kSgd;
+  u.sgd.lr = static_cast<float>(info.lr);
+  u.sgd.momentum = static_cast<float>(c.momentum);
+  u.sgd.dampening = static_cast<float>(c.dampening);
+  u.sgd.weight_decay = static_cast<float>(c.weight_decay);
+  u.sgd.grad_scale = factor;
+  u.sgd.nesterov = c.nesterov;
+  u.sgd.first_step = step == 1;
+  const bool decoupled = c.optimizer == OptimizerType::kAdamW || c.adam_w_mode;
+  u.adam = math::MakeAdamScalars(
+      static_cast<float>(info.lr), static_cast<float>(c.beta1), static_cast<float>(c.beta2),
+      static_cast<float>(c.eps), static_cast<float>(c.weight_decay), decoupled, step, factor);
+  // With offload_param "nvme" the working copy goes through `staged` to the
+  // next slot of the group's param file, in sub_group_size pieces.
+  const size_t es = ctx_->es();
+  const bool staged_working = sharded_->params_on_nvme();
+  std::vector<char> staged;
+  u.piece = staged_working ? std::max<int64_t>(1, c.sub_group_size)
+                           : std::numeric_limits<int64_t>::max();
+  u.on_device = [&](int g, int64_t begin, int64_t len, float* master, float* m,
+                    float* v) -> absl::Status {
+    char* work = sharded_->OwnedWorking(g, begin);
+    if (staged_working) {
+      staged.resize(len * es);
+      work = staged.data();
+    }
+    const float* grad = g32[g] + begin;
+    if (u.sgd_mode) {
+      device->SgdStep(u.sgd, grad, master, m, len, work, t);
+    } else {
+      device->AdamStep(u.adam, grad, master, m, v, len, work, t);
+    }
+    if (staged_working) return sharded_->param_file(g)->Write(begin * es, len * es, work);
+    return absl::OkStatus();
+  };
+  u.agree = [&](bool ok) -> absl::StatusOr<bool> {
+    if (world == 1) return ok;
+    double failed = ok ? 0.0 : 1.0;
+    RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit([&] {
+      ScopedCountingKind k(ctx_->ctrl, CollectiveKind::kControl);
+      return ctx_->ctrl->AllReduce(&failed, 1, ReduceOp::kMax);
+    })));
+    (void)ctx_->stream->Drain();
+    return failed == 0.0;
+  };
+  RETURN_IF_ERROR(store_->Update(u));
+  sharded_->CommitParamFiles();
+  sharded_->ZeroGrads();
+  RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit([this] { return PublishWorkingCopy(); })));
+  (void)ctx_->stream->Drain();
+  RETURN_IF_ERROR(scaler_.Update(false));
+  ++counters_.global_step;
+  info.global_step = counters_.global_step;
+  info.skipped_steps = counters_.skipped_steps;
+  info.loss_scale = scaler_.scale();
+  return info;
+}
+
+absl::Status OptimizerBoundary::PublishWorkingCopy() {
+  RETURN_IF_ERROR(sharded_->AllGatherWorking());
+  if (coordinator_ != nullptr) RETURN_IF_ERROR(coordinator_->RefreshPersistent());
+  return absl::OkStatus();
+}
+
+}  // namespace zero

@@ -1,0 +1,92 @@
+// The optimizer boundary (docs/ARCHITECTURE.md, "One training step"): the
+// accumulation counter, and at the last micro-step of an accumulation the
+// one pass structure — reduce what is left, the owned gradients in fp32, the
+// global sum of squares (norm and overflow in one all-reduce), DeepSpeed's
+// loss scaler, the clip folded into the unscale factor, the optimizer over
+// the state store, and the new working copy published to every rank.
+#ifndef ZERO_CORE_ENGINE_OPTIMIZER_BOUNDARY_H_
+#define ZERO_CORE_ENGINE_OPTIMIZER_BOUNDARY_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/device/device.h"
+#include "core/engine/engine_context.h"
+#include "core/engine/gradient_reducer.h"
+#include "core/engine/optimizer_state_store.h"
+#include "core/engine/param_coordinator.h"
+#include "core/engine/sharded_state.h"
+#include "core/optim/loss_scaler.h"
+#include "core/optim/lr_schedule.h"
+
+namespace zero {
+
+struct StepInfo {
+  bool boundary = false;
+  bool skipped = false;
+  int64_t global_step = 0;
+  int64_t skipped_steps = 0;
+  double loss_scale = 1.0;
+  double grad_norm = 0.0;
+  double lr = 0.0;
+};
+
+struct StepCounters {
+  int64_t global_step = 0, skipped_steps = 0;
+  int64_t micro_step = 0;  // micro-steps since the last boundary
+};
+
+class OptimizerBoundary {
+ public:
+  explicit OptimizerBoundary(EngineContext* ctx);
+
+  // The parts it drives; `coordinator` only at stage 3.
+  void Wire(ShardedState* sharded, GradientReducer* reducer, OptimizerStateStore* store,
+            ParamCoordinator* coordinator) {
+    sharded_ = sharded;
+    reducer_ = reducer;
+    store_ = store;
+    coordinator_ = coordinator;
+  }
+
+  // Whether the current micro-step ends an accumulation.
+  bool at_boundary() const {
+    return counters_.micro_step + 1 == ctx_->config.gradient_accumulation_steps;
+  }
+  // After the micro-step's reductions finished: counts it and, at the
+  // boundary, steps the optimizer.
+  absl::StatusOr<StepInfo> EndMicroStep();
+
+  // After the owners updated their shards of the working copy: stages 1-2
+  // all-gather the shards; stage 3 refreshes the persistent params. Runs on
+  // the comm stream.
+  absl::Status PublishWorkingCopy();
+
+  const StepCounters& counters() const { return counters_; }
+  void set_steps(int64_t global_step, int64_t skipped_steps) {
+    counters_.global_step = global_step;
+    counters_.skipped_steps = skipped_steps;
+  }
+  LossScaler& scaler() { return scaler_; }
+  const LossScaler& scaler() const { return scaler_; }
+  int64_t scratch_bytes() const;
+
+ private:
+  absl::StatusOr<StepInfo> Step();
+
+  EngineContext* ctx_;
+  ShardedState* sharded_ = nullptr;
+  GradientReducer* reducer_ = nullptr;
+  OptimizerStateStore* store_ = nullptr;
+  ParamCoordinator* coordinator_ = nullptr;
+  LossScaler scaler_;
+  LrSchedule schedule_;
+  StepCounters counters_;
+  std::vector<DeviceBuffer> g32_;  // fp32 owned gradients, when not in place
+};
+
+}  // namespace zero
+
+#endif  // ZERO_CORE_ENGINE_OPTIMIZER_BOUNDARY_H_

@@ -1,0 +1,41 @@
+#include "core/engine/optimizer_state_store.h"
+
+#include "core/common/status_macros.h"
+#include "core/engine/host_state_store.h"
+#include "core/engine/memory_state_store.h"
+#include "core/engine/nvme_state_store.h"
+#include "core/engine/sharded_state.h"
+
+namespace zero {
+
+int StateArrays(const Config& c) {
+  if (c.optimizer != OptimizerType::kSgd) return 3;
+  return c.momentum != 0.0 ? 2 : 1;
+}
+
+absl::StatusOr<std::unique_ptr<OptimizerStateStore>> MakeOptimizerStateStore(
+    EngineContext* ctx, ShardedState* sharded) {
+  const std::vector<int64_t> lens = sharded->OwnedLengths();
+  switch (ctx->config.offload_optimizer.device) {
+    case OffloadDevice::kNvme: {
+      auto s = std::make_unique<NvmeStateStore>(ctx);
+      RETURN_IF_ERROR(s->Create(lens));
+      return std::unique_ptr<OptimizerStateStore>(std::move(s));
+    }
+    case OffloadDevice::kCpu:
+      // On a host device the state already lives in host memory.
+      if (!ctx->device->host_accessible()) {
+        auto s = std::make_unique<HostStateStore>(ctx, sharded);
+        RETURN_IF_ERROR(s->Allocate(lens));
+        return std::unique_ptr<OptimizerStateStore>(std::move(s));
+      }
+      break;
+    case OffloadDevice::kNone:
+      break;
+  }
+  auto s = std::make_unique<DeviceStateStore>(ctx, ctx->device);
+  RETURN_IF_ERROR(s->Allocate(lens));
+  return std::unique_ptr<OptimizerStateStore>(std::move(s));
+}
+
+}  // namespace zero

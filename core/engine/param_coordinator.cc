@@ -1,0 +1,158 @@
+#include "core/engine/param_coordinator.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+
+namespace zero {
+
+ParamCoordinator::~ParamCoordinator() {
+  // Prefetches in flight write into live buffers: wait for them first.
+  FreeAll();
+}
+
+absl::Status ParamCoordinator::AllocatePersistent() {
+  persistent_.resize(params_->size());
+  const size_t es = ctx_->es();
+  for (int id : params_->trainable_ids()) {
+    const ParamRecord& p = params_->at(id);
+    if (p.numel >= ctx_->config.stage3_param_persistence_threshold) continue;
+    ASSIGN_OR_RETURN(persistent_[id], DeviceBuffer::Make(ctx_->device, p.numel * es));
+    ctx_->device->UploadF32(p.init.data(), persistent_[id].data(), ctx_->dtype(), p.numel);
+  }
+  return absl::OkStatus();
+}
+
+int64_t ParamCoordinator::persistent_bytes() const {
+  int64_t n = 0;
+  for (const DeviceBuffer& b : persistent_) n += b.bytes();
+  return n;
+}
+
+void ParamCoordinator::FreeLive(int id) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  if (it->second.pending) (void)ctx_->stream->Wait(it->second.pending);
+  live_bytes_ -= static_cast<int64_t>(params_->at(id).numel * ctx_->es());
+  live_.erase(it);
+}
+
+absl::Status ParamCoordinator::EnsureBudget(int64_t need, int id) {
+  const int64_t es = ctx_->es();
+  const int64_t budget = ctx_->config.stage3_max_live_parameters * es;
+  while (live_bytes_ + need > budget) {
+    // Evict a prefetched param nobody holds yet (deterministic: lowest id).
+    int victim = -1;
+    for (const auto& [q, l] : live_) {
+      if (l.refs == 0 && (victim < 0 || q < victim)) victim = q;
+    }
+    if (victim < 0) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "gather '", params_->at(id).name, "': stage3_max_live_parameters = ",
+          ctx_->config.stage3_max_live_parameters, " elements cannot hold its ",
+          need / es, " elements while ", live_bytes_ / es,
+          " gathered elements are in use; raise the budget or release params "
+          "sooner"));
+    }
+    FreeLive(victim);
+  }
+  return absl::OkStatus();
+}
+
+void ParamCoordinator::Prefetch(int id) {
+  if (!ctx_->stream->asynchronous() || !trace_done_ ||
+      ctx_->config.stage3_prefetch_bucket_size <= 0) {
+    return;
+  }
+  auto pos = std::find(trace_.begin() + trace_pos_, trace_.end(), id);
+  if (pos == trace_.end()) return;
+  trace_pos_ = static_cast<size_t>(pos - trace_.begin()) + 1;
+  const int64_t es = ctx_->es();
+  const int64_t budget = ctx_->config.stage3_max_live_parameters * es;
+  int64_t left = ctx_->config.stage3_prefetch_bucket_size;
+  for (size_t j = trace_pos_; j < trace_.size() && left > 0; ++j) {
+    const int q = trace_[j];
+    const ParamRecord& p = params_->at(q);
+    if (persistent(q) || live_.count(q)) continue;
+    if (p.numel > left || live_bytes_ + p.numel * es > budget) break;
+    auto buf = DeviceBuffer::Make(ctx_->device, p.numel * es);
+    if (!buf.ok()) break;
+    Live l;
+    l.buf = std::move(*buf);
+    void* dst = l.buf.data();
+    const int li = p.li;
+    ShardedState* sharded = sharded_;
+    l.pending = ctx_->stream->Submit([sharded, li, dst] { return sharded->GatherInto(li, dst); });
+    live_[q] = std::move(l);
+    live_bytes_ += p.numel * es;
+    live_high_water_ = std::max(live_high_water_, live_bytes_);
+    left -= p.numel;
+  }
+}
+
+absl::StatusOr<void*> ParamCoordinator::Gather(int id) {
+  if (persistent(id)) return persistent_[id].data();
+  if (!trace_done_) trace_.push_back(id);
+  auto it = live_.find(id);
+  if (it != live_.end()) {
+    Live& l = it->second;
+    if (l.pending) {
+      absl::Status s = ctx_->stream->Wait(l.pending);
+      l.pending = nullptr;
+      RETURN_IF_ERROR(ctx_->Fail(s));
+    }
+    ++l.refs;
+    void* data = l.buf.data();
+    Prefetch(id);
+    return data;
+  }
+  const ParamRecord& p = params_->at(id);
+  const int64_t bytes = p.numel * ctx_->es();
+  RETURN_IF_ERROR(EnsureBudget(bytes, id));
+  ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Make(ctx_->device, bytes));
+  void* dst = buf.data();
+  const int li = p.li;
+  ShardedState* sharded = sharded_;
+  RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Wait(
+      ctx_->stream->Submit([sharded, li, dst] { return sharded->GatherInto(li, dst); }))));
+  Live l;
+  l.buf = std::move(buf);
+  l.refs = 1;
+  live_[id] = std::move(l);
+  live_bytes_ += bytes;
+  live_high_water_ = std::max(live_high_water_, live_bytes_);
+  Prefetch(id);
+  return dst;
+}
+
+void ParamCoordinator::Release(int id) {
+  if (persistent(id)) return;
+  auto it = live_.find(id);
+  if (it != live_.end() && --it->second.refs == 0) FreeLive(id);
+}
+
+void ParamCoordinator::EndMicroStep() {
+  std::vector<int> unused;
+  for (const auto& [q, l] : live_) {
+    if (l.refs == 0) unused.push_back(q);
+  }
+  for (int q : unused) FreeLive(q);
+  trace_done_ = true;
+  trace_pos_ = 0;
+}
+
+void ParamCoordinator::FreeAll() {
+  std::vector<int> held;
+  for (const auto& [q, l] : live_) held.push_back(q);
+  for (int q : held) FreeLive(q);
+}
+
+absl::Status ParamCoordinator::RefreshPersistent() {
+  for (int id : params_->trainable_ids()) {
+    if (persistent(id)) RETURN_IF_ERROR(sharded_->GatherInto(params_->at(id).li, persistent_[id].data()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zero

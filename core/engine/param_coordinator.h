@@ -1,0 +1,73 @@
+// Stage 3's parameter life cycle (docs/ARCHITECTURE.md, "Stage 3"): a
+// param is all-gathered on demand into a live buffer and freed on its last
+// release; the order of gathers in the first micro-step is the trace that
+// later micro-steps prefetch along (stage3_prefetch_bucket_size, on the comm
+// stream); live gathered elements never exceed stage3_max_live_parameters;
+// params under stage3_param_persistence_threshold stay whole everywhere.
+#ifndef ZERO_CORE_ENGINE_PARAM_COORDINATOR_H_
+#define ZERO_CORE_ENGINE_PARAM_COORDINATOR_H_
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/comm/comm_stream.h"
+#include "core/device/device.h"
+#include "core/engine/engine_context.h"
+#include "core/engine/param_registry.h"
+#include "core/engine/sharded_state.h"
+
+namespace zero {
+
+class ParamCoordinator {
+ public:
+  ParamCoordinator(EngineContext* ctx, const ParamRegistry* params, ShardedState* sharded)
+      : ctx_(ctx), params_(params), sharded_(sharded) {}
+  ~ParamCoordinator();
+
+  // Persistent params: whole buffers filled from the init values.
+  absl::Status AllocatePersistent();
+  bool persistent(int id) const { return !persistent_.empty() && persistent_[id].data(); }
+
+  // Param `id` whole in device memory (collective unless persistent).
+  absl::StatusOr<void*> Gather(int id);
+  void Release(int id);
+  // The end of a micro-step: prefetched params nobody used are freed; the
+  // first micro-step's gathers become the trace.
+  void EndMicroStep();
+  // Every live buffer freed (a checkpoint load makes them stale).
+  void FreeAll();
+  // After an optimizer step: the persistent params gathered anew. Runs on
+  // the comm stream.
+  absl::Status RefreshPersistent();
+
+  int64_t live_bytes() const { return live_bytes_; }
+  int64_t live_high_water() const { return live_high_water_; }
+  int64_t persistent_bytes() const;
+
+ private:
+  struct Live {
+    DeviceBuffer buf;
+    int refs = 0;
+    CommStream::Handle pending;  // prefetch in flight
+  };
+  absl::Status EnsureBudget(int64_t need, int id);
+  void Prefetch(int id);
+  void FreeLive(int id);
+
+  EngineContext* ctx_;
+  const ParamRegistry* params_;
+  ShardedState* sharded_;
+  std::vector<DeviceBuffer> persistent_;  // by param id
+  std::unordered_map<int, Live> live_;
+  int64_t live_bytes_ = 0, live_high_water_ = 0;
+  std::vector<int> trace_;  // gather order seen in the first micro-step
+  bool trace_done_ = false;
+  size_t trace_pos_ = 0;
+};
+
+}  // namespace zero
+
+#endif  // ZERO_CORE_ENGINE_PARAM_COORDINATOR_H_

@@ -1,0 +1,167 @@
+#include "core/engine/param_registry.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/common/errors.h"
+#include "core/common/status_macros.h"
+
+namespace zero {
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<int> ParamRegistry::Register(const ParamSpec& spec) {
+  if (spec.name.empty()) {
+    return absl::InvalidArgumentError("register_param: empty name");
+  }
+  if (by_name_.count(spec.name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register_param '", spec.name, "': name already registered"));
+  }
+  if (spec.shape.size() > kMaxDims) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register_param '", spec.name, "': ndim ", spec.shape.size(), " > ", kMaxDims));
+  }
+  int64_t numel = 1;
+  for (int64_t d : spec.shape) {
+    if (d < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "register_param '", spec.name, "': shape ", ShapeText(spec.shape),
+          " has a dimension < 1"));
+    }
+    numel *= d;
+  }
+  if (spec.trainable && spec.dtype != working_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register_param '", spec.name, "': dtype ", DTypeName(spec.dtype),
+        " but trainable params must use the engine's working dtype ",
+        DTypeName(working_), " (fp16.enabled / bf16.enabled)"));
+  }
+  ParamRecord p;
+  p.name = spec.name;
+  p.shape = spec.shape;
+  p.dtype = spec.dtype;
+  p.numel = numel;
+  p.trainable = spec.trainable;
+  if (spec.init) {
+    p.init.assign(spec.init, spec.init + numel);
+  } else {
+    p.init.assign(numel, 0.0f);
+  }
+  params_.push_back(std::move(p));
+  by_name_[spec.name] = size() - 1;
+  return size() - 1;
+}
+
+absl::StatusOr<int> ParamRegistry::Find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("no param named '", name, "'"));
+  }
+  return it->second;
+}
+
+absl::Status ParamRegistry::CheckId(int id, const char* call) const {
+  if (id < 0 || id >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        call, ": no param with id ", id, " (", size(), " registered)"));
+  }
+  return absl::OkStatus();
+}
+
+ParamSpec ParamRegistry::Info(int id) const {
+  const ParamRecord& p = params_[id];
+  ParamSpec s;
+  s.name = p.name;
+  s.shape = p.shape;
+  s.dtype = p.dtype;
+  s.trainable = p.trainable;
+  return s;
+}
+
+std::vector<LayoutParam> ParamRegistry::AssignLayout() {
+  std::vector<LayoutParam> lps;
+  trainable_ids_.clear();
+  for (int id = 0; id < size(); ++id) {
+    ParamRecord& p = params_[id];
+    if (!p.trainable) continue;
+    p.li = static_cast<int>(lps.size());
+    lps.push_back({id, p.numel, p.dtype});
+    trainable_ids_.push_back(id);
+  }
+  return lps;
+}
+
+int64_t ParamRegistry::LargestMatrix() const {
+  int64_t n = 0;
+  for (const ParamRecord& p : params_) {
+    if (p.trainable && p.shape.size() == 2) n = std::max(n, p.numel);
+  }
+  return n;
+}
+
+void ParamRegistry::DropInitValues() {
+  for (ParamRecord& p : params_) std::vector<float>().swap(p.init);
+}
+
+absl::Status ParamRegistry::VerifyRanksAgree(Communicator* ctrl, CommStream* stream) const {
+  const int world = ctrl->world_size(), rank = ctrl->rank();
+  if (world == 1) return absl::OkStatus();
+  std::vector<std::string> mine;
+  for (const ParamRecord& p : params_) {
+    mine.push_back(absl::StrCat(p.name, " ", ShapeText(p.shape), " ",
+                                DTypeName(p.dtype),
+                                p.trainable ? " trainable" : " frozen"));
+  }
+  const std::string text = absl::StrJoin(mine, "\n");
+  constexpr size_t kNone = std::numeric_limits<int32_t>::max();
+  auto h = stream->Submit([&]() -> absl::Status {
+    ScopedCountingKind k(ctrl, CollectiveKind::kControl);
+    int64_t len = static_cast<int64_t>(text.size());
+    RETURN_IF_ERROR(ctrl->Broadcast(&len, sizeof(len), 0));
+    std::string root(len, '\0');
+    if (rank == 0) root = text;
+    if (len > 0) RETURN_IF_ERROR(ctrl->Broadcast(&root[0], len, 0));
+    std::vector<std::string> theirs =
+        root.empty() ? std::vector<std::string>{} : absl::StrSplit(root, '\n');
+    const size_t n = std::min(theirs.size(), mine.size());
+    size_t first = kNone;
+    for (size_t i = 0; i < n; ++i) {
+      if (theirs[i] != mine[i]) {
+        first = i;
+        break;
+      }
+    }
+    if (first == kNone && theirs.size() != mine.size()) first = n;
+    double v = -static_cast<double>(first);
+    RETURN_IF_ERROR(ctrl->AllReduce(&v, 1, ReduceOp::kMax));
+    const size_t earliest = static_cast<size_t>(-v);
+    if (earliest == kNone) return absl::OkStatus();
+    // The lowest rank that differs there names its entry on every rank.
+    double who = -static_cast<double>(first == earliest ? rank : world);
+    RETURN_IF_ERROR(ctrl->AllReduce(&who, 1, ReduceOp::kMax));
+    const int culprit = static_cast<int>(-who);
+    auto at = [](const std::vector<std::string>& l, size_t i) {
+      return i < l.size() ? absl::StrCat("'", l[i], "'") : std::string("nothing");
+    };
+    std::string entry = rank == culprit ? at(mine, earliest) : std::string();
+    int64_t elen = static_cast<int64_t>(entry.size());
+    RETURN_IF_ERROR(ctrl->Broadcast(&elen, sizeof(elen), culprit));
+    entry.resize(elen);
+    if (elen > 0) RETURN_IF_ERROR(ctrl->Broadcast(&entry[0], elen, culprit));
+    return MismatchError(absl::StrCat(
+        "finalize: ranks registered different params; first difference at "
+        "param #", earliest, ": rank 0 has ", at(theirs, earliest), ", rank ",
+        culprit, " has ", entry));
+  });
+  absl::Status s = stream->Wait(h);
+  (void)stream->Drain();
+  return s;
+}
+
+}  // namespace zero

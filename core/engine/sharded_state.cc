@@ -1,0 +1,165 @@
+#include "core/engine/sharded_state.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
+
+namespace zero {
+
+ShardedState::~ShardedState() = default;
+
+absl::Status ShardedState::Allocate() {
+  Device* d = ctx_->device;
+  const Layout& layout = ctx_->layout;
+  const DType t = ctx_->dtype();
+  const size_t es = ctx_->es();
+  const int stage = ctx_->stage();
+  const bool nvme_params =
+      stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kNvme;
+  groups_.resize(layout.groups().size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const LayoutGroup& lg = layout.groups()[g];
+    GroupShard& gs = groups_[g];
+    gs.owned_begin = stage == 0 ? 0 : lg.shard * ctx_->rank;
+    gs.owned_len = stage == 0 ? lg.padded : lg.shard;
+    const int64_t work_len = stage == 3 ? (nvme_params ? 0 : lg.shard) : lg.padded;
+    ASSIGN_OR_RETURN(gs.working, DeviceBuffer::Make(d, work_len * es));
+    const int64_t grad_len = stage <= 1 ? lg.padded : lg.shard;
+    ASSIGN_OR_RETURN(gs.grads, DeviceBuffer::Make(d, grad_len * es));
+  }
+  if (nvme_params) RETURN_IF_ERROR(CreateParamFiles());
+  // The working copy is the cast of the fp32 init values.
+  for (size_t li = 0; li < layout.params().size(); ++li) {
+    const ParamRecord& p = params_->by_layout(static_cast<int>(li));
+    const ParamPlace& pl = layout.place(static_cast<int>(li));
+    GroupShard& gs = groups_[pl.group];
+    // The part of [offset, offset+numel) that this rank owns.
+    const int64_t lo = std::max(pl.offset, gs.owned_begin);
+    const int64_t hi = std::min(pl.offset + pl.numel, gs.owned_begin + gs.owned_len);
+    if (stage <= 2) {
+      d->UploadF32(p.init.data(), gs.working.data<char>() + pl.offset * es, t, p.numel);
+    } else if (hi > lo && nvme_params) {
+      std::vector<char> cast((hi - lo) * es);
+      d->UploadF32(p.init.data() + (lo - pl.offset), cast.data(), t, hi - lo);
+      RETURN_IF_ERROR(param_files_[pl.group]->WriteCommitted(
+          (lo - gs.owned_begin) * es, (hi - lo) * es, cast.data()));
+    } else if (hi > lo) {
+      d->UploadF32(p.init.data() + (lo - pl.offset),
+                   gs.working.data<char>() + (lo - gs.owned_begin) * es, t, hi - lo);
+    }
+  }
+  frozen_.resize(params_->size());
+  for (int id = 0; id < params_->size(); ++id) {
+    const ParamRecord& p = params_->at(id);
+    if (p.trainable) continue;
+    ASSIGN_OR_RETURN(frozen_[id], DeviceBuffer::Make(d, p.numel * DTypeSize(p.dtype)));
+    d->UploadF32(p.init.data(), frozen_[id].data(), p.dtype, p.numel);
+  }
+  return absl::OkStatus();
+}
+
+// Stage 3, offload_param "nvme": each group's own shard of the working copy
+// in a double-slot file (core/offload/param_file.h).
+absl::Status ShardedState::CreateParamFiles() {
+  if (ctx_->device->name() != "cpu") {
+    return absl::UnimplementedError(absl::StrCat(
+        "zero_optimization.offload_param.device: \"nvme\" needs the cpu "
+        "device in this version, not ", ctx_->device->name()));
+  }
+  const size_t es = ctx_->es();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    ASSIGN_OR_RETURN(
+        auto f, offload::ParamFile::Create(
+                    ctx_->config.offload_param.nvme_path,
+                    absl::StrFormat("zero_param_r%d_p%d_%x_g%d.swp", ctx_->rank,
+                                    static_cast<int>(::getpid()),
+                                    reinterpret_cast<uintptr_t>(this), static_cast<int>(g)),
+                    ctx_->layout.groups()[g].shard * static_cast<int64_t>(es)));
+    param_files_.push_back(std::move(f));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> ShardedState::OwnedLengths() const {
+  std::vector<int64_t> lens;
+  for (const GroupShard& gs : groups_) lens.push_back(gs.owned_len);
+  return lens;
+}
+
+void* ShardedState::WorkingPtr(int li) const {
+  const ParamPlace& pl = ctx_->layout.place(li);
+  return groups_[pl.group].working.data<char>() + pl.offset * ctx_->es();
+}
+
+char* ShardedState::OwnedWorking(int g, int64_t begin) {
+  const GroupShard& gs = groups_[g];
+  const int64_t base = ctx_->stage() == 3 ? 0 : gs.owned_begin;
+  return gs.working.data<char>() + (base + begin) * ctx_->es();
+}
+
+void ShardedState::CommitParamFiles() {
+  for (auto& f : param_files_) f->Commit();
+}
+
+absl::Status ShardedState::GatherInto(int li, void* dst) {
+  const Layout& layout = ctx_->layout;
+  const ParamPlace& pl = layout.place(li);
+  const Slice s = layout.SliceOn(li, ctx_->rank);
+  const size_t es = ctx_->es();
+  const char* send = groups_[pl.group].working.data<char>() + s.shard_offset * es;
+  std::vector<char> mine;  // offload_param "nvme": this rank's slice, from its file
+  if (!param_files_.empty()) {
+    mine.resize(std::max<size_t>(1, s.numel * es));
+    RETURN_IF_ERROR(param_files_[pl.group]->Read(s.shard_offset * es, s.numel * es, mine.data()));
+    send = mine.data();
+  }
+  return ctx_->comm->AllGatherV(send, dst, layout.Counts(li), ctx_->dtype());
+}
+
+absl::Status ShardedState::AllGatherWorking() {
+  const int stage = ctx_->stage();
+  if (!(stage == 1 || stage == 2) || ctx_->world == 1) return absl::OkStatus();
+  const size_t es = ctx_->es();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const LayoutGroup& lg = ctx_->layout.groups()[g];
+    char* w = groups_[g].working.data<char>();
+    RETURN_IF_ERROR(ctx_->comm->AllGatherV(w + lg.shard * ctx_->rank * es, w,
+                                           std::vector<int64_t>(ctx_->world, lg.shard),
+                                           ctx_->dtype()));
+  }
+  return absl::OkStatus();
+}
+
+void ShardedState::ZeroGrads() {
+  for (GroupShard& gs : groups_) ctx_->device->Memset0(gs.grads.data(), gs.grads.bytes());
+}
+
+int64_t ShardedState::working_bytes() const {
+  int64_t n = 0;
+  for (const GroupShard& gs : groups_) n += gs.working.bytes();
+  return n;
+}
+
+int64_t ShardedState::grad_bytes() const {
+  int64_t n = 0;
+  for (const GroupShard& gs : groups_) n += gs.grads.bytes();
+  return n;
+}
+
+int64_t ShardedState::frozen_bytes() const {
+  int64_t n = 0;
+  for (const DeviceBuffer& b : frozen_) n += b.bytes();
+  return n;
+}
+
+int64_t ShardedState::param_file_bytes() const {
+  int64_t n = 0;
+  for (const auto& f : param_files_) n += f->file_bytes();
+  return n;
+}
+
+}  // namespace zero

@@ -1,0 +1,81 @@
+// The working copy and the gradients of the flat groups on this rank, and
+// the frozen params (docs/ARCHITECTURE.md, "Where each byte lives"):
+//   working: stages 0-2 the whole padded group; stage 3 this rank's shard
+//            (or, with offload_param "nvme", that shard in a param file);
+//   grads:   stages 0-1 the whole padded group; stages 2-3 this rank's shard.
+// The fp32 master and moments are the optimizer-state store's.
+#ifndef ZERO_CORE_ENGINE_SHARDED_STATE_H_
+#define ZERO_CORE_ENGINE_SHARDED_STATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/device/device.h"
+#include "core/engine/engine_context.h"
+#include "core/engine/param_registry.h"
+#include "core/offload/param_file.h"
+
+namespace zero {
+
+struct GroupShard {
+  int64_t owned_begin = 0, owned_len = 0;  // this rank's range, in the group
+  DeviceBuffer working;
+  DeviceBuffer grads;
+};
+
+class ShardedState {
+ public:
+  ShardedState(EngineContext* ctx, const ParamRegistry* params)
+      : ctx_(ctx), params_(params) {}
+  ~ShardedState();
+
+  // Allocates every group's working copy and gradients (and param files),
+  // fills the working copy from the registered init values, and the frozen
+  // params whole.
+  absl::Status Allocate();
+
+  int num_groups() const { return static_cast<int>(groups_.size()); }
+  GroupShard& group(int g) { return groups_[g]; }
+  const GroupShard& group(int g) const { return groups_[g]; }
+  std::vector<int64_t> OwnedLengths() const;
+
+  // Stages 0-2: param `li` in the working copy.
+  void* WorkingPtr(int li) const;
+  // Element `begin` of group g's owned range in the working copy (device).
+  char* OwnedWorking(int g, int64_t begin);
+  // Frozen param `id`, whole.
+  void* Frozen(int id) const { return frozen_[id].data(); }
+
+  // offload_param "nvme" (stage 3): the own working shard lives in files.
+  bool params_on_nvme() const { return !param_files_.empty(); }
+  offload::ParamFile* param_file(int g) { return param_files_[g].get(); }
+  void CommitParamFiles();
+
+  // Stage 3: param `li` all-gathered from every rank's shard into `dst`
+  // (device memory). Collective; runs on the comm stream.
+  absl::Status GatherInto(int li, void* dst);
+  // Stages 1-2: every rank's updated shard of the working copy to all.
+  absl::Status AllGatherWorking();
+  void ZeroGrads();
+
+  int64_t working_bytes() const;
+  int64_t grad_bytes() const;
+  int64_t frozen_bytes() const;
+  int64_t param_file_bytes() const;
+
+ private:
+  absl::Status CreateParamFiles();
+
+  EngineContext* ctx_;
+  const ParamRegistry* params_;
+  std::vector<GroupShard> groups_;
+  std::vector<DeviceBuffer> frozen_;  // by param id; empty when trainable
+  // One per group with offload_param "nvme"; then GroupShard::working is empty.
+  std::vector<std::unique_ptr<offload::ParamFile>> param_files_;
+};
+
+}  // namespace zero
+
+#endif  // ZERO_CORE_ENGINE_SHARDED_STATE_H_
