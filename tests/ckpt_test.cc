@@ -1,4 +1,4 @@
-// Checkpoints (DESIGN.md, Checkpoints): a resumed run ends bitwise where the
+// Checkpoints (docs/ARCHITECTURE.md, "Checkpoints"): a resumed run ends bitwise where the
 // uninterrupted one ends; a checkpoint loads at another world size and stage;
 // an interrupted save leaves the previous tag whole; corruption is refused
 // with the file and section named.

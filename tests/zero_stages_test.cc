@@ -1,6 +1,6 @@
 // ZeRO stages 0-3 over the thread communicator: the same global batch split
 // across W ranks ends where single-rank stage 0 ends, and (fp32) where plain
-// double-precision training ends; memory and traffic match DESIGN.md.
+// double-precision training ends; memory and traffic match docs/ARCHITECTURE.md ("Memory and traffic").
 #include <gtest/gtest.h>
 
 #include <mutex>

@@ -1,4 +1,4 @@
-// Saving a checkpoint (DESIGN.md, Checkpoints). Layout of DIR:
+// Saving a checkpoint (docs/ARCHITECTURE.md, "Checkpoints"). Layout of DIR:
 //   DIR/TAG/manifest.json      rank 0, written last
 //   DIR/TAG/rank_00000.bin ... one per rank (core/ckpt/shard_file.h)
 //   DIR/latest                 the newest finished TAG, updated after it

@@ -1,4 +1,4 @@
-// manifest.json: what a checkpoint holds (DESIGN.md, Checkpoints). Written
+// manifest.json: what a checkpoint holds (docs/ARCHITECTURE.md, "Checkpoints"). Written
 // by rank 0 once every rank's file is safely on disk, so a tag directory
 // without a manifest is an unfinished save. Also the `latest` file that
 // names the newest finished tag.

@@ -1,6 +1,6 @@
 // The engine's configuration: one struct, filled from a DeepSpeed
 // ds_config.json (ParseDsConfig) or by the C ABI from zero_config. Key names
-// and defaults follow DeepSpeed (shared/DEEPSPEED_COMPAT.md).
+// and defaults follow DeepSpeed (docs/DEEPSPEED_COMPAT.md).
 #ifndef ZERO_CORE_CONFIG_CONFIG_H_
 #define ZERO_CORE_CONFIG_CONFIG_H_
 

@@ -1,4 +1,4 @@
-// Asynchronous file reads and writes for the NVMe tier (DESIGN.md, Offload).
+// Asynchronous file reads and writes for the NVMe tier (docs/ARCHITECTURE.md, "Offload").
 // One IO thread per Aio keeps up to `queue_depth` pieces of `block_size`
 // bytes in flight through io_uring; where io_uring is refused (seccomp, old
 // kernel) the same thread runs blocking pread/pwrite instead. Callers submit,

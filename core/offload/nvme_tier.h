@@ -1,4 +1,4 @@
-// Optimizer state on NVMe (DESIGN.md, Offload): one file per rank and
+// Optimizer state on NVMe (docs/ARCHITECTURE.md, "Offload"): one file per rank and
 // sub-group holding fp32 master weights and moments, streamed through a few
 // aligned host buffers.
 //

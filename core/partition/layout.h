@@ -1,4 +1,4 @@
-// The flat partition layout (DESIGN.md, Partitioning): trainable params,
+// The flat partition layout (docs/ARCHITECTURE.md, "Partitioning"): trainable params,
 // flattened in registration order into groups (one per dtype and per
 // sub_group_size elements), each padded to a multiple of world * align and cut
 // into world equal contiguous shards. Answers "which slice of param p lives on
