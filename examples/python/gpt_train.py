@@ -53,8 +53,6 @@ class Block(torch.nn.Module):
         self.ln2 = torch.nn.LayerNorm(DIM)
         self.fc = torch.nn.Linear(DIM, 4 * DIM)
         self.out = torch.nn.Linear(4 * DIM, DIM)
-        self.register_buffer(
-            "mask", torch.tril(torch.ones(CTX, CTX, dtype=torch.bool)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
@@ -64,7 +62,8 @@ class Block(torch.nn.Module):
         k = k.view(b, t, HEADS, hs).transpose(1, 2)
         v = v.view(b, t, HEADS, hs).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
-        att = att.masked_fill(~self.mask[:t, :t], float("-inf")).softmax(-1)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        att = att.masked_fill(~causal, float("-inf")).softmax(-1)
         y = (att @ v).transpose(1, 2).reshape(b, t, c)
         x = x + self.proj(y)
         return x + self.out(F.gelu(self.fc(self.ln2(x))))

@@ -411,7 +411,10 @@ def _broadcast_from_rank0(tensors: List[torch.Tensor], comm: Any) -> None:
     one byte per float32 (exact)."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         for t in tensors:
-            torch.distributed.broadcast(t.data, src=0)
+            data = t.data
+            if data.dtype == torch.bool:  # gloo has no bool
+                data = data.view(torch.uint8)
+            torch.distributed.broadcast(data, src=0)
         return
     if comm.size == 1:
         return
