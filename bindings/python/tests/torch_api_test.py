@@ -440,3 +440,18 @@ def test_gpt_example_two_ranks_matches_ddp(tmp_path):
             got, want = losses[f"zero{stage}"], losses["ddp"]
             assert len(got) == len(want)
             assert max(abs(a - b) for a, b in zip(got, want)) < 1e-4, (rank, stage)
+
+
+@pytest.mark.parametrize("stage", [0, 3])
+def test_gpt_example_saves_and_resumes(tmp_path, stage, capsys):
+    full = gpt_train.train(stage, 6)
+    assert gpt_train.main(["--stage", str(stage), "--steps", "4", "--json",
+                           "--save_dir", str(tmp_path)]) == 0
+    assert (tmp_path / "latest").read_text().strip() == "global_step4"
+    sd = torch.load(tmp_path / "pytorch_model.bin")
+    assert set(sd) == set(gpt_train.make_model().state_dict())
+    assert gpt_train.main(["--stage", str(stage), "--steps", "6", "--json",
+                           "--resume", "--save_dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    first, resumed = (json.loads(line)["losses"] for line in lines)
+    assert first == full[:4] and resumed == full[4:]
