@@ -237,5 +237,11 @@ def main(argv=None):
         os.unlink(path)
 
 
+def main_exit():
+    """The ``zero-launch`` console script of the wheel (this file is
+    ``zero/launch.py`` there)."""
+    sys.exit(main())
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -51,6 +51,12 @@ collectives require it).
 """
 from __future__ import annotations
 
+if __name__ == "torch":  # this file, imported as the top-level `torch`
+    raise ImportError(
+        "zero/torch.py was imported as `torch`: Python runs from the zero "
+        "package's own directory (bindings/python/zero), so `import torch` "
+        "finds this file instead of PyTorch. Run from another directory.")
+
 import atexit
 import contextlib
 import functools
