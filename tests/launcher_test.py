@@ -1,5 +1,8 @@
-"""DeepSpeed hostfile and filter semantics of tools/zero_launch.py, and a real
-2-rank launch on localhost through mpirun."""
+"""DeepSpeed hostfile and filter semantics of tools/zero_launch.py, and real
+2-rank launches on localhost through mpirun: from a hostfile, and without
+one (--num_procs) running a .py program that checks the torch-style
+variables each rank gets."""
+import json
 import os
 import subprocess
 import sys
@@ -62,6 +65,77 @@ class HostfileTest(unittest.TestCase):
         os.unlink(f.name)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(sorted(out.stdout.split("\n")[:2]), ["rank=0 size=2", "rank=1 size=2"])
+
+
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_btl="self,vader")
+
+PROGRAM = """
+import json, os, sys
+keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT",
+        "CUDA_VISIBLE_DEVICES"]
+print(json.dumps(dict({k: os.environ.get(k) for k in keys}, argv=sys.argv[1:],
+                      exe=sys.executable, unbuffered="-u" in sys.orig_argv)))
+"""
+
+
+class LaunchTest(unittest.TestCase):
+    def run_launcher(self, *args, env=ENV):
+        with tempfile.TemporaryDirectory() as d:
+            prog = os.path.join(d, "show_env.py")
+            with open(prog, "w") as f:
+                f.write(PROGRAM)
+            out = subprocess.run(
+                [sys.executable, zl.__file__, "--hostfile", os.path.join(d, "none"),
+                 *args, prog, "--flag", "x"],
+                capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+    def test_without_hostfile_runs_num_procs_python_ranks_with_torch_env(self):
+        ranks = sorted(self.run_launcher("--num_procs", "2", "--master_port", "29611"),
+                       key=lambda r: r["RANK"])
+        self.assertEqual([r["RANK"] for r in ranks], ["0", "1"])
+        for r in ranks:
+            self.assertEqual(r["WORLD_SIZE"], "2")
+            self.assertEqual(r["LOCAL_RANK"], r["RANK"])
+            self.assertEqual(r["LOCAL_SIZE"], "2")
+            self.assertEqual(r["MASTER_ADDR"], "127.0.0.1")
+            self.assertEqual(r["MASTER_PORT"], "29611")
+            self.assertEqual(r["argv"], ["--flag", "x"])
+            self.assertEqual(r["exe"], sys.executable)  # a .py runs under this python
+            self.assertTrue(r["unbuffered"])             # with -u
+            self.assertIsNone(r["CUDA_VISIBLE_DEVICES"])  # no nvidia-smi here
+
+    def test_include_on_this_host_and_master_addr(self):
+        ranks = self.run_launcher("--num_gpus", "4", "--include", "localhost:1,3",
+                                  "--master_addr", "10.1.2.3")
+        self.assertEqual(sorted(r["RANK"] for r in ranks), ["0", "1"])
+        self.assertEqual({r["MASTER_ADDR"] for r in ranks}, {"10.1.2.3"})
+        self.assertEqual({r["MASTER_PORT"] for r in ranks}, {"29500"})
+
+    def test_one_gpu_per_local_rank_when_nvidia_smi_exists(self):
+        with tempfile.TemporaryDirectory() as bindir:
+            smi = os.path.join(bindir, "nvidia-smi")
+            with open(smi, "w") as f:
+                f.write("#!/bin/sh\nfor i in 0 1 2 3; do echo \"GPU $i: Fake (UUID: GPU-$i)\"; done\n")
+            os.chmod(smi, 0o755)
+            env = dict(ENV, PATH=bindir + os.pathsep + ENV["PATH"])
+            ranks = self.run_launcher("--exclude", "localhost:0,2", env=env)
+        got = sorted((r["RANK"], r["CUDA_VISIBLE_DEVICES"]) for r in ranks)
+        self.assertEqual(got, [("0", "1"), ("1", "3")])
+
+    def test_rank_env_maps_ranks_to_host_slots(self):
+        env = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4",
+               "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+               zl.SLOTS_ENV: "0,2;5,7"}
+        self.assertEqual(zl.rank_env(env), {
+            "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_SIZE": "2",
+            "CUDA_VISIBLE_DEVICES": "7"})
+
+    def test_python_program_command(self):
+        self.assertEqual(zl.program_command(["t.py", "a"]), [sys.executable, "-u", "t.py", "a"])
+        self.assertEqual(zl.program_command(["sh", "a"]), ["sh", "a"])
 
 
 if __name__ == "__main__":

@@ -36,8 +36,19 @@ def find_wheel():
 def test_wheel_holds_package_extension_and_library():
     names = zipfile.ZipFile(find_wheel()).namelist()
     for want in ("zero/__init__.py", "zero/torch.py", "zero/_zero_c.so",
-                 "zero/libzero_c.so", "zero-1.0.0.dist-info/RECORD"):
+                 "zero/libzero_c.so", "zero/launch.py", "zero/_requirements.py",
+                 "zero-1.0.0.dist-info/RECORD",
+                 "zero-1.0.0.dist-info/entry_points.txt"):
         assert want in names, names
+
+
+def test_wheel_states_its_system_requirements_and_console_script():
+    zf = zipfile.ZipFile(find_wheel())
+    meta = zf.read("zero-1.0.0.dist-info/METADATA").decode()
+    for pkg in ("libabsl20220623", "libhwy1", "liburing2", "libxxhash0", "libopenmpi3"):
+        assert f"Requires-External: {pkg}\n" in meta, meta
+    eps = zf.read("zero-1.0.0.dist-info/entry_points.txt").decode()
+    assert "zero-launch = zero.launch:main_exit" in eps
 
 
 def test_wheel_installs_in_fresh_venv_and_steps():
@@ -56,3 +67,15 @@ def test_wheel_installs_in_fresh_venv_and_steps():
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "wheel ok" in out.stdout
+    # The console script: two ranks of a .py program on this host.
+    prog = os.path.join(tmp, "rank.py")
+    with open(prog, "w") as f:
+        f.write("import os, sys, zero; print('rank', os.environ['RANK'], "
+                "os.environ['WORLD_SIZE'], sys.prefix == %r)\n" % venv)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl="self,vader")
+    out = subprocess.run([os.path.join(venv, "bin", "zero-launch"), "--num_procs", "2",
+                          prog], env=env, cwd=tmp, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert sorted(out.stdout.split("\n")[:2]) == ["rank 0 2 True", "rank 1 2 True"], out.stdout

@@ -37,7 +37,15 @@ def main(argv):
         "Requires-Python: >=3.11,<3.12\n"
         "Requires-Dist: numpy\n"
         "Provides-Extra: torch\n"
-        "Requires-Dist: torch; extra == \"torch\"\n").encode()
+        "Requires-Dist: torch; extra == \"torch\"\n"
+        # System libraries libzero_c.so links (Debian 12 packages); `import
+        # zero` names the missing one and its package (zero/_requirements.py).
+        "Requires-External: libabsl20220623\n"
+        "Requires-External: libhwy1\n"
+        "Requires-External: liburing2\n"
+        "Requires-External: libxxhash0\n"
+        "Requires-External: libopenmpi3\n"
+        "Requires-External: openmpi-bin\n").encode()
     files[f"{dist_info}/WHEEL"] = (
         "Wheel-Version: 1.0\n"
         "Generator: zero build_wheel.py\n"

@@ -14,7 +14,16 @@ DeepSpeed-shaped engine.
 """
 from __future__ import annotations
 
-from . import _zero_c
+import os as _os
+
+try:
+    from . import _zero_c
+except ImportError as _err:
+    from ._requirements import explain_import_error as _explain
+    _msg = _explain(_err, _os.path.dirname(_os.path.abspath(__file__)))
+    if _msg is None:
+        raise
+    raise ImportError(_msg) from None
 from .comm import Comm, launched_by_mpi, launcher_rank_and_size
 from .dtypes import DType, bf16_to_float32, float32_to_bf16
 from .engine import Engine, ParamInfo, StepInfo, load_config

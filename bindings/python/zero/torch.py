@@ -2,19 +2,24 @@
 
 ::
 
-    engine = zero.torch.initialize(model, ds_config)   # launched by mpirun
+    engine, optimizer, _, lr_scheduler = zero.torch.initialize(
+        model=model, config="ds_config.json")          # launched by mpirun
     for batch, target in data:
         loss = loss_fn(engine(batch), target)
         engine.backward(loss)
         engine.step()
 
+(``engine = zero.torch.initialize(model, ds_config)``, the short form with a
+module first, returns the engine alone.)
+
 The runtime owns the model state. Stages 0-2: every param's storage *is* the
 runtime's working copy (``param.data = torch.from_numpy(view)``, no copy);
 the optimizer updates it in place in :meth:`ZeroTorchEngine.step`. Stage 3:
 a released param is a zero-stride placeholder of its full shape (one
-element of memory); forward pre-hooks gather a module's own params, forward
-hooks release them, and autograd functions wrapped around the module's
-outputs and inputs gather them again for its backward and release them after.
+element of memory, NaN, so that a value computed from it cannot pass for a
+real one); forward pre-hooks gather a module's own params, forward hooks
+release them, and autograd functions wrapped around the module's outputs and
+inputs gather them again for its backward and release them after.
 The gathered values are copied into torch-owned tensors in stage 3, because
 autograd may save views of a param (``weight.t()`` in ``F.linear``) that must
 stay valid after the runtime frees its gathered copy; ``torch.nn.Linear``
@@ -22,32 +27,62 @@ modules get a linear function that saves the parameter itself instead (as
 DeepSpeed does), so their copies die at release rather than living until
 backward.
 
+Stage 3, params used outside the module that owns them (a tied head:
+``F.linear(x, self.wte.weight)`` in the parent's forward): as DeepSpeed does,
+reading ``module.weight`` during a forward gathers the param and registers it
+as an *external* param of the module whose forward is running, which from
+then on gathers it for its forward and backward like its own. A param reached
+another way (a reference kept in a list or closure) is caught when a torch
+function receives it during ``engine(...)`` and handled the same way.
+
+fp16 on the CPU: torch has no fp16 kernels for stock modules on the CPU
+(``addmm`` for ``Half``), so with ``fp16.enabled`` the module computes in
+fp32: params are fp32 copies of the runtime's fp16 working values (refreshed
+after every optimizer step; stage 3: upcast when gathered), fp16 floating
+inputs of ``engine(...)`` are upcast, gradients are cast to fp16 when handed
+to the runtime (after loss scaling, so overflow is detected as in DeepSpeed).
+
 Gradients reach the runtime from hooks on each param's gradient accumulator
 (so stages 2-3 reduce buckets while backward goes on and never hold the whole
 gradient); after backward, trainable params whose hook did not fire are
 handed in (as zeros) in reverse registration order. Every rank must run the
 same graph, so hooks fire in the same order on every rank (the runtime's
-collectives require it). Limitation (as in DeepSpeed): in stage 3 a param
-must be used only inside the forward of a module that owns it.
+collectives require it).
 """
 from __future__ import annotations
 
+if __name__ == "torch":  # this file, imported as the top-level `torch`
+    raise ImportError(
+        "zero/torch.py was imported as `torch`: Python runs from the zero "
+        "package's own directory (bindings/python/zero), so `import torch` "
+        "finds this file instead of PyTorch. Run from another directory.")
+
 import atexit
+import contextlib
+import functools
+import math
 import os
 import types
 import warnings
 import weakref
+from collections import OrderedDict
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+try:
+    from torch.overrides import TorchFunctionMode as _TorchFunctionMode
+except ImportError:  # older torch: attribute reads still gather
+    _TorchFunctionMode = None  # type: ignore[assignment,misc]
 
 import numpy as np
 import torch
 
 from .comm import Comm
 from .dtypes import DType
-from .engine import ConfigLike, Engine, StepInfo
-from .errors import FailedPreconditionError, UnimplementedError, ZeroError
+from .engine import ConfigLike, Engine, StepInfo, load_config
+from .errors import (FailedPreconditionError, InvalidArgumentError,
+                     UnimplementedError, ZeroError)
 
-__all__ = ["initialize", "ZeroTorchEngine"]
+__all__ = ["initialize", "ZeroTorchEngine", "GatheredParameters"]
 
 #: The file save_checkpoint writes client_state to, inside DIR/TAG.
 CLIENT_STATE_FILE = "client_state.pt"
@@ -67,8 +102,9 @@ def _as_tensor(view: np.ndarray, dtype: DType) -> torch.Tensor:
 
 
 def _placeholder(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """A released stage-3 param: full shape, one element of storage."""
-    return torch.zeros((), dtype=dtype).expand(tuple(shape))
+    """A released stage-3 param: full shape, one element of storage, NaN
+    (a result computed from it cannot pass for a real one)."""
+    return torch.full((), float("nan"), dtype=dtype).expand(tuple(shape))
 
 
 class _PostBackward(torch.autograd.Function):
@@ -154,6 +190,259 @@ def _wrap_tensors(fn, owner, module, value):
     return value
 
 
+class _CallableInt(int):
+    """An int that can also be called (``engine.gradient_accumulation_steps``
+    was an attribute; DeepSpeed's is a method: both spellings work)."""
+
+    def __call__(self) -> int:
+        return int(self)
+
+
+class _ZeroParamDict(OrderedDict):
+    """A stage-3 module's ``_parameters``: reading a released param during a
+    forward gathers it for the module whose forward is running (DeepSpeed's
+    ZeROOrderedDict). Iteration (``named_parameters``) does not gather."""
+
+    def __init__(self, engine: "ZeroTorchEngine", items: Any) -> None:
+        super().__init__(items)
+        self._engine_ref = weakref.ref(engine)
+
+    def __getitem__(self, key: str) -> Any:
+        value = super().__getitem__(key)
+        if value is not None:
+            engine = self._engine_ref()
+            if engine is not None and engine._fwd_stack:
+                engine._on_param_use(value)
+        return value
+
+    def __reduce__(self):  # a copy of the module is a plain module
+        return (OrderedDict, (list(OrderedDict.items(self)),))
+
+
+if _TorchFunctionMode is not None:
+    class _Stage3Guard(_TorchFunctionMode):
+        """Active during ``engine(...)`` in stage 3: a released param handed
+        to a torch function is gathered first (see _on_param_use)."""
+
+        def __init__(self, engine: "ZeroTorchEngine") -> None:
+            super().__init__()
+            self.engine = engine
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            engine = self.engine
+            # Not while the engine itself moves params (``p.data = ...`` is a
+            # torch function too).
+            if engine._fwd_stack and not engine._busy:
+                for a in args:
+                    if type(a) is torch.nn.Parameter:
+                        engine._on_param_use(a)
+                    elif type(a) in (list, tuple):
+                        for b in a:
+                            if type(b) is torch.nn.Parameter:
+                                engine._on_param_use(b)
+                for a in kwargs.values():
+                    if type(a) is torch.nn.Parameter:
+                        engine._on_param_use(a)
+            return func(*args, **kwargs)
+else:  # pragma: no cover
+    _Stage3Guard = None  # type: ignore[assignment,misc]
+
+
+def _upcast_inputs(value: Any) -> Any:
+    """fp16 floating tensors in (nested lists/tuples/dicts of) value, as fp32."""
+    if isinstance(value, torch.Tensor):
+        return value.float() if value.dtype == torch.float16 else value
+    if isinstance(value, (list, tuple)):
+        items = [_upcast_inputs(v) for v in value]
+        if isinstance(value, tuple):
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        return items
+    if isinstance(value, dict):
+        return type(value)((k, _upcast_inputs(v)) for k, v in value.items())
+    return value
+
+
+class _LrSchedule:
+    """The runtime's learning-rate schedule (core/optim/lr_schedule.cc, as
+    DeepSpeed's runtime/lr_schedules.py) computed from the config, so the lr
+    of the *next* optimizer step is known before it runs."""
+
+    def __init__(self, config: Dict[str, Any]) -> None:
+        opt = config.get("optimizer") or {}
+        self.lr = float((opt.get("params") or {}).get("lr", 1e-3))
+        sched = config.get("scheduler")
+        self.type = None if not sched else sched.get("type")
+        p = (sched or {}).get("params") or {}
+
+        def num(key: str, default: float) -> float:
+            v = p.get(key, default)
+            return default if v == "auto" else float(v)
+
+        self.warmup_num_steps = int(num("warmup_num_steps", 1000))
+        self.warmup_type = p.get("warmup_type", "log")
+        self.total_num_steps = int(num("total_num_steps", -1))
+        self.warmup_min_ratio = num("warmup_min_ratio", 0.0)
+        self.cos_min_ratio = num("cos_min_ratio", 0.0001)
+        self.warmup_min_lr = num("warmup_min_lr", 0.0)
+        self.warmup_max_lr = (self.lr if p.get("warmup_max_lr") == "auto"
+                              else num("warmup_max_lr", 0.001))
+
+    def _gamma(self, it: int, warmup: int) -> float:
+        if self.warmup_type == "log":
+            return math.log(it + 1) / math.log(warmup)
+        return it / warmup
+
+    def lr_at(self, it: int) -> float:
+        """LrAt(last_batch_iteration)."""
+        warmup = max(2, self.warmup_num_steps)
+        if self.type in ("WarmupLR", "WarmupDecayLR"):
+            if it < 0:
+                return self.warmup_min_lr
+            if it < warmup:
+                gamma = self._gamma(it, warmup)
+            elif self.type == "WarmupLR":
+                gamma = 1.0
+            else:
+                gamma = max(0.0, (self.total_num_steps - it) /
+                            max(1.0, float(self.total_num_steps - warmup)))
+            return self.warmup_min_lr + (self.warmup_max_lr - self.warmup_min_lr) * gamma
+        if self.type == "WarmupCosineLR":
+            if it < 0:
+                return 0.0
+            if it < warmup:
+                ratio = (self.warmup_min_ratio + self._gamma(it, warmup) *
+                         (1.0 - self.warmup_min_ratio))
+            else:
+                real_last = it - warmup + 1
+                real_total = self.total_num_steps - warmup
+                ratio = (1.0 + math.cos(math.pi * real_last / real_total)) / 2.0
+                ratio = max(0.0, self.cos_min_ratio + (1.0 - self.cos_min_ratio) * ratio)
+            return self.lr * ratio
+        return self.lr
+
+    def lr_for_step(self, t: int) -> float:
+        """The lr of 0-based optimizer step t (DeepSpeed steps its scheduler
+        after each optimizer step)."""
+        return self.lr_at(t - 1)
+
+
+class ZeroOptimizer:
+    """``initialize``'s optimizer: a read-only view of the runtime's
+    optimizer (it runs inside :meth:`ZeroTorchEngine.step`). ``param_groups``
+    holds one group: the trainable params, the lr of the next step and the
+    config's hyperparameters; writing into it changes nothing."""
+
+    def __init__(self, engine: "ZeroTorchEngine") -> None:
+        self._engine = weakref.proxy(engine)
+        opt = engine.zero.config.get("optimizer") or {}
+        self.type: str = opt.get("type", "")
+        self._hyper = {k: (tuple(v) if isinstance(v, list) else v)
+                       for k, v in (opt.get("params") or {}).items()}
+
+    @property
+    def param_groups(self) -> List[Dict[str, Any]]:
+        e = self._engine
+        group = dict(self._hyper)
+        group["params"] = [p for p, t in zip(e._params, e._trainable) if t]
+        group["lr"] = e.get_lr()[0]
+        return [group]
+
+    def get_lr(self) -> List[float]:
+        return self._engine.get_lr()
+
+    @property
+    def loss_scale(self) -> float:
+        return self._engine.loss_scale
+
+    cur_scale = loss_scale
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self._engine.zero_grad(set_to_none)
+
+    def step(self, closure: Any = None) -> None:
+        raise UnimplementedError(
+            "zero.torch optimizer.step(): the runtime's optimizer runs inside "
+            "engine.step() at the gradient-accumulation boundary; call that")
+
+    def state_dict(self) -> Dict[str, Any]:
+        raise UnimplementedError(
+            "zero.torch optimizer.state_dict(): the optimizer states are sharded "
+            "in the runtime; use engine.save_checkpoint()")
+
+    def __repr__(self) -> str:
+        return f"<zero.torch.ZeroOptimizer {self.type} (runs in engine.step())>"
+
+
+class ZeroLRScheduler:
+    """``initialize``'s lr_scheduler: a view of the runtime's schedule (the
+    ``scheduler`` block of the config), stepped by :meth:`ZeroTorchEngine.step`
+    after each optimizer step as DeepSpeed's engine does."""
+
+    def __init__(self, engine: "ZeroTorchEngine") -> None:
+        self._engine = weakref.proxy(engine)
+        self.type: str = engine._lr_schedule.type or ""
+
+    @property
+    def last_batch_iteration(self) -> int:
+        return self._engine.global_steps - 1
+
+    def get_lr(self) -> List[float]:
+        """The lr the next optimizer step uses."""
+        return self._engine.get_lr()
+
+    def get_last_lr(self) -> List[float]:
+        """As DeepSpeed: the lr the last scheduler step set, which the next
+        optimizer step uses."""
+        return self._engine.get_lr()
+
+    def step(self, *args: Any, **kwargs: Any) -> None:
+        raise UnimplementedError(
+            "zero.torch lr_scheduler.step(): the engine steps the schedule after "
+            "each optimizer step (inside engine.step()), as DeepSpeed's engine "
+            "does with a scheduler from the config; do not step it yourself")
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"last_batch_iteration": self.last_batch_iteration}
+
+    def __repr__(self) -> str:
+        return f"<zero.torch.ZeroLRScheduler {self.type}>"
+
+
+def _broadcast_from_rank0(tensors: List[torch.Tensor], comm: Any) -> None:
+    """Overwrites every tensor with rank 0's values. With torch.distributed
+    initialized: its broadcast. Otherwise the runtime's communicator, which
+    offers a float32 sum: rank 0 contributes its values, the others zeros
+    (x + 0 is exact), and tensors that are not float32 travel as their bytes,
+    one byte per float32 (exact)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        for t in tensors:
+            data = t.data
+            if data.dtype == torch.bool:  # gloo has no bool
+                data = data.view(torch.uint8)
+            torch.distributed.broadcast(data, src=0)
+        return
+    if comm.size == 1:
+        return
+    root = comm.rank == 0
+    for t in tensors:
+        data = t.data
+        if data.numel() == 0:
+            continue
+        if data.dtype == torch.float32:
+            arr = (data.detach().contiguous().numpy().copy() if root
+                   else np.zeros(tuple(data.shape), np.float32))
+            out = torch.from_numpy(comm.allreduce_sum(arr))
+        else:
+            raw = data.detach().contiguous().view(-1).view(torch.uint8)
+            arr = (raw.numpy().astype(np.float32) if root
+                   else np.zeros(raw.numel(), np.float32))
+            got = comm.allreduce_sum(arr).astype(np.uint8)
+            out = torch.from_numpy(got).view(data.dtype).view(data.shape)
+        with torch.no_grad():
+            data.copy_(out.view(data.shape))
+
+
 class ZeroTorchEngine(torch.nn.Module):
     """A PyTorch module whose parameters, gradients and optimizer states live
     in a zero runtime; made by :func:`initialize`.
@@ -173,27 +462,58 @@ class ZeroTorchEngine(torch.nn.Module):
                 raise ValueError(
                     f"zero.torch: param {name!r} is on {p.device}; the runtime "
                     "holds model state in CPU memory, so the model must be too")
+        trainable_set: Optional[Set[int]] = None
+        if model_parameters is not None:
+            trainable_set = {id(p) for p in model_parameters}
         self.module = model
+        self._closed = False
+        self._hooks: List[Any] = []
+        self._grad_accs: List[Any] = []
+        self._patched_linears: List[torch.nn.Module] = []
+        self._patched_dicts: List[torch.nn.Module] = []
+        self._params: List[torch.nn.Parameter] = []
+        self._orig_data: List[torch.Tensor] = []
         self.zero = Engine(config, comm)
+        try:
+            self._setup(model, trainable_set, overlap_grad_hooks)
+        except BaseException:
+            self._undo_setup()
+            raise
+        _live.add(self)
+
+    def _setup(self, model: torch.nn.Module, trainable_set: Optional[Set[int]],
+               overlap_grad_hooks: bool) -> None:
         self.dtype = _TORCH_DTYPE[self.zero.dtype]
+        # fp16 on the CPU computes in fp32 (see the module docstring).
+        self._upcast = self.zero.dtype == DType.F16
+        self.compute_dtype = torch.float32 if self._upcast else self.dtype
         self.stage = int(self.zero.stats()["stage"])  # as the runtime parsed it
-        # As the runtime resolved it ("auto" and batch arithmetic applied).
-        self.gradient_accumulation_steps = self.zero.gradient_accumulation_steps
+        # As the runtime resolved it ("auto" and batch arithmetic applied);
+        # both engine.gradient_accumulation_steps and ...() work.
+        self.gradient_accumulation_steps = _CallableInt(
+            self.zero.gradient_accumulation_steps)
+        self._lr_schedule = _LrSchedule(self.zero.config)
         self.overlap_grad_hooks = overlap_grad_hooks
         self.global_steps = 0
         self.micro_steps = 0
         self.last_step_info: Optional[StepInfo] = None
+        self._step_applied = False
+        self._inside_no_sync = False
+        self._fwd_stack: List[torch.nn.Module] = []
+        self._busy = 0  # > 0 while hooks move params (the guard stands back)
 
-        trainable_set: Optional[Set[int]] = None
-        if model_parameters is not None:
-            trainable_set = {id(p) for p in model_parameters}
+        # Every rank starts from rank 0's values, as DeepSpeed's engine
+        # broadcasts them (ranks seeded differently would otherwise train
+        # different models and average their gradients).
+        named = list(model.named_parameters())
+        _broadcast_from_rank0([p for _, p in named] + list(model.buffers()),
+                              self.zero.comm)
 
         self._names: List[str] = []
-        self._params: List[torch.nn.Parameter] = []
         self._ids: List[int] = []
         self._index: Dict[int, int] = {}  # id(param) -> index in _params
         self._trainable: List[bool] = []
-        for name, p in model.named_parameters():
+        for name, p in named:
             trainable = p.requires_grad and (
                 trainable_set is None or id(p) in trainable_set)
             init = p.detach().to(torch.float32).cpu().contiguous().numpy()
@@ -201,39 +521,72 @@ class ZeroTorchEngine(torch.nn.Module):
             self._index[id(p)] = len(self._params)
             self._names.append(name)
             self._params.append(p)
+            self._orig_data.append(p.data)
             self._ids.append(pid)
             self._trainable.append(trainable)
-            if not trainable:
-                p.requires_grad_(False)
         self.zero.finalize()
+        for p, t in zip(self._params, self._trainable):
+            if not t:
+                p.requires_grad_(False)
 
         self._gather_count = [0] * len(self._params)
         self._handed = [False] * len(self._params)
-        self._grad_accs: List[Any] = []
-        self._hooks: List[Any] = []
         self._module_params: Dict[int, List[int]] = {}
-        self._patched_linears: List[torch.nn.Module] = []
-        self._closed = False
+        # Stages 0-2 with fp16: the runtime's fp16 working copies, whose fp32
+        # copies the params hold.
+        self._views: List[Optional[torch.Tensor]] = [None] * len(self._params)
 
         if self.stage < 3:
             for i, p in enumerate(self._params):
                 view = self.zero.gather(self._ids[i], writable=True)
                 self._gather_count[i] = 1
-                p.data = _as_tensor(view, self.zero.dtype)
+                t = _as_tensor(view, self.zero.dtype)
+                if self._upcast:
+                    self._views[i] = t
+                    p.data = t.to(torch.float32)
+                else:
+                    p.data = t
         else:
             for i, p in enumerate(self._params):
-                p.data = _placeholder(p.shape, self.dtype)
+                p.data = _placeholder(p.shape, self.compute_dtype)
             self._install_stage3_hooks()
+        if self.stage == 3 or self._upcast:
+            self._install_state_dict_hooks()
         if overlap_grad_hooks:
             self._install_grad_hooks()
-        _live.add(self)
+        self.optimizer: Optional[ZeroOptimizer] = (
+            ZeroOptimizer(self) if "optimizer" in self.zero.config else None)
+        self.lr_scheduler: Optional[ZeroLRScheduler] = (
+            ZeroLRScheduler(self) if self.zero.config.get("scheduler") else None)
+
+    def _undo_setup(self) -> None:
+        """A failed initialize: the module gets its own tensors back and no
+        runtime is left behind."""
+        self._closed = True
+        self._remove_hooks()
+        for p, data in zip(self._params, self._orig_data):
+            p.data = data
+        _live.discard(self)
+        try:
+            self.zero.close()
+        except Exception:  # noqa: BLE001 - the original error matters
+            pass
 
     # ---- DeepSpeed-shaped API ----------------------------------------
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Runs the wrapped module."""
+        """Runs the wrapped module (fp16: in fp32, fp16 inputs upcast)."""
         self._check_open()
-        return self.module(*args, **kwargs)
+        if self._upcast:
+            args = _upcast_inputs(args)
+            kwargs = _upcast_inputs(kwargs)
+        if self.stage < 3:
+            return self.module(*args, **kwargs)
+        self._fwd_stack = []
+        if _Stage3Guard is None:
+            return self.module(*args, **kwargs)
+        with _Stage3Guard(self):
+            return self.module(*args, **kwargs)
 
     def backward(self, loss: torch.Tensor, retain_graph: bool = False,
                  scale_wrt_gas: bool = True) -> None:
@@ -267,6 +620,10 @@ class ZeroTorchEngine(torch.nn.Module):
         self._handed = [False] * len(self._params)
         self.last_step_info = info
         self.global_steps = info.global_step
+        if info.boundary:
+            self._step_applied = not info.skipped
+            if self._upcast and not info.skipped:
+                self._refresh_upcast()
         return info
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -284,15 +641,78 @@ class ZeroTorchEngine(torch.nn.Module):
         return self.zero.loss_scale
 
     def get_lr(self) -> List[float]:
-        """Learning rate of the last step (DeepSpeed returns one per group)."""
-        return [self.last_step_info.lr if self.last_step_info else float("nan")]
+        """The learning rate of the next optimizer step, one per param group
+        (DeepSpeed: the lr its scheduler last set on the optimizer). From the
+        config's ``scheduler`` and the steps taken, as the runtime computes it."""
+        return [self._lr_schedule.lr_for_step(self.global_steps)]
 
     def get_global_grad_norm(self) -> float:
+        """Global L2 norm of the unscaled gradients of the last step."""
         return self.last_step_info.grad_norm if self.last_step_info else float("nan")
+
+    def was_step_applied(self) -> bool:
+        """Whether the last optimizer step updated the params (False before
+        any step and after an fp16 overflow skip)."""
+        return self._step_applied
+
+    def train_batch_size(self) -> int:
+        """micro batch * gradient accumulation steps * world size."""
+        return (self.train_micro_batch_size_per_gpu() *
+                int(self.gradient_accumulation_steps) * self.world_size)
+
+    def train_micro_batch_size_per_gpu(self) -> int:
+        """As the runtime resolves it: the config's value, else
+        ``train_batch_size / (gas * world)``, else 1."""
+        cfg = self.zero.config
+        mb = cfg.get("train_micro_batch_size_per_gpu")
+        if isinstance(mb, int) and mb > 0:
+            return mb
+        tb = cfg.get("train_batch_size")
+        if isinstance(tb, int) and tb > 0:
+            return tb // (int(self.gradient_accumulation_steps) * self.world_size)
+        return 1
+
+    def fp16_enabled(self) -> bool:
+        return self.zero.dtype == DType.F16
+
+    def bfloat16_enabled(self) -> bool:
+        return self.zero.dtype == DType.BF16
+
+    def zero_optimization_stage(self) -> int:
+        return self.stage
+
+    def zero_optimization_partition_gradients(self) -> bool:
+        return self.stage >= 2
+
+    def zero_gather_16bit_weights_on_model_save(self) -> bool:
+        zo = self.zero.config.get("zero_optimization") or {}
+        return bool(zo.get("stage3_gather_16bit_weights_on_model_save",
+                           zo.get("stage3_gather_fp16_weights_on_model_save", False)))
+
+    def gradient_clipping(self) -> float:
+        return float(self.zero.config.get("gradient_clipping", 0.0))
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """As DeepSpeed: refused with gradient partitioning (stages 2-3).
+        Stages 0-1 reduce gradients only at the accumulation boundary
+        anyway, so inside the context nothing changes."""
+        if self.zero_optimization_partition_gradients():
+            raise FailedPreconditionError(
+                "no_sync context manager is incompatible with gradient "
+                f"partitioning logic of ZeRO stage {self.stage}")
+        if self._inside_no_sync:
+            raise FailedPreconditionError("no_sync context manager reentry is unsupported")
+        self._inside_no_sync = True
+        try:
+            yield
+        finally:
+            self._inside_no_sync = False
 
     @property
     def local_rank(self) -> int:
-        return self.zero.rank
+        lr = os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK"))
+        return int(lr) if lr is not None else self.zero.rank
 
     @property
     def global_rank(self) -> int:
@@ -300,6 +720,10 @@ class ZeroTorchEngine(torch.nn.Module):
 
     @property
     def world_size(self) -> int:
+        return self.zero.world_size
+
+    @property
+    def dp_world_size(self) -> int:
         return self.zero.world_size
 
     def stats(self) -> Dict[str, int]:
@@ -312,6 +736,47 @@ class ZeroTorchEngine(torch.nn.Module):
         self._check_open()
         return {name: torch.from_numpy(self.zero.read_master(pid))
                 for name, pid in zip(self._names, self._ids)}
+
+    def working_value(self, param: torch.nn.Parameter) -> torch.Tensor:
+        """COLLECTIVE in stage 3. A new tensor holding ``param``'s full working
+        copy (the runtime's dtype: fp16/bf16/fp32)."""
+        self._check_open()
+        i = self._index[id(param)]
+        view = self.zero.gather(self._ids[i], writable=True)  # copied at once
+        try:
+            return _as_tensor(view, self.zero.dtype).clone()
+        finally:
+            self.zero.release(self._ids[i])
+
+    def save_16bit_model(self, save_dir: str,
+                         save_filename: str = "pytorch_model.bin",
+                         exclude_frozen_parameters: bool = False) -> bool:
+        """COLLECTIVE. As DeepSpeed: rank 0 writes the module's state dict in
+        the working dtype (fp16/bf16; fp32 if neither) to
+        ``save_dir/save_filename`` with ``torch.save``. Stage 3 gathers every
+        param, and only when ``zero_optimization.
+        stage3_gather_16bit_weights_on_model_save`` is true; otherwise, as
+        DeepSpeed, nothing is saved, a warning says why and it returns False."""
+        self._check_open()
+        path = os.path.join(os.fspath(save_dir), save_filename)
+        if self.stage == 3 and not self.zero_gather_16bit_weights_on_model_save():
+            warnings.warn(
+                f"save_16bit_model: did not save the model {path} because "
+                "`stage3_gather_16bit_weights_on_model_save` is False")
+            return False
+        state = self.module.state_dict()  # gathered by the state-dict hooks
+        frozen = {n for n, t in zip(self._names, self._trainable) if not t}
+        out = OrderedDict()
+        for k, v in state.items():
+            if exclude_frozen_parameters and k in frozen:
+                continue
+            out[k] = v.detach().clone() if self.stage < 3 and not self._upcast else v
+        if self.global_rank == 0:
+            os.makedirs(save_dir, exist_ok=True)
+            torch.save(out, path + ".tmp")
+            os.replace(path + ".tmp", path)
+        self.zero.comm.barrier()
+        return True
 
     def save_checkpoint(self, save_dir: str, tag: Optional[str] = None,
                         client_state: Optional[dict] = None,
@@ -343,7 +808,6 @@ class ZeroTorchEngine(torch.nn.Module):
             os.replace(path + ".tmp", path)
         self.zero.comm.barrier()  # every rank returns once the file exists
         return True
-
     def load_checkpoint(self, load_dir: str, tag: Optional[str] = None,
                         load_module_strict: bool = True,
                         load_optimizer_states: bool = True,
@@ -425,26 +889,24 @@ class ZeroTorchEngine(torch.nn.Module):
         if self._closed:
             return
         self._closed = True
-        for h in self._hooks:
-            h.remove()
-        self._hooks.clear()
-        self._grad_accs.clear()
-        for m in self._patched_linears:
-            del m.forward  # back to torch.nn.Linear.forward
-        self._patched_linears.clear()
+        self._remove_hooks()
         if not self.zero.closed:
             for i, p in enumerate(self._params):
-                if self.stage < 3:
-                    p.data = p.data.clone() if keep_values else torch.zeros(
-                        p.shape, dtype=self.dtype)
-                elif keep_values:
+                if not keep_values:
+                    p.data = torch.zeros(p.shape, dtype=self.dtype)
+                elif self.stage < 3:
+                    src = self._views[i] if self._upcast else p.data
+                    p.data = src.clone()
+                else:
                     view = self.zero.gather(self._ids[i], writable=True)
                     p.data = _as_tensor(view, self.zero.dtype).clone()
                     self.zero.release(self._ids[i])
-                else:
-                    p.data = torch.zeros(p.shape, dtype=self.dtype)
         self.zero.close()
         _live.discard(self)
+
+    def destroy(self) -> None:
+        """DeepSpeed's name for :meth:`close`."""
+        self.close()
 
     def __enter__(self) -> "ZeroTorchEngine":
         return self
@@ -459,12 +921,37 @@ class ZeroTorchEngine(torch.nn.Module):
             raise FailedPreconditionError(
                 "ZeroTorchEngine is closed (used after close)")
 
+    def _remove_hooks(self) -> None:
+        for h in self._hooks:
+            h.remove()
+        self._hooks.clear()
+        self._grad_accs.clear()
+        for m in self._patched_linears:
+            del m.forward  # back to torch.nn.Linear.forward
+        self._patched_linears.clear()
+        for m in self._patched_dicts:
+            m.__dict__["_parameters"] = OrderedDict(
+                OrderedDict.items(m.__dict__["_parameters"]))
+        self._patched_dicts.clear()
+
+    def _refresh_upcast(self) -> None:
+        """fp16, stages 0-2: the params' fp32 copies take the runtime's new
+        fp16 working values."""
+        with torch.no_grad():
+            for p, v in zip(self._params, self._views):
+                if v is not None:
+                    p.data.copy_(v)
+
     def _regather_resident(self, i: int) -> None:
         """Stages 0-2: gathers param i again after a release; its storage is
         the runtime's resident copy, which keeps its address."""
         view = self.zero.gather(self._ids[i], writable=True)
         p = self._params[i]
-        if p.data.data_ptr() != view.ctypes.data:  # not expected; stay correct
+        if self._upcast:
+            self._views[i] = _as_tensor(view, self.zero.dtype)
+            with torch.no_grad():
+                p.data.copy_(self._views[i])
+        elif p.data.data_ptr() != view.ctypes.data:  # not expected; stay correct
             p.data = _as_tensor(view, self.zero.dtype)
 
     def _hand_in(self, i: int) -> None:
@@ -494,37 +981,95 @@ class ZeroTorchEngine(torch.nn.Module):
             self._grad_accs.append(acc)
 
     def _install_stage3_hooks(self) -> None:
+        # Every module gets the hooks: the stack of running forwards tells
+        # which module a param used outside its owner belongs to.
         for module in self.module.modules():
             idx = [self._index[id(p)] for p in module.parameters(recurse=False)
                    if id(p) in self._index]
-            if not idx:
-                continue
             self._module_params[id(module)] = idx
+            if idx:
+                module.__dict__["_parameters"] = _ZeroParamDict(
+                    self, OrderedDict.items(module._parameters))
+                self._patched_dicts.append(module)
             if type(module) is torch.nn.Linear and "forward" not in vars(module):
                 module.forward = types.MethodType(_zero3_linear_forward, module)
                 self._patched_linears.append(module)
             self._hooks.append(module.register_forward_pre_hook(self._pre_forward))
             self._hooks.append(module.register_forward_hook(self._post_forward))
 
+    def _install_state_dict_hooks(self) -> None:
+        """``module.state_dict()`` holds the runtime's working values (stage
+        3: gathered, so COLLECTIVE), never placeholders (or fp32 copies)."""
+        owned = {id(m): [(n, p) for n, p in m._parameters.items()
+                         if p is not None and id(p) in self._index]
+                 for m in self.module.modules()}
+
+        def hook(module, state_dict, prefix, local_metadata):
+            if self._closed:
+                return None
+            for name, p in owned.get(id(module), ()):
+                key = prefix + name
+                if key in state_dict:
+                    state_dict[key] = self.working_value(p)
+            return None
+
+        for m in self.module.modules():
+            if owned.get(id(m)):
+                self._hooks.append(m._register_state_dict_hook(hook))
+
     def _pre_forward(self, module: torch.nn.Module, inputs: Tuple[Any, ...]):
-        self._gather_module(module)
-        if torch.is_grad_enabled():
-            return _wrap_tensors(_PostBackward, self, module, inputs)
-        return None
+        self._busy += 1
+        try:
+            self._fwd_stack.append(module)
+            self._gather_module(module)
+            if torch.is_grad_enabled() and self._module_params[id(module)]:
+                return _wrap_tensors(_PostBackward, self, module, inputs)
+            return None
+        finally:
+            self._busy -= 1
 
     def _post_forward(self, module: torch.nn.Module, inputs: Any, output: Any):
-        self._release_module(module)
-        if torch.is_grad_enabled():
-            return _wrap_tensors(_PreBackward, self, module, output)
-        return None
+        self._busy += 1
+        try:
+            if self._fwd_stack and self._fwd_stack[-1] is module:
+                self._fwd_stack.pop()
+            self._release_module(module)
+            if torch.is_grad_enabled() and self._module_params[id(module)]:
+                return _wrap_tensors(_PreBackward, self, module, output)
+            return None
+        finally:
+            self._busy -= 1
+
+    def _on_param_use(self, p: torch.Tensor) -> None:
+        """Stage 3, during a forward: ``p`` is read by the module whose
+        forward is running. A param that module does not gather yet becomes
+        one of its (external) params: gathered now and, from now on, with its
+        own in forward and backward (DeepSpeed's register_external_parameter)."""
+        i = self._index.get(id(p))
+        if i is None or self._busy or self._params[i] is not p or not self._fwd_stack:
+            return
+        module = self._fwd_stack[-1]
+        idx = self._module_params.setdefault(id(module), [])
+        if i in idx:
+            return
+        idx.append(i)
+        self._busy += 1
+        try:
+            self._gather_param(i)
+        finally:
+            self._busy -= 1
+
+    def _gather_param(self, i: int) -> None:
+        view = self.zero.gather(self._ids[i], writable=True)
+        self._gather_count[i] += 1
+        if self._gather_count[i] == 1:
+            # A torch-owned copy: autograd may keep views of it.
+            self._params[i].data = _as_tensor(view, self.zero.dtype).to(
+                self.compute_dtype, copy=True)
 
     def _gather_module(self, module: torch.nn.Module, backward: bool = False) -> None:
         for i in self._module_params.get(id(module), ()):
-            view = self.zero.gather(self._ids[i], writable=True)
-            self._gather_count[i] += 1
-            if self._gather_count[i] == 1:
-                # A torch-owned copy: autograd may keep views of it.
-                self._params[i].data = _as_tensor(view, self.zero.dtype).clone()
+            self._gather_param(i)
 
     def _release_module(self, module: torch.nn.Module, backward: bool = False) -> None:
         for i in self._module_params.get(id(module), ()):
@@ -536,7 +1081,11 @@ class ZeroTorchEngine(torch.nn.Module):
         self.zero.release(self._ids[i])
         if self._gather_count[i] == 0:
             p = self._params[i]
-            p.data = _placeholder(p.shape, self.dtype)
+            self._busy += 1
+            try:
+                p.data = _placeholder(p.shape, self.compute_dtype)
+            finally:
+                self._busy -= 1
 
 
 _live: "weakref.WeakSet[ZeroTorchEngine]" = weakref.WeakSet()
@@ -551,24 +1100,211 @@ def _close_live_engines() -> None:
             pass
 
 
-def initialize(model: torch.nn.Module, config: ConfigLike, *,
-               comm: Optional[Comm] = None,
+def _owner_of(p: Any) -> Optional[Tuple[ZeroTorchEngine, int]]:
+    """(engine, index) of a param a live engine manages, else None."""
+    for e in list(_live):
+        i = e._index.get(id(p))
+        if i is not None and e._params[i] is p:
+            return e, i
+    return None
+
+
+class GatheredParameters:
+    """As ``deepspeed.zero.GatheredParameters``: within the context the
+    given params hold their full working values (stage 3: gathered on entry,
+    COLLECTIVE, every rank in the same order; released on exit). Stages 0-2
+    params always hold them, so nothing happens.
+
+    ``modifier_rank`` (writing params inside the context, broadcast from that
+    rank on exit) is refused with :class:`zero.UnimplementedError`: the
+    runtime's fp32 master weights, which every optimizer step starts from,
+    can be changed only by the optimizer or a checkpoint load (the C ABI has
+    no call that writes them), so a write would be lost at the next step.
+    Change the module before :func:`initialize`, or load a checkpoint."""
+
+    def __init__(self, params: Any, modifier_rank: Optional[int] = None,
+                 fwd_module: Any = None, enabled: bool = True) -> None:
+        if isinstance(params, torch.Tensor):
+            params = [params]
+        self.params = [p for p in (params or []) if p is not None]
+        self.modifier_rank = modifier_rank
+        self.enabled = enabled
+        self._held: List[Tuple[ZeroTorchEngine, int]] = []
+
+    def __enter__(self) -> None:
+        if not self.enabled:
+            return None
+        owned = [o for o in (_owner_of(p) for p in self.params) if o is not None]
+        if self.modifier_rank is not None and owned:
+            e, i = owned[0]
+            raise UnimplementedError(
+                f"GatheredParameters(modifier_rank={self.modifier_rank}): param "
+                f"{e._names[i]!r} is managed by zero.torch, whose runtime keeps "
+                "fp32 master weights that only the optimizer or a checkpoint "
+                "load can change (the C ABI has no write call), so the write "
+                "would be lost at the next step; change the module before "
+                "zero.torch.initialize() or load a checkpoint")
+        for e, i in owned:
+            if e.stage == 3:
+                e._gather_param(i)
+                self._held.append((e, i))
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        held, self._held = self._held, []
+        for e, i in reversed(held):
+            if not e._closed and e._gather_count[i] > 0:
+                e._release_param(i)
+
+
+def _guard_clip(orig: Any, what: str) -> Any:
+    """Wraps torch.nn.utils.clip_grad_* so that params zero.torch manages
+    are refused: their gradients live in the runtime (handed over during
+    backward), so torch would see none and clip nothing (and return 0)."""
+    if getattr(orig, "_zero_guard", False):
+        return orig
+
+    @functools.wraps(orig)
+    def wrapper(parameters, *args, **kwargs):
+        if isinstance(parameters, torch.Tensor):
+            parameters = [parameters]
+        else:
+            parameters = list(parameters)
+        for p in parameters:
+            owner = _owner_of(p)
+            if owner is not None:
+                e, i = owner
+                raise FailedPreconditionError(
+                    f"torch.nn.utils.{what}: param {e._names[i]!r} is managed by "
+                    "zero.torch; its gradient lives in the runtime (handed over "
+                    "during engine.backward), so torch sees none and would "
+                    "clip nothing. Set \"gradient_clipping\": MAX_NORM in the "
+                    "ds_config: the runtime clips by the global norm over all "
+                    "ranks in engine.step() (engine.get_global_grad_norm() "
+                    "reports the norm)")
+        return orig(parameters, *args, **kwargs)
+
+    wrapper._zero_guard = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _install_clip_guards() -> None:
+    import torch.nn.utils as nn_utils
+    import torch.nn.utils.clip_grad as clip_mod
+    for what in ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_"):
+        for mod in (nn_utils, clip_mod):
+            orig = getattr(mod, what, None)
+            if orig is not None:
+                setattr(mod, what, _guard_clip(orig, what))
+
+
+_install_clip_guards()
+
+
+def _dataloader(engine: ZeroTorchEngine, training_data: Any,
+                collate_fn: Any) -> Any:
+    """As DeepSpeed's: micro batches of this rank's share (a
+    DistributedSampler over the data-parallel ranks)."""
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+    sampler = DistributedSampler(training_data, num_replicas=engine.world_size,
+                                 rank=engine.global_rank)
+    return DataLoader(training_data,
+                      batch_size=engine.train_micro_batch_size_per_gpu(),
+                      sampler=sampler, collate_fn=collate_fn)
+
+
+def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
                model_parameters: Optional[Iterable[torch.nn.Parameter]] = None,
-               overlap_grad_hooks: bool = True) -> ZeroTorchEngine:
-    """Moves ``model``'s state into a zero runtime; returns the engine.
+               training_data: Any = None, lr_scheduler: Any = None,
+               distributed_port: int = 29500, mpu: Any = None,
+               dist_init_required: Optional[bool] = None,
+               collate_fn: Any = None, config: Optional[ConfigLike] = None,
+               config_params: Optional[ConfigLike] = None, *,
+               comm: Optional[Comm] = None,
+               overlap_grad_hooks: bool = True) -> Any:
+    """Moves ``model``'s state into a zero runtime, as ``deepspeed.initialize``.
+
+    DeepSpeed's form (keywords, or ``args`` first)::
+
+        engine, optimizer, dataloader, lr_scheduler = zero.torch.initialize(
+            args=args, model=model, model_parameters=params,
+            config="ds_config.json")   # or config_params=, or args.deepspeed_config
+
+    returns ``(engine, optimizer, training_dataloader, lr_scheduler)``:
+    ``optimizer`` is a view of the runtime's optimizer (None without an
+    ``optimizer`` block), ``training_dataloader`` a DataLoader over
+    ``training_data`` (None without it), ``lr_scheduler`` a view of the
+    config's ``scheduler`` (None without one). The short form
+    ``initialize(model, config)`` (a module first) returns the engine alone.
 
     Args:
-        model: the module; its parameters (fp32 values) become the initial
-            values on every rank (same seed on every rank, as in DeepSpeed).
-            They are cast to the working dtype of the config (fp16/bf16).
-        config: DeepSpeed ds_config (dict, path or JSON text).
-        comm: the ranks; default MPI when launched by mpirun, else one rank.
+        model: the module; every rank starts from rank 0's param and buffer
+            values (broadcast, as DeepSpeed does: torch.distributed when
+            initialized, else the runtime's communicator). Values are cast to
+            the working dtype of the config (fp16/bf16).
+        config / config_params / args.deepspeed_config: DeepSpeed ds_config
+            (dict, path or JSON text); exactly one source.
         model_parameters: the params to train (default: every param with
             ``requires_grad``); the others are registered frozen.
+        optimizer, lr_scheduler, mpu: client objects are refused (the runtime
+            runs the optimizer and schedule of the config).
+        comm: the ranks; default MPI when launched by mpirun, else one rank.
         overlap_grad_hooks: hand gradients over from autograd hooks as
             backward produces them (default); False hands them in after
             backward, in reverse registration order.
+
+    A failure leaves no engine behind and the module with its own tensors.
     """
-    return ZeroTorchEngine(model, config, comm=comm,
-                           model_parameters=model_parameters,
-                           overlap_grad_hooks=overlap_grad_hooks)
+    if isinstance(args, torch.nn.Module):  # the short form: (model, config)
+        if model is not None and config is not None:
+            raise InvalidArgumentError(
+                "initialize(model, config): config given twice")
+        cfg = model if model is not None else config
+        if cfg is None:
+            cfg = config_params
+        if cfg is None:
+            raise InvalidArgumentError("initialize(model, config): no config")
+        return ZeroTorchEngine(args, cfg, comm=comm,
+                               model_parameters=model_parameters,
+                               overlap_grad_hooks=overlap_grad_hooks)
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidArgumentError(
+            f"initialize: model must be a torch.nn.Module, got {type(model).__name__}")
+    if config is None:
+        config = config_params
+    elif config_params is not None:
+        raise InvalidArgumentError(
+            "initialize: give config or config_params, not both")
+    args_cfg = getattr(args, "deepspeed_config", None) if args is not None else None
+    if args_cfg is not None:
+        if config is not None:
+            raise InvalidArgumentError(
+                "initialize: not sure how to proceed, given a DeepSpeed config "
+                "both in args.deepspeed_config and in initialize(config=...)")
+        config = args_cfg
+    if config is None:
+        raise InvalidArgumentError(
+            "initialize: no DeepSpeed config: pass config=, config_params= or "
+            "args.deepspeed_config")
+    if optimizer is not None:
+        raise UnimplementedError(
+            "initialize(optimizer=...): client optimizers are not supported; the "
+            "runtime runs the \"optimizer\" block of the config (Adam, AdamW, SGD)")
+    if lr_scheduler is not None:
+        raise UnimplementedError(
+            "initialize(lr_scheduler=...): client schedulers are not supported; "
+            "the runtime runs the \"scheduler\" block of the config")
+    if mpu is not None:
+        raise UnimplementedError("initialize(mpu=...): model parallelism")
+    engine = ZeroTorchEngine(model, config, comm=comm,
+                             model_parameters=model_parameters,
+                             overlap_grad_hooks=overlap_grad_hooks)
+    loader = None
+    if training_data is not None:
+        try:
+            loader = _dataloader(engine, training_data, collate_fn)
+        except BaseException:
+            engine._undo_setup()
+            raise
+    return engine, engine.optimizer, loader, engine.lr_scheduler

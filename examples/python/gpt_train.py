@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""A small GPT-style byte-level language model trained with zero.torch.
+
+    python3 gpt_train.py [--stage S] [--steps N] [--dtype fp32|bf16|fp16]
+                         [--save_dir DIR] [--resume] [--json]
+    mpirun -np 2 python3 gpt_train.py --stage 3       # or: zero-launch --num_procs 2 gpt_train.py
+
+Written against DeepSpeed's documented API (``initialize`` returning
+``(engine, optimizer, training_dataloader, lr_scheduler)``, ``backward``,
+``step``, ``save_checkpoint``, ``load_checkpoint``, ``save_16bit_model``):
+``ds`` below is ``zero.torch``; with DeepSpeed installed, ``import deepspeed
+as ds`` runs the same loop. The head is tied to the token embedding by hand
+(``F.linear(x, self.wte.weight)`` in the model's own forward), which ZeRO
+stage 3 handles by gathering the embedding for the parent module.
+
+Every rank takes its slice of each global batch, so the losses match a
+single-process torch run (fp32) within rounding.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+import zero
+import zero.torch as ds
+
+VOCAB, CTX, DIM, LAYERS, HEADS = 256, 32, 32, 2, 2
+GLOBAL_BATCH = 8      # sequences per optimizer step, over all ranks
+LR = 3e-3
+
+TEXT = (b"ZeRO removes the memory redundancies of data-parallel training by "
+        b"partitioning optimizer states, gradients and parameters across the "
+        b"ranks, while keeping the computational granularity and communication "
+        b"volume of data parallelism. Stage one shards the optimizer states, "
+        b"stage two the gradients as well, and stage three the parameters, "
+        b"which are gathered just before a module needs them and released "
+        b"right after. ") * 4
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(DIM)
+        self.qkv = torch.nn.Linear(DIM, 3 * DIM)
+        self.proj = torch.nn.Linear(DIM, DIM)
+        self.ln2 = torch.nn.LayerNorm(DIM)
+        self.fc = torch.nn.Linear(DIM, 4 * DIM)
+        self.out = torch.nn.Linear(4 * DIM, DIM)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(DIM, dim=2)
+        hs = DIM // HEADS
+        q = q.view(b, t, HEADS, hs).transpose(1, 2)
+        k = k.view(b, t, HEADS, hs).transpose(1, 2)
+        v = v.view(b, t, HEADS, hs).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        att = att.masked_fill(~causal, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, c)
+        x = x + self.proj(y)
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class TinyGPT(torch.nn.Module):
+    """Token and position embeddings, LAYERS blocks, a final LayerNorm and a
+    head tied to the token embedding by hand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wte = torch.nn.Embedding(VOCAB, DIM)
+        self.wpe = torch.nn.Embedding(CTX, DIM)
+        self.blocks = torch.nn.ModuleList(Block() for _ in range(LAYERS))
+        self.ln_f = torch.nn.LayerNorm(DIM)
+        for m in self.modules():  # GPT-2's initialization
+            if isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
+                torch.nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, torch.nn.Linear):
+                torch.nn.init.zeros_(m.bias)
+
+    def forward(self, idx: torch.Tensor,
+                targets: Optional[torch.Tensor] = None) -> torch.Tensor:
+        pos = torch.arange(idx.shape[1])
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.blocks:
+            x = block(x)
+        logits = F.linear(self.ln_f(x), self.wte.weight)  # the tied head
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.float().reshape(-1, VOCAB),
+                               targets.reshape(-1))
+
+
+def make_model(seed: int = 0) -> TinyGPT:
+    torch.manual_seed(seed)
+    return TinyGPT()
+
+
+def batches(steps: int, seed: int = 1) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+    """`steps` global batches of (inputs, next-byte targets)."""
+    data = torch.tensor(list(TEXT), dtype=torch.long)
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(steps):
+        starts = torch.randint(0, len(data) - CTX - 1, (GLOBAL_BATCH,), generator=g)
+        x = torch.stack([data[s:s + CTX] for s in starts.tolist()])
+        y = torch.stack([data[s + 1:s + CTX + 1] for s in starts.tolist()])
+        out.append((x, y))
+    return out
+
+
+def ds_config(stage: int, world: int = 1, dtype: str = "fp32") -> Dict:
+    cfg = {
+        "train_batch_size": GLOBAL_BATCH,
+        "train_micro_batch_size_per_gpu": GLOBAL_BATCH // world,
+        "steps_per_print": 0,
+        "optimizer": {"type": "AdamW",
+                      "params": {"lr": LR, "betas": [0.9, 0.999], "eps": 1e-8,
+                                 "weight_decay": 0.0}},
+        "zero_optimization": {
+            "stage": stage,
+            "stage3_gather_16bit_weights_on_model_save": True,
+        },
+    }
+    if dtype == "bf16":
+        cfg["bf16"] = {"enabled": True}
+    elif dtype == "fp16":
+        cfg["fp16"] = {"enabled": True, "initial_scale_power": 8}
+    return cfg
+
+
+def train(stage: int, steps: int, rank: int = 0, world: int = 1,
+          dtype: str = "fp32", save_dir: Optional[str] = None,
+          resume: bool = False, log=None) -> List[float]:
+    """Trains `steps` optimizer steps; returns this rank's losses. With
+    save_dir: checkpoints (and a 16-bit model) at the end, or with resume
+    loads save_dir first and trains on."""
+    model = make_model()
+    engine, optimizer, _, lr_scheduler = ds.initialize(
+        model=model, model_parameters=model.parameters(),
+        config=ds_config(stage, world, dtype))
+    try:
+        first = 0
+        if resume and save_dir:
+            path, client_state = engine.load_checkpoint(save_dir)
+            if path is not None:
+                first = client_state["step"]
+        losses = []
+        for step, (x, y) in enumerate(batches(steps)):
+            if step < first:
+                continue
+            xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
+            loss = engine(xs, ys)
+            engine.backward(loss)
+            engine.step()
+            losses.append(loss.item())
+            if log:
+                log(f"step {step + 1} loss {losses[-1]:.4f} lr {engine.get_lr()[0]:.2e}")
+        if save_dir:
+            engine.save_checkpoint(save_dir, client_state={"step": steps})
+            engine.save_16bit_model(save_dir)
+        return losses
+    finally:
+        engine.destroy()
+
+
+def train_torch(steps: int) -> List[float]:
+    """Plain single-process torch, AdamW on each whole global batch."""
+    model = make_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999),
+                            eps=1e-8, weight_decay=0.0)
+    losses = []
+    for x, y in batches(steps):
+        opt.zero_grad()
+        loss = model(x, y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stage", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    ap.add_argument("--save_dir")
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--json", action="store_true", help="print the losses as JSON")
+    a = ap.parse_args(argv)
+    rank, world = zero.launcher_rank_and_size()
+    if GLOBAL_BATCH % world:
+        print(f"gpt_train: {world} ranks do not divide the batch {GLOBAL_BATCH}",
+              file=sys.stderr)
+        return 2
+    log = None if a.json or rank != 0 else print
+    losses = train(a.stage, a.steps, rank, world, a.dtype, a.save_dir, a.resume, log)
+    if a.json:
+        print(json.dumps({"rank": rank, "losses": losses}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
