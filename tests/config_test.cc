@@ -2,6 +2,9 @@
 // key path and what was expected.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "core/config/config.h"
 
 namespace zero {
@@ -24,7 +27,6 @@ TEST(ConfigTest, DefaultsAreDeepSpeeds) {
   EXPECT_EQ(c.stage, 0);
   EXPECT_EQ(c.dtype, DType::kF32);
   EXPECT_EQ(c.reduce_bucket_size, 500000000);
-  EXPECT_EQ(c.allgather_bucket_size, 500000000);
   EXPECT_EQ(c.stage3_prefetch_bucket_size, 50000000);
   EXPECT_EQ(c.stage3_param_persistence_threshold, 100000);
   EXPECT_EQ(c.stage3_max_live_parameters, 1000000000);
@@ -36,6 +38,8 @@ TEST(ConfigTest, DefaultsAreDeepSpeeds) {
   EXPECT_EQ(c.steps_per_print, 10);
   EXPECT_EQ(c.gradient_clipping, 0.0);
   EXPECT_FALSE(c.OverlapComm());
+  EXPECT_TRUE(c.no_effect_keys.empty());
+  EXPECT_EQ(NoEffectReport(c), "");
   c.stage = 3;
   EXPECT_TRUE(c.OverlapComm());  // overlap_comm: None -> true for stage 3
 }
@@ -49,8 +53,10 @@ TEST(ConfigTest, Stage1WithAllgatherPartitionsAndReduceScatter) {
       "reduce_bucket_size": 5e8, "overlap_comm": false,
       "contiguous_gradients": true}})");
   EXPECT_EQ(c.stage, 1);
-  EXPECT_TRUE(c.allgather_partitions);
-  EXPECT_TRUE(c.reduce_scatter);
+  // zero all-gathers partitions, reduce-scatters and packs gradients
+  // contiguously anyway; it has no separate all-gather bucket.
+  EXPECT_EQ(c.no_effect_keys,
+            std::vector<std::string>{"zero_optimization.allgather_bucket_size"});
   EXPECT_EQ(c.reduce_bucket_size, 500000000);
   EXPECT_FALSE(c.OverlapComm());
   ASSERT_TRUE(c.Resolve(4).ok());
@@ -77,7 +83,10 @@ TEST(ConfigTest, Stage3LiveParametersAndAutoPrefetch) {
   EXPECT_EQ(c.stage3_max_live_parameters, 1000000000);
   EXPECT_TRUE(c.stage3_prefetch_bucket_size_auto);
   EXPECT_TRUE(c.stage3_param_persistence_threshold_auto);
-  EXPECT_TRUE(c.stage3_gather_16bit_weights_on_model_save);
+  EXPECT_EQ(c.no_effect_keys,
+            (std::vector<std::string>{
+                "zero_optimization.stage3_max_reuse_distance",
+                "zero_optimization.stage3_gather_16bit_weights_on_model_save"}));
 }
 
 TEST(ConfigTest, Fp16DynamicLossScaling) {
@@ -200,6 +209,334 @@ TEST(ConfigTest, AcceptsDeepSpeedBlocksWithoutEffect) {
     "aio": {"block_size": 1048576, "queue_depth": 8, "single_submit": false,
             "overlap_events": true}})");
   EXPECT_EQ(c.aio.queue_depth, 8);
+  // Disabled blocks and values that say what zero does are not reported.
+  EXPECT_EQ(c.no_effect_keys, std::vector<std::string>{"activation_checkpointing"});
+  EXPECT_EQ(NoEffectReport(c),
+            "[zero] accepted without effect: activation_checkpointing (set "
+            "\"zero_allow_untested_keys\": false to make these errors)");
+}
+
+// Every key accepted without effect, with a value that asks for something
+// zero does not do: reported under its full path (docs/DEEPSPEED_COMPAT.md).
+struct NoEffectCase {
+  const char* json;
+  const char* key;
+};
+
+const NoEffectCase kNoEffect[] = {
+    {R"({"prescale_gradients": true})", "prescale_gradients"},
+    {R"({"gradient_predivide_factor": 2.0})", "gradient_predivide_factor"},
+    {R"({"communication_data_type": "bf16"})", "communication_data_type"},
+    {R"({"seq_parallel_communication_data_type": "fp32"})",
+     "seq_parallel_communication_data_type"},
+    {R"({"wall_clock_breakdown": true})", "wall_clock_breakdown"},
+    {R"({"memory_breakdown": true})", "memory_breakdown"},
+    {R"({"dump_state": true})", "dump_state"},
+    {R"({"sparse_gradients": true})", "sparse_gradients"},
+    {R"({"zero_allow_untested_optimizer": true})", "zero_allow_untested_optimizer"},
+    {R"({"zero_force_ds_cpu_optimizer": false})", "zero_force_ds_cpu_optimizer"},
+    {R"({"disable_allgather": true})", "disable_allgather"},
+    {R"({"dataloader_drop_last": true})", "dataloader_drop_last"},
+    {R"({"graph_harvesting": true})", "graph_harvesting"},
+    {R"({"use_data_before_expert_parallelism": true})",
+     "use_data_before_expert_parallelism"},
+    {R"({"tensorboard": {"enabled": true, "output_path": "tb"}})", "tensorboard"},
+    {R"({"wandb": {"enabled": true}})", "wandb"},
+    {R"({"csv_monitor": {"enabled": true}})", "csv_monitor"},
+    {R"({"comet": {"enabled": true}})", "comet"},
+    {R"({"flops_profiler": {"enabled": true, "profile_step": 1}})", "flops_profiler"},
+    {R"({"activation_checkpointing": {"partition_activations": true}})",
+     "activation_checkpointing"},
+    {R"({"comms_logger": {"enabled": true}})", "comms_logger"},
+    {R"({"elasticity": {"enabled": true}})", "elasticity"},
+    {R"({"autotuning": {"enabled": true}})", "autotuning"},
+    {R"({"data_efficiency": {"enabled": true}})", "data_efficiency"},
+    {R"({"compression_training": {"weight_quantization": {}}})", "compression_training"},
+    {R"({"sparse_attention": {"mode": "fixed"}})", "sparse_attention"},
+    {R"({"pipeline": {"stages": "auto"}})", "pipeline"},
+    {R"({"data_types": {"grad_accum_dtype": "fp32"}})", "data_types"},
+    {R"({"timers": {"throughput": {"enabled": true}}})", "timers"},
+    {R"({"nebula": {"enabled": true}})", "nebula"},
+    {R"({"eigenvalue": {"enabled": true}})", "eigenvalue"},
+    {R"({"progressive_layer_drop": {"enabled": true}})", "progressive_layer_drop"},
+    {R"({"curriculum_learning": {"enabled": true}})", "curriculum_learning"},
+    {R"({"quantize_training": {"enabled": true}})", "quantize_training"},
+    {R"({"compile": {"deepcompile": true}})", "compile"},
+    {R"({"hybrid_engine": {"enabled": true}})", "hybrid_engine"},
+    {R"({"torch_autocast": {"enabled": true}})", "torch_autocast"},
+    {R"({"weight_quantization": {"post_init_quant": {}}})", "weight_quantization"},
+    {R"({"fp16": {"auto_cast": true}})", "fp16.auto_cast"},
+    {R"({"fp16": {"fp16_master_weights_and_grads": true}})",
+     "fp16.fp16_master_weights_and_grads"},
+    {R"({"bf16": {"immediate_grad_update": false}})", "bf16.immediate_grad_update"},
+    {R"({"bf16": {"check_grad_overflow": false}})", "bf16.check_grad_overflow"},
+    {R"({"bfloat16": {"immediate_grad_update": true}})",
+     "bfloat16.immediate_grad_update"},
+    {R"({"optimizer": {"type": "Adam", "params": {"torch_adam": true}}})",
+     "optimizer.params.torch_adam"},
+    {R"({"optimizer": {"type": "AdamW", "params": {"fused": true}}})",
+     "optimizer.params.fused"},
+    {R"({"optimizer": {"type": "AdamW", "params": {"foreach": false}}})",
+     "optimizer.params.foreach"},
+    {R"({"optimizer": {"type": "AdamW", "params": {"capturable": false}}})",
+     "optimizer.params.capturable"},
+    {R"({"optimizer": {"type": "AdamW", "params": {"maximize": true}}})",
+     "optimizer.params.maximize"},
+    {R"({"scheduler": {"type": "WarmupLR", "params": {"last_batch_iteration": 5}}})",
+     "scheduler.params.last_batch_iteration"},
+    {R"({"checkpoint": {"tag_validation": "Fail"}})", "checkpoint.tag_validation"},
+    {R"({"checkpoint": {"tag_validation": "Warn"}})", "checkpoint.tag_validation"},
+    {R"({"checkpoint": {"load_universal": true}})", "checkpoint.load_universal"},
+    {R"({"checkpoint": {"use_node_local_storage": true}})",
+     "checkpoint.use_node_local_storage"},
+    {R"({"checkpoint": {"parallel_write": {"pipeline_stage": true}}})",
+     "checkpoint.parallel_write"},
+    {R"({"aio": {"intra_op_parallelism": 4}})", "aio.intra_op_parallelism"},
+    {R"({"aio": {"thread_count": 2}})", "aio.thread_count"},
+    {R"({"aio": {"single_submit": true}})", "aio.single_submit"},
+    {R"({"aio": {"overlap_events": false}})", "aio.overlap_events"},
+    {R"({"aio": {"use_gds": true}})", "aio.use_gds"},
+    {R"({"zero_optimization": {"contiguous_gradients": false}})",
+     "zero_optimization.contiguous_gradients"},
+    {R"({"zero_optimization": {"reduce_scatter": false}})",
+     "zero_optimization.reduce_scatter"},
+    {R"({"zero_optimization": {"allgather_partitions": false}})",
+     "zero_optimization.allgather_partitions"},
+    {R"({"zero_optimization": {"allgather_bucket_size": 5e8}})",
+     "zero_optimization.allgather_bucket_size"},
+    {R"({"zero_optimization": {"load_from_fp32_weights": false}})",
+     "zero_optimization.load_from_fp32_weights"},
+    {R"({"zero_optimization": {"round_robin_gradients": true}})",
+     "zero_optimization.round_robin_gradients"},
+    {R"({"zero_optimization": {"ignore_unused_parameters": false}})",
+     "zero_optimization.ignore_unused_parameters"},
+    {R"({"zero_optimization": {"stage3_max_reuse_distance": 0}})",
+     "zero_optimization.stage3_max_reuse_distance"},
+    {R"({"zero_optimization": {"stage3_gather_16bit_weights_on_model_save": true}})",
+     "zero_optimization.stage3_gather_16bit_weights_on_model_save"},
+    {R"({"zero_optimization": {"stage3_gather_fp16_weights_on_model_save": true}})",
+     "zero_optimization.stage3_gather_fp16_weights_on_model_save"},
+    {R"({"zero_optimization": {"elastic_checkpoint": true}})",
+     "zero_optimization.elastic_checkpoint"},
+    {R"({"zero_optimization": {"memory_efficient_linear": true}})",
+     "zero_optimization.memory_efficient_linear"},
+    {R"({"zero_optimization": {"override_module_apply": true}})",
+     "zero_optimization.override_module_apply"},
+    {R"({"zero_optimization": {"zero_quantized_weights": true}})",
+     "zero_optimization.zero_quantized_weights"},
+    {R"({"zero_optimization": {"zero_quantized_gradients": true}})",
+     "zero_optimization.zero_quantized_gradients"},
+    {R"({"zero_optimization": {"zero_quantized_nontrainable_weights": true}})",
+     "zero_optimization.zero_quantized_nontrainable_weights"},
+    {R"({"zero_optimization": {"mics_hierarchical_params_gather": true}})",
+     "zero_optimization.mics_hierarchical_params_gather"},
+    {R"({"zero_optimization": {"pipeline_loading_checkpoint": true}})",
+     "zero_optimization.pipeline_loading_checkpoint"},
+    {R"({"zero_optimization": {"use_all_reduce_for_fetch_params": true}})",
+     "zero_optimization.use_all_reduce_for_fetch_params"},
+    {R"({"zero_optimization": {"legacy_stage1": true}})",
+     "zero_optimization.legacy_stage1"},
+    {R"({"zero_optimization": {"log_trace_cache_warnings": true}})",
+     "zero_optimization.log_trace_cache_warnings"},
+    {R"({"zero_optimization": {"stage": 3, "cpu_offload_param": true}})",
+     "zero_optimization.cpu_offload_param"},
+    {R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}})",
+     "zero_optimization.offload_param.device"},
+    {R"({"zero_optimization": {"offload_param": {"buffer_count": 5}}})",
+     "zero_optimization.offload_param.buffer_count"},
+    {R"({"zero_optimization": {"offload_param": {"buffer_size": 1e8}}})",
+     "zero_optimization.offload_param.buffer_size"},
+    {R"({"zero_optimization": {"offload_param": {"max_in_cpu": 1e9}}})",
+     "zero_optimization.offload_param.max_in_cpu"},
+    {R"({"zero_optimization": {"offload_param": {"pin_memory": true}}})",
+     "zero_optimization.offload_param.pin_memory"},
+    {R"({"zero_optimization": {"offload_optimizer": {"pipeline_read": false}}})",
+     "zero_optimization.offload_optimizer.pipeline_read"},
+    {R"({"zero_optimization": {"offload_optimizer": {"pipeline_write": false}}})",
+     "zero_optimization.offload_optimizer.pipeline_write"},
+    {R"({"zero_optimization": {"offload_optimizer": {"pipeline": false}}})",
+     "zero_optimization.offload_optimizer.pipeline"},
+    {R"({"zero_optimization": {"offload_optimizer": {"fast_init": true}}})",
+     "zero_optimization.offload_optimizer.fast_init"},
+    {R"({"zero_optimization": {"offload_optimizer": {"ratio": 0.3}}})",
+     "zero_optimization.offload_optimizer.ratio"},
+};
+
+TEST(ConfigNoEffect, EachKeyIsReportedByItsPath) {
+  for (const NoEffectCase& t : kNoEffect) {
+    SCOPED_TRACE(t.json);
+    auto c = ParseDsConfig(t.json);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->no_effect_keys, std::vector<std::string>{t.key});
+    EXPECT_NE(NoEffectReport(*c).find(t.key), std::string::npos);
+  }
+}
+
+TEST(ConfigNoEffect, StrictModeMakesEachAnErrorNamingTheKey) {
+  for (const NoEffectCase& t : kNoEffect) {
+    std::string text(t.json);
+    text.insert(1, R"("zero_allow_untested_keys": false, )");
+    SCOPED_TRACE(text);
+    std::string e = Error(text);
+    EXPECT_EQ(e.rfind(std::string(t.key) + ": accepted without effect", 0), 0u) << e;
+  }
+}
+
+// The values that describe what zero does anyway are not reported, so a
+// typical DeepSpeed / Hugging Face config loads quietly even when strict.
+TEST(ConfigNoEffect, InertValuesAreNotReported) {
+  const char* text = R"({"zero_allow_untested_keys": false,
+    "prescale_gradients": false, "gradient_predivide_factor": 1.0,
+    "communication_data_type": "fp32", "wall_clock_breakdown": false,
+    "memory_breakdown": false, "zero_allow_untested_optimizer": false,
+    "zero_force_ds_cpu_optimizer": true,
+    "tensorboard": {"enabled": false, "output_path": "tb"},
+    "flops_profiler": {"enabled": false, "profile_step": 1},
+    "activation_checkpointing": {}, "comms_logger": {"enabled": false},
+    "amp": {"enabled": false},
+    "fp16": {"enabled": "auto", "auto_cast": false},
+    "bf16": {"enabled": false, "check_grad_overflow": true},
+    "optimizer": {"type": "AdamW", "params": {"torch_adam": false,
+      "maximize": false}},
+    "scheduler": {"type": "WarmupLR", "params": {"last_batch_iteration": -1}},
+    "checkpoint": {"tag_validation": "Ignore", "load_universal": false,
+      "use_node_local_storage": false, "parallel_write": {}},
+    "aio": {"block_size": 1048576, "queue_depth": 8, "intra_op_parallelism": 1,
+      "thread_count": 1, "single_submit": false, "overlap_events": true,
+      "use_gds": false},
+    "zero_optimization": {"stage": 3, "contiguous_gradients": true,
+      "reduce_scatter": true, "allgather_partitions": true,
+      "load_from_fp32_weights": true, "round_robin_gradients": false,
+      "ignore_unused_parameters": true,
+      "stage3_gather_16bit_weights_on_model_save": false,
+      "zero_quantized_weights": false, "legacy_stage1": false,
+      "cpu_offload_param": false,
+      "offload_param": {"device": "none", "pin_memory": false},
+      "offload_optimizer": {"device": "cpu", "pin_memory": true,
+        "buffer_count": 4, "pipeline_read": true, "pipeline_write": true,
+        "fast_init": false, "ratio": 1}}})";
+  Config c = Parse(text);
+  EXPECT_TRUE(c.no_effect_keys.empty()) << NoEffectReport(c);
+  EXPECT_EQ(NoEffectReport(c), "");
+}
+
+TEST(ConfigNoEffect, ReportListsAllInParseOrder) {
+  Config c = Parse(R"({"wall_clock_breakdown": true,
+    "zero_optimization": {"stage": 2, "allgather_bucket_size": 2e8,
+      "reduce_scatter": false}, "tensorboard": {"enabled": true}})");
+  EXPECT_EQ(c.no_effect_keys,
+            (std::vector<std::string>{"zero_optimization.reduce_scatter",
+                                      "zero_optimization.allgather_bucket_size",
+                                      "wall_clock_breakdown", "tensorboard"}));
+  EXPECT_EQ(NoEffectReport(c),
+            "[zero] accepted without effect: zero_optimization.reduce_scatter, "
+            "zero_optimization.allgather_bucket_size, wall_clock_breakdown, "
+            "tensorboard (set \"zero_allow_untested_keys\": false to make these "
+            "errors)");
+  std::string e = Error(R"({"zero_allow_untested_keys": false,
+    "wall_clock_breakdown": true, "tensorboard": {"enabled": true}})");
+  EXPECT_EQ(e.rfind("wall_clock_breakdown: accepted without effect", 0), 0u) << e;
+  EXPECT_NE(e.find("also: tensorboard"), std::string::npos) << e;
+  // Explicitly allowed (the default): the same config loads.
+  EXPECT_EQ(Parse(R"({"zero_allow_untested_keys": true, "dump_state": true})")
+                .no_effect_keys,
+            std::vector<std::string>{"dump_state"});
+  EXPECT_EQ(Error(R"({"zero_allow_untested_keys": 0})"),
+            "zero_allow_untested_keys: expected true or false, got 0");
+}
+
+TEST(ConfigNoEffect, NoEffectKeysKeepTheirTypeChecks) {
+  EXPECT_EQ(Error(R"({"zero_optimization": {"reduce_scatter": "yes"}})"),
+            "zero_optimization.reduce_scatter: expected true or false, got \"yes\"");
+  EXPECT_EQ(Error(R"({"zero_optimization": {"allgather_bucket_size": 0}})"),
+            "zero_optimization.allgather_bucket_size: expected an integer >= 1, got 0");
+  EXPECT_EQ(Error(R"({"zero_optimization": {"offload_optimizer": {"ratio": 2}}})"),
+            "zero_optimization.offload_optimizer.ratio: expected a number in [0, 1], got 2");
+  EXPECT_EQ(Error(R"({"aio": {"intra_op_parallelism": 0}})"),
+            "aio.intra_op_parallelism: expected 1..1024, got 0");
+}
+
+// Refused keys stay errors whatever zero_allow_untested_keys says.
+TEST(ConfigErrors, RefusedKeys) {
+  EXPECT_EQ(Error(R"({"zero_optimization": {"zero_hpz_partition_size": 8}})"),
+            "zero_optimization.zero_hpz_partition_size: expected 1..1, got 8");
+  EXPECT_EQ(Error(R"({"zero_optimization": {"mics_shard_size": 8}})"),
+            "zero_optimization.mics_shard_size: expected -1..-1, got 8");
+  EXPECT_NE(Error(R"({"amp": {"enabled": true}})").find("amp.enabled: expected false"),
+            std::string::npos);
+  Config ok = Parse(R"({"zero_optimization": {"zero_hpz_partition_size": 1,
+    "mics_shard_size": -1}})");
+  EXPECT_TRUE(ok.no_effect_keys.empty());
+}
+
+TEST(ConfigErrors, NumbersBeyondADoubleNameTheKey) {
+  EXPECT_EQ(Error(R"({"train_batch_size": 1e400})"),
+            "train_batch_size: expected a number within the range of a double, got 1e400");
+  EXPECT_EQ(Error(R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": -1e400}})"),
+            "zero_optimization.reduce_bucket_size: expected a number within the "
+            "range of a double, got -1e400");
+  EXPECT_EQ(Error(R"({"optimizer": {"type": "Adam", "params": {"betas": [0.9, 1e999]}}})"),
+            "optimizer.params.betas[1]: expected a number within the range of a "
+            "double, got 1e999");
+  EXPECT_EQ(Error(R"({"tensorboard": {"a": [1, [2, 3], {"b": 4}, 5e500]}})"),
+            "tensorboard.a[3]: expected a number within the range of a double, got 5e500");
+  EXPECT_EQ(Error("1e400"),
+            "config: expected a number within the range of a double, got 1e400");
+}
+
+TEST(ConfigErrors, HugeIntegersAreRangeErrorsNotConversions) {
+  EXPECT_EQ(Error(R"({"train_batch_size": 1e30})"),
+            "train_batch_size: expected an integer >= 1, got 1e+30");
+  // 2^63: the first double past int64_t (INT64_MAX rounds up to it).
+  EXPECT_EQ(Error(R"({"train_batch_size": 9.223372036854775807e18})"),
+            "train_batch_size: expected an integer >= 1, got 9.223372036854776e+18");
+  EXPECT_EQ(Error(R"({"train_batch_size": 9223372036854775808})"),
+            "train_batch_size: expected an integer >= 1, got 9223372036854775808");
+  // 2^64 - 1 must not wrap to -1 (the one value mics_shard_size accepts).
+  EXPECT_EQ(Error(R"({"zero_optimization": {"mics_shard_size": 18446744073709551615}})"),
+            "zero_optimization.mics_shard_size: expected -1..-1, got 18446744073709551615");
+  EXPECT_EQ(Error(R"({"fp16": {"loss_scale_window": 1e10}})"),
+            "fp16.loss_scale_window: expected 1..2147483647, got 10000000000.0");
+  EXPECT_EQ(Error(R"({"train_batch_size": -9.3e18})"),
+            "train_batch_size: expected an integer >= 1, got -9.3e+18");
+  // The largest exact values still fit.
+  Config c = Parse(R"({"zero_optimization": {"sub_group_size": 9223372036854775807,
+    "stage3_max_live_parameters": 4.611686018427388e18}})");
+  EXPECT_EQ(c.sub_group_size, INT64_MAX);
+  EXPECT_EQ(c.stage3_max_live_parameters, int64_t{1} << 62);
+}
+
+TEST(ConfigComments, HashAndSlashCommentsOutsideStrings) {
+  Config c = Parse(R"(# a DeepSpeed config, as pasted
+{
+  "train_batch_size": 16,  # global
+  // ZeRO
+  "zero_optimization": {
+    "stage": 3, /* partition everything */
+    "offload_optimizer": {"device": "nvme",
+      "nvme_path": "/mnt/nvme#1//x/*y*/"}  # '#' and '//' inside a string stay
+  },
+  /* a block
+     # with a hash and a "quote
+  */
+  "steps_per_print": 5 # last
+}
+# trailing)");
+  EXPECT_EQ(c.train_batch_size, 16);
+  EXPECT_EQ(c.stage, 3);
+  EXPECT_EQ(c.steps_per_print, 5);
+  EXPECT_EQ(c.offload_optimizer.nvme_path, "/mnt/nvme#1//x/*y*/");
+  // Escaped quotes do not end the string early.
+  EXPECT_EQ(Parse(R"({"zero_optimization": {"offload_optimizer": {"device": "nvme",
+    "nvme_path": "a\"#b"}}})").offload_optimizer.nvme_path, "a\"#b");
+}
+
+TEST(ConfigComments, ErrorsKeepTheirLine) {
+  std::string e = Error("# comment\n{\"stage\": # x\n  ,}");
+  EXPECT_NE(e.find("config: invalid JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 3"), std::string::npos) << e;
+  e = Error("{\"train_batch_size\": 1 /* never closed\n}");
+  EXPECT_NE(e.find("config: invalid JSON"), std::string::npos) << e;
 }
 
 }  // namespace

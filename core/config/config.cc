@@ -1,8 +1,10 @@
 #include "core/config/config.h"
 
 #include <cmath>
+#include <cstdint>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,18 +26,21 @@ std::string Show(const json& v) {
 
 // Reads the keys of one JSON object, remembering which were consumed so that
 // Finish() can reject the rest (typos are errors, not silently ignored).
+// Keys accepted without effect go to `no_effect` (Config::no_effect_keys).
 class ObjectReader {
  public:
-  ObjectReader(const json& obj, std::string path)
-      : obj_(obj), path_(std::move(path)) {}
+  ObjectReader(const json& obj, std::string path,
+               std::vector<std::string>* no_effect)
+      : obj_(obj), path_(std::move(path)), no_effect_(no_effect) {}
 
-  static absl::StatusOr<ObjectReader> Make(const json& v, std::string path) {
+  static absl::StatusOr<ObjectReader> Make(const json& v, std::string path,
+                                           std::vector<std::string>* no_effect) {
     if (!v.is_object()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path.empty() ? "config" : path,
                        ": expected an object, got ", Show(v)));
     }
-    return ObjectReader(v, std::move(path));
+    return ObjectReader(v, std::move(path), no_effect);
   }
 
   std::string Path(const std::string& key) const {
@@ -53,7 +58,8 @@ class ObjectReader {
     return v && v->is_string() && v->get<std::string>() == "auto";
   }
 
-  // Integers may arrive as JSON floats with integral values (5e8).
+  // Integers may arrive as JSON floats with integral values (5e8). Values
+  // outside int64_t (1e30, 2^64 - 1) are range errors, never converted.
   absl::Status Int(const std::string& key, int64_t* out, int64_t lo,
                    int64_t hi, bool* is_auto = nullptr) {
     const json* v = Find(key);
@@ -62,18 +68,26 @@ class ObjectReader {
       *is_auto = true;
       return absl::OkStatus();
     }
-    double d;
-    if (v->is_number_integer()) {
-      d = static_cast<double>(v->get<int64_t>());
+    int64_t x;
+    if (v->is_number_unsigned()) {
+      if (v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+        return Bad(key, RangeText(lo, hi), *v, false);
+      }
+      x = static_cast<int64_t>(v->get<uint64_t>());
+    } else if (v->is_number_integer()) {
+      x = v->get<int64_t>();
     } else if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()) {
-      d = v->get<double>();
+      // [-2^63, 2^63): exactly the doubles that convert to int64_t.
+      const double d = v->get<double>();
+      if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) {
+        return Bad(key, RangeText(lo, hi), *v, false);
+      }
+      x = static_cast<int64_t>(d);
     } else {
       return Bad(key, RangeText(lo, hi), *v, is_auto != nullptr);
     }
-    if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
-      return Bad(key, RangeText(lo, hi), *v, false);
-    }
-    *out = static_cast<int64_t>(d);
+    if (x < lo || x > hi) return Bad(key, RangeText(lo, hi), *v, false);
+    *out = x;
     return absl::OkStatus();
   }
 
@@ -127,9 +141,52 @@ class ObjectReader {
     return absl::OkStatus();
   }
 
-  // Keys accepted for DeepSpeed compatibility that change nothing here.
-  void Ignore(const std::vector<std::string>& keys) {
-    for (const auto& k : keys) seen_.insert(k);
+  // Keys accepted for DeepSpeed compatibility that change nothing in zero
+  // (docs/DEEPSPEED_COMPAT.md, "accepted without effect"). Each is recorded
+  // in no_effect_keys when present with a value other than `inert`, the value
+  // that describes what zero does anyway; a null `inert` means no value does,
+  // and the key is recorded whenever present. The typed forms keep the type
+  // and range checks these keys always had.
+  void NoEffect(const std::string& key, const json& inert = json()) {
+    const json* v = Find(key);
+    if (v && (inert.is_null() || *v != inert)) Note(key);
+  }
+
+  absl::Status NoEffectBool(const std::string& key, bool inert) {
+    bool b = inert;
+    RETURN_IF_ERROR(Bool(key, &b));
+    if (b != inert) Note(key);
+    return absl::OkStatus();
+  }
+
+  absl::Status NoEffectInt(const std::string& key, int64_t lo, int64_t hi,
+                           const json& inert = json()) {
+    RETURN_IF_ERROR(Int(key, &scratch_int_, lo, hi));
+    NoEffect(key, inert);
+    return absl::OkStatus();
+  }
+
+  absl::Status NoEffectNum(const std::string& key, double lo, double hi,
+                           const json& inert) {
+    RETURN_IF_ERROR(Num(key, &scratch_num_, lo, hi));
+    NoEffect(key, inert);
+    return absl::OkStatus();
+  }
+
+  // A DeepSpeed feature block zero does not have: inert when {} or
+  // "enabled": false, recorded otherwise (any contents, any type).
+  void NoEffectBlock(const std::string& key) {
+    const json* v = Find(key);
+    if (!v) return;
+    const bool off = v->is_object() &&
+                     (v->empty() || (v->contains("enabled") &&
+                                     (*v)["enabled"] == false));
+    if (!off) Note(key);
+  }
+
+  // A key read elsewhere whose value (this one) has no effect.
+  void Note(const std::string& key) {
+    if (no_effect_) no_effect_->push_back(Path(key));
   }
 
   absl::Status Finish() const {
@@ -157,29 +214,40 @@ class ObjectReader {
 
   const json& obj_;
   std::string path_;
+  std::vector<std::string>* no_effect_;
   std::set<std::string> seen_;
+  int64_t scratch_int_ = 0;
+  double scratch_num_ = 0.0;
 };
 
 absl::Status ParseOffload(const json& v, const std::string& path,
-                          OffloadConfig* o, bool is_param) {
-  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, path));
+                          OffloadConfig* o, bool is_param,
+                          std::vector<std::string>* no_effect) {
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, path, no_effect));
   std::string device = OffloadDeviceName(o->device);
   RETURN_IF_ERROR(r.String("device", &device, {"none", "cpu", "nvme"}));
   o->device = device == "cpu"    ? OffloadDevice::kCpu
               : device == "nvme" ? OffloadDevice::kNvme
                                  : OffloadDevice::kNone;
   RETURN_IF_ERROR(r.String("nvme_path", &o->nvme_path));
-  RETURN_IF_ERROR(r.Int("buffer_count", &o->buffer_count, 1, 1024));
-  RETURN_IF_ERROR(r.Bool("pin_memory", &o->pin_memory));
   if (is_param) {
-    RETURN_IF_ERROR(r.Int("buffer_size", &o->buffer_size, 1, INT64_MAX));
-    RETURN_IF_ERROR(r.Int("max_in_cpu", &o->max_in_cpu, 0, INT64_MAX));
+    // zero has no CPU tier for stage 3's working copy: it stays where the
+    // device keeps it. Only "nvme" moves it (core/offload/param_file.h).
+    if (o->device == OffloadDevice::kCpu) r.Note("device");
+    RETURN_IF_ERROR(r.NoEffectInt("buffer_count", 1, 1024));
+    RETURN_IF_ERROR(r.NoEffectInt("buffer_size", 1, INT64_MAX));
+    RETURN_IF_ERROR(r.NoEffectInt("max_in_cpu", 0, INT64_MAX));
+    RETURN_IF_ERROR(r.NoEffectBool("pin_memory", false));
   } else {
-    RETURN_IF_ERROR(r.Bool("pipeline_read", &o->pipeline_read));
-    RETURN_IF_ERROR(r.Bool("pipeline_write", &o->pipeline_write));
-    RETURN_IF_ERROR(r.Bool("fast_init", &o->fast_init));
-    RETURN_IF_ERROR(r.Num("ratio", &o->ratio, 0.0, 1.0));
-    r.Ignore({"pipeline"});
+    RETURN_IF_ERROR(r.Int("buffer_count", &o->buffer_count, 1, 1024));
+    RETURN_IF_ERROR(r.Bool("pin_memory", &o->pin_memory));
+    // NVMe reads and writes are always pipelined (core/offload/nvme_tier.h).
+    RETURN_IF_ERROR(r.NoEffectBool("pipeline_read", true));
+    RETURN_IF_ERROR(r.NoEffectBool("pipeline_write", true));
+    r.NoEffect("pipeline", true);
+    RETURN_IF_ERROR(r.NoEffectBool("fast_init", false));
+    // All of the optimizer state is offloaded (no partial offload).
+    RETURN_IF_ERROR(r.NoEffectNum("ratio", 0.0, 1.0, 1.0));
   }
   if (o->device == OffloadDevice::kNvme && o->nvme_path.empty()) {
     return absl::InvalidArgumentError(
@@ -194,26 +262,29 @@ absl::Status ParseZero(const json& v, Config* c) {
     c->stage = v.get<bool>() ? 1 : 0;
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, p));
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, p, &c->no_effect_keys));
   int64_t stage = c->stage;
   RETURN_IF_ERROR(r.Int("stage", &stage, 0, 3));
   c->stage = static_cast<int>(stage);
-  RETURN_IF_ERROR(r.Bool("contiguous_gradients", &c->contiguous_gradients));
-  RETURN_IF_ERROR(r.Bool("reduce_scatter", &c->reduce_scatter));
-  RETURN_IF_ERROR(r.Bool("allgather_partitions", &c->allgather_partitions));
+  // zero packs gradients into contiguous buckets, reduce-scatters them
+  // (stages 1-3) and all-gathers updated partitions: the inert values are
+  // DeepSpeed's defaults.
+  RETURN_IF_ERROR(r.NoEffectBool("contiguous_gradients", true));
+  RETURN_IF_ERROR(r.NoEffectBool("reduce_scatter", true));
+  RETURN_IF_ERROR(r.NoEffectBool("allgather_partitions", true));
   RETURN_IF_ERROR(r.Int("reduce_bucket_size", &c->reduce_bucket_size, 1,
                         INT64_MAX, &c->reduce_bucket_size_auto));
-  RETURN_IF_ERROR(
-      r.Int("allgather_bucket_size", &c->allgather_bucket_size, 1, INT64_MAX));
+  RETURN_IF_ERROR(r.NoEffectInt("allgather_bucket_size", 1, INT64_MAX));
   if (const json* o = r.Find("overlap_comm")) {
     if (!o->is_boolean()) return r.Bad("overlap_comm", "true or false", *o, false);
     c->overlap_comm = o->get<bool>() ? 1 : 0;
   }
-  RETURN_IF_ERROR(r.Bool("load_from_fp32_weights", &c->load_from_fp32_weights));
+  // A checkpoint restores the fp32 master weights it holds.
+  RETURN_IF_ERROR(r.NoEffectBool("load_from_fp32_weights", true));
   RETURN_IF_ERROR(r.Int("sub_group_size", &c->sub_group_size, 1, INT64_MAX));
-  RETURN_IF_ERROR(r.Bool("round_robin_gradients", &c->round_robin_gradients));
-  RETURN_IF_ERROR(
-      r.Bool("ignore_unused_parameters", &c->ignore_unused_parameters));
+  RETURN_IF_ERROR(r.NoEffectBool("round_robin_gradients", false));
+  // A param whose gradient is never handed in is not an error.
+  RETURN_IF_ERROR(r.NoEffectBool("ignore_unused_parameters", true));
   RETURN_IF_ERROR(r.Int("stage3_prefetch_bucket_size",
                         &c->stage3_prefetch_bucket_size, 0, INT64_MAX,
                         &c->stage3_prefetch_bucket_size_auto));
@@ -222,41 +293,51 @@ absl::Status ParseZero(const json& v, Config* c) {
                         &c->stage3_param_persistence_threshold_auto));
   RETURN_IF_ERROR(r.Int("stage3_max_live_parameters",
                         &c->stage3_max_live_parameters, 0, INT64_MAX));
-  RETURN_IF_ERROR(r.Int("stage3_max_reuse_distance",
-                        &c->stage3_max_reuse_distance, 0, INT64_MAX));
-  RETURN_IF_ERROR(r.Bool("stage3_gather_16bit_weights_on_model_save",
-                         &c->stage3_gather_16bit_weights_on_model_save));
+  RETURN_IF_ERROR(r.NoEffectInt("stage3_max_reuse_distance", 0, INT64_MAX));
+  RETURN_IF_ERROR(
+      r.NoEffectBool("stage3_gather_16bit_weights_on_model_save", false));
   // DeepSpeed's older alias of the key above.
-  RETURN_IF_ERROR(r.Bool("stage3_gather_fp16_weights_on_model_save",
-                         &c->stage3_gather_16bit_weights_on_model_save));
+  RETURN_IF_ERROR(
+      r.NoEffectBool("stage3_gather_fp16_weights_on_model_save", false));
   if (const json* o = r.Find("offload_optimizer")) {
     RETURN_IF_ERROR(ParseOffload(*o, p + ".offload_optimizer",
-                                 &c->offload_optimizer, false));
+                                 &c->offload_optimizer, false,
+                                 &c->no_effect_keys));
   }
   if (const json* o = r.Find("offload_param")) {
-    RETURN_IF_ERROR(
-        ParseOffload(*o, p + ".offload_param", &c->offload_param, true));
+    RETURN_IF_ERROR(ParseOffload(*o, p + ".offload_param", &c->offload_param,
+                                 true, &c->no_effect_keys));
   }
   bool cpu_offload = false, cpu_offload_param = false;
   RETURN_IF_ERROR(r.Bool("cpu_offload", &cpu_offload));
   RETURN_IF_ERROR(r.Bool("cpu_offload_param", &cpu_offload_param));
   if (cpu_offload) c->offload_optimizer.device = OffloadDevice::kCpu;
-  if (cpu_offload_param) c->offload_param.device = OffloadDevice::kCpu;
+  if (cpu_offload_param) {
+    c->offload_param.device = OffloadDevice::kCpu;
+    r.Note("cpu_offload_param");  // as offload_param.device "cpu"
+  }
   int64_t hpz = 1, mics = -1;
   RETURN_IF_ERROR(r.Int("zero_hpz_partition_size", &hpz, 1, 1));
   RETURN_IF_ERROR(r.Int("mics_shard_size", &mics, -1, -1));
-  // Accepted DeepSpeed tuning knobs that have no effect in zero.
-  r.Ignore({"elastic_checkpoint", "stage3_max_reuse_distance",
-            "memory_efficient_linear", "zero_quantized_weights",
-            "zero_quantized_gradients", "zero_quantized_nontrainable_weights",
-            "mics_hierarchical_params_gather", "pipeline_loading_checkpoint",
-            "override_module_apply", "use_all_reduce_for_fetch_params",
-            "legacy_stage1", "log_trace_cache_warnings"});
+  // Checkpoints always reshard to any world size; zero does not touch model
+  // code (memory_efficient_linear, override_module_apply).
+  r.NoEffect("elastic_checkpoint");
+  r.NoEffect("memory_efficient_linear");
+  r.NoEffect("override_module_apply");
+  for (const char* k : {"zero_quantized_weights", "zero_quantized_gradients",
+                        "zero_quantized_nontrainable_weights",
+                        "mics_hierarchical_params_gather",
+                        "pipeline_loading_checkpoint",
+                        "use_all_reduce_for_fetch_params", "legacy_stage1",
+                        "log_trace_cache_warnings"}) {
+    r.NoEffect(k, false);
+  }
   return r.Finish();
 }
 
 absl::Status ParseOptimizer(const json& v, Config* c) {
-  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "optimizer"));
+  ASSIGN_OR_RETURN(ObjectReader r,
+                   ObjectReader::Make(v, "optimizer", &c->no_effect_keys));
   std::string type = "adamw";
   RETURN_IF_ERROR(r.String("type", &type));
   std::string t = absl::AsciiStrToLower(type);
@@ -276,7 +357,8 @@ absl::Status ParseOptimizer(const json& v, Config* c) {
   const json* params = r.Find("params");
   RETURN_IF_ERROR(r.Finish());
   if (!params) return absl::OkStatus();
-  ASSIGN_OR_RETURN(ObjectReader pr, ObjectReader::Make(*params, "optimizer.params"));
+  ASSIGN_OR_RETURN(ObjectReader pr, ObjectReader::Make(*params, "optimizer.params",
+                                                       &c->no_effect_keys));
   RETURN_IF_ERROR(pr.Num("lr", &c->lr, 0.0, 1e6));
   RETURN_IF_ERROR(pr.Num("weight_decay", &c->weight_decay, 0.0, 1e6));
   if (c->optimizer == OptimizerType::kSgd) {
@@ -297,18 +379,24 @@ absl::Status ParseOptimizer(const json& v, Config* c) {
   }
   RETURN_IF_ERROR(pr.Num("eps", &c->eps, 0.0, 1.0));
   RETURN_IF_ERROR(pr.Bool("adam_w_mode", &c->adam_w_mode));
-  bool torch_adam = false, amsgrad = false, bias_correction = true;
-  RETURN_IF_ERROR(pr.Bool("torch_adam", &torch_adam));
+  bool amsgrad = false, bias_correction = true;
+  // zero's own Adam, whatever implementation torch_adam asks for.
+  RETURN_IF_ERROR(pr.NoEffectBool("torch_adam", false));
   RETURN_IF_ERROR(pr.Bool("amsgrad", &amsgrad));
   RETURN_IF_ERROR(pr.Bool("bias_correction", &bias_correction));
   if (amsgrad) return absl::InvalidArgumentError("optimizer.params.amsgrad: expected false (not implemented), got true");
   if (!bias_correction) return absl::InvalidArgumentError("optimizer.params.bias_correction: expected true (not implemented), got false");
-  pr.Ignore({"fused", "foreach", "capturable", "maximize"});
+  // torch implementation switches: no effect on zero's optimizer.
+  pr.NoEffect("fused");
+  pr.NoEffect("foreach");
+  pr.NoEffect("capturable");
+  pr.NoEffect("maximize", false);
   return pr.Finish();
 }
 
 absl::Status ParseScheduler(const json& v, Config* c) {
-  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "scheduler"));
+  ASSIGN_OR_RETURN(ObjectReader r,
+                   ObjectReader::Make(v, "scheduler", &c->no_effect_keys));
   std::string type;
   RETURN_IF_ERROR(r.String("type", &type));
   if (type == "WarmupLR") {
@@ -325,12 +413,14 @@ absl::Status ParseScheduler(const json& v, Config* c) {
   const json* params = r.Find("params");
   RETURN_IF_ERROR(r.Finish());
   if (!params) return absl::OkStatus();
-  ASSIGN_OR_RETURN(ObjectReader pr, ObjectReader::Make(*params, "scheduler.params"));
+  ASSIGN_OR_RETURN(ObjectReader pr, ObjectReader::Make(*params, "scheduler.params",
+                                                       &c->no_effect_keys));
   RETURN_IF_ERROR(pr.Int("warmup_num_steps", &c->warmup_num_steps, 0, INT64_MAX));
   std::string wt = "log";
   RETURN_IF_ERROR(pr.String("warmup_type", &wt, {"log", "linear"}));
   c->warmup_type = wt == "log" ? WarmupType::kLog : WarmupType::kLinear;
-  pr.Ignore({"last_batch_iteration"});
+  // The schedule starts at step 0; a checkpoint restores the step count.
+  pr.NoEffect("last_batch_iteration", -1);
   if (c->scheduler == SchedulerType::kWarmupCosineLR) {
     RETURN_IF_ERROR(pr.Int("total_num_steps", &c->total_num_steps, 1, INT64_MAX));
     RETURN_IF_ERROR(pr.Num("warmup_min_ratio", &c->warmup_min_ratio, 0.0, 1.0));
@@ -354,63 +444,174 @@ absl::Status ParseScheduler(const json& v, Config* c) {
 }
 
 absl::Status ParseFp16(const json& v, Config* c, bool* enabled) {
-  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "fp16"));
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "fp16", &c->no_effect_keys));
   const json* e = r.Find("enabled");
   if (e && !(e->is_boolean() || r.IsAuto(e))) {
     return r.Bad("enabled", "true or false", *e, true);
   }
   *enabled = e && e->is_boolean() && e->get<bool>();
-  bool auto_cast = false;
-  RETURN_IF_ERROR(r.Bool("auto_cast", &auto_cast));
+  // zero does not run the model, so it casts no inputs.
+  RETURN_IF_ERROR(r.NoEffectBool("auto_cast", false));
   RETURN_IF_ERROR(r.Num("loss_scale", &c->loss_scale, 0.0, 1e38));
   RETURN_IF_ERROR(r.Int("initial_scale_power", &c->initial_scale_power, 0, 126));
   RETURN_IF_ERROR(r.Int("loss_scale_window", &c->loss_scale_window, 1, INT32_MAX));
   RETURN_IF_ERROR(r.Int("hysteresis", &c->hysteresis, 1, INT32_MAX));
   RETURN_IF_ERROR(r.Bool("consecutive_hysteresis", &c->consecutive_hysteresis));
   RETURN_IF_ERROR(r.Num("min_loss_scale", &c->min_loss_scale, 1e-38, 1e38));
-  r.Ignore({"fp16_master_weights_and_grads"});
+  // Master weights are always fp32.
+  r.NoEffect("fp16_master_weights_and_grads", false);
   return r.Finish();
 }
 
-absl::Status ParseBf16(const json& v, const std::string& key, bool* enabled) {
-  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, key));
+absl::Status ParseBf16(const json& v, const std::string& key, bool* enabled,
+                       std::vector<std::string>* no_effect) {
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, key, no_effect));
   const json* e = r.Find("enabled");
   if (e && !(e->is_boolean() || r.IsAuto(e))) {
     return r.Bad("enabled", "true or false", *e, true);
   }
   *enabled = e && e->is_boolean() && e->get<bool>();
-  r.Ignore({"immediate_grad_update", "check_grad_overflow"});
+  r.NoEffect("immediate_grad_update");
+  // A non-finite gradient skips the step in bf16 too: always checked.
+  r.NoEffect("check_grad_overflow", true);
   return r.Finish();
 }
 
-absl::Status ParseAio(const json& v, AioConfig* a) {
-  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "aio"));
+absl::Status ParseAio(const json& v, AioConfig* a,
+                      std::vector<std::string>* no_effect) {
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "aio", no_effect));
   RETURN_IF_ERROR(r.Int("block_size", &a->block_size, 4096, INT64_MAX));
   RETURN_IF_ERROR(r.Int("queue_depth", &a->queue_depth, 1, 65536));
-  RETURN_IF_ERROR(r.Int("intra_op_parallelism", &a->intra_op_parallelism, 1, 1024));
-  RETURN_IF_ERROR(r.Int("thread_count", &a->intra_op_parallelism, 1, 1024));
-  RETURN_IF_ERROR(r.Bool("single_submit", &a->single_submit));
-  RETURN_IF_ERROR(r.Bool("overlap_events", &a->overlap_events));
-  RETURN_IF_ERROR(r.Bool("use_gds", &a->use_gds));
+  // One IO thread per file set keeps up to queue_depth requests in flight,
+  // submitted in batches (core/offload/aio.h), without GPUDirect Storage.
+  RETURN_IF_ERROR(r.NoEffectInt("intra_op_parallelism", 1, 1024, 1));
+  RETURN_IF_ERROR(r.NoEffectInt("thread_count", 1, 1024, 1));
+  RETURN_IF_ERROR(r.NoEffectBool("single_submit", false));
+  RETURN_IF_ERROR(r.NoEffectBool("overlap_events", true));
+  RETURN_IF_ERROR(r.NoEffectBool("use_gds", false));
   return r.Finish();
+}
+
+absl::Status ParseCheckpoint(const json& v, std::vector<std::string>* no_effect) {
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "checkpoint", no_effect));
+  // zero compares no tags across ranks, which is DeepSpeed's "Ignore".
+  std::string tv = "ignore";
+  RETURN_IF_ERROR(r.String("tag_validation", &tv, {"warn", "ignore", "fail"}));
+  if (tv != "ignore") r.Note("tag_validation");
+  // zero reads its own format only (docs/DEEPSPEED_COMPAT.md).
+  RETURN_IF_ERROR(r.NoEffectBool("load_universal", false));
+  r.NoEffect("use_node_local_storage", false);
+  r.NoEffectBlock("parallel_write");
+  return r.Finish();
+}
+
+// `#` line comments, as DeepSpeed users paste them: blanked to spaces
+// outside strings, line breaks kept so parse errors keep their line and
+// column. `//` and `/* */` are skipped over here (a quote or `#` inside them
+// means nothing) and left to the parser's ignore_comments.
+std::string BlankHashComments(std::string s) {
+  enum { kCode, kString, kLine, kBlock } st = kCode;
+  const size_t n = s.size();
+  for (size_t i = 0; i < n; ++i) {
+    const char ch = s[i];
+    const char next = i + 1 < n ? s[i + 1] : '\0';
+    switch (st) {
+      case kCode:
+        if (ch == '"') {
+          st = kString;
+        } else if (ch == '#') {
+          for (; i < n && s[i] != '\n' && s[i] != '\r'; ++i) s[i] = ' ';
+        } else if (ch == '/' && next == '/') {
+          st = kLine;
+          ++i;
+        } else if (ch == '/' && next == '*') {
+          st = kBlock;
+          ++i;
+        }
+        break;
+      case kString:
+        if (ch == '\\') {
+          ++i;
+        } else if (ch == '"' || ch == '\n') {
+          st = kCode;  // a raw line break ends it: invalid JSON, reported there
+        }
+        break;
+      case kLine:
+        if (ch == '\n' || ch == '\r') st = kCode;
+        break;
+      case kBlock:
+        if (ch == '*' && next == '/') {
+          st = kCode;
+          ++i;
+        }
+        break;
+    }
+  }
+  return s;
+}
+
+// Parses with comments allowed. Errors are InvalidArgument: syntax errors
+// with their line and column; a number beyond a double (1e400) names the
+// key path it was the value of.
+absl::StatusOr<json> ParseJson(const std::string& text) {
+  struct Frame {
+    bool array;
+    std::string key;
+    int64_t index;
+  };
+  std::vector<Frame> stack;
+  auto advance = [&] {
+    if (!stack.empty() && stack.back().array) ++stack.back().index;
+  };
+  json::parser_callback_t track = [&](int, json::parse_event_t e, json& parsed) {
+    switch (e) {
+      case json::parse_event_t::object_start: stack.push_back({false, "", 0}); break;
+      case json::parse_event_t::array_start: stack.push_back({true, "", 0}); break;
+      case json::parse_event_t::key: stack.back().key = parsed.get<std::string>(); break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        stack.pop_back();
+        advance();
+        break;
+      case json::parse_event_t::value: advance(); break;
+    }
+    return true;
+  };
+  auto where = [&] {
+    std::string path;
+    for (const Frame& f : stack) {
+      if (f.array) {
+        absl::StrAppend(&path, "[", f.index, "]");
+      } else if (!f.key.empty()) {
+        absl::StrAppend(&path, path.empty() ? "" : ".", f.key);
+      }
+    }
+    return path.empty() ? std::string("config") : path;
+  };
+  try {
+    return json::parse(BlankHashComments(text), track, /*allow_exceptions=*/true,
+                       /*ignore_comments=*/true);
+  } catch (const json::out_of_range& e) {
+    // 406 "number overflow parsing '1e400'": the token is between quotes.
+    std::string what = e.what();
+    const size_t a = what.find('\''), b = what.rfind('\'');
+    const std::string token = a != std::string::npos && b > a
+                                  ? what.substr(a + 1, b - a - 1)
+                                  : what;
+    return absl::InvalidArgumentError(absl::StrCat(
+        where(), ": expected a number within the range of a double, got ", token));
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config: invalid JSON: ", e.what()));
+  }
 }
 
 }  // namespace
 
 absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
-  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false,
-                          /*ignore_comments=*/true);
-  if (root.is_discarded()) {
-    // Re-parse with exceptions only to get the position of the error.
-    try {
-      (void)json::parse(json_text, nullptr, true, true);
-    } catch (const json::parse_error& e) {
-      return absl::InvalidArgumentError(absl::StrCat("config: invalid JSON: ", e.what()));
-    }
-    return absl::InvalidArgumentError("config: invalid JSON");
-  }
+  ASSIGN_OR_RETURN(json root, ParseJson(json_text));
   Config c;
-  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(root, ""));
+  std::vector<std::string>* no_effect = &c.no_effect_keys;
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(root, "", no_effect));
   bool tb_auto = false, mb_auto = false, gas_auto = false;
   RETURN_IF_ERROR(r.Int("train_batch_size", &c.train_batch_size, 1, INT64_MAX, &tb_auto));
   RETURN_IF_ERROR(r.Int("train_micro_batch_size_per_gpu",
@@ -419,17 +620,21 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
                         &c.gradient_accumulation_steps, 1, INT64_MAX, &gas_auto));
   bool clip_auto = false;
   RETURN_IF_ERROR(r.Num("gradient_clipping", &c.gradient_clipping, 0.0, 1e30, &clip_auto));
-  RETURN_IF_ERROR(r.Bool("prescale_gradients", &c.prescale_gradients));
-  RETURN_IF_ERROR(r.Num("gradient_predivide_factor", &c.gradient_predivide_factor, 1e-30, 1e30));
+  // Gradients are summed, then multiplied by 1 / world size: DeepSpeed's
+  // defaults (post-division, factor 1).
+  RETURN_IF_ERROR(r.NoEffectBool("prescale_gradients", false));
+  RETURN_IF_ERROR(r.NoEffectNum("gradient_predivide_factor", 1e-30, 1e30, 1.0));
   RETURN_IF_ERROR(r.Int("steps_per_print", &c.steps_per_print, 0, INT32_MAX));
   RETURN_IF_ERROR(r.Num("comm_timeout_seconds", &c.comm_timeout_seconds, 0.001, 1e9));
+  bool allow_untested_keys = true;
+  RETURN_IF_ERROR(r.Bool("zero_allow_untested_keys", &allow_untested_keys));
 
   bool fp16 = false, bf16 = false;
   if (const json* v = r.Find("fp16")) RETURN_IF_ERROR(ParseFp16(*v, &c, &fp16));
-  if (const json* v = r.Find("bf16")) RETURN_IF_ERROR(ParseBf16(*v, "bf16", &bf16));
+  if (const json* v = r.Find("bf16")) RETURN_IF_ERROR(ParseBf16(*v, "bf16", &bf16, no_effect));
   if (const json* v = r.Find("bfloat16")) {
     bool b = false;
-    RETURN_IF_ERROR(ParseBf16(*v, "bfloat16", &b));
+    RETURN_IF_ERROR(ParseBf16(*v, "bfloat16", &b, no_effect));
     bf16 |= b;
   }
   if (fp16 && bf16) {
@@ -442,37 +647,56 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
   if (const json* v = r.Find("optimizer")) RETURN_IF_ERROR(ParseOptimizer(*v, &c));
   if (const json* v = r.Find("scheduler")) RETURN_IF_ERROR(ParseScheduler(*v, &c));
   if (const json* v = r.Find("zero_optimization")) RETURN_IF_ERROR(ParseZero(*v, &c));
-  if (const json* v = r.Find("aio")) RETURN_IF_ERROR(ParseAio(*v, &c.aio));
+  if (const json* v = r.Find("aio")) RETURN_IF_ERROR(ParseAio(*v, &c.aio, no_effect));
   if (const json* v = r.Find("amp")) {
     if (v->is_object() && v->contains("enabled") && (*v)["enabled"] == true) {
       return absl::InvalidArgumentError("amp.enabled: expected false (NVIDIA apex amp is not supported; use fp16 or bf16), got true");
     }
   }
-  if (const json* v = r.Find("checkpoint")) {
-    ASSIGN_OR_RETURN(ObjectReader cr, ObjectReader::Make(*v, "checkpoint"));
-    std::string tv;
-    RETURN_IF_ERROR(cr.String("tag_validation", &tv, {"warn", "ignore", "fail"}));
-    bool universal = false;
-    RETURN_IF_ERROR(cr.Bool("load_universal", &universal));
-    cr.Ignore({"use_node_local_storage", "parallel_write"});
-    RETURN_IF_ERROR(cr.Finish());
+  if (const json* v = r.Find("checkpoint")) RETURN_IF_ERROR(ParseCheckpoint(*v, no_effect));
+  // Gradients are reduced in fp32.
+  r.NoEffect("communication_data_type", "fp32");
+  // DeepSpeed switches and blocks for features outside model-state
+  // management (monitoring, profiling, model code, data loading, other
+  // parallelisms): accepted so a ds_config.json loads as-is, reported.
+  for (const char* k : {"wall_clock_breakdown", "memory_breakdown",
+                        "dump_state", "sparse_gradients",
+                        "zero_allow_untested_optimizer", "disable_allgather",
+                        "dataloader_drop_last", "graph_harvesting",
+                        "use_data_before_expert_parallelism"}) {
+    r.NoEffect(k, false);
   }
-  // DeepSpeed blocks for monitoring, profiling and features outside model
-  // state management: accepted so a ds_config.json loads as-is, no effect.
-  r.Ignore({"wall_clock_breakdown", "memory_breakdown", "dump_state",
-            "tensorboard", "wandb", "csv_monitor", "comet", "flops_profiler",
-            "activation_checkpointing", "comms_logger", "elasticity",
-            "autotuning", "data_efficiency", "compression_training",
-            "sparse_attention", "sparse_gradients", "communication_data_type",
-            "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
-            "pipeline", "data_types", "timers", "nebula", "eigenvalue",
-            "progressive_layer_drop", "curriculum_learning",
-            "quantize_training", "disable_allgather", "dataloader_drop_last",
-            "graph_harvesting", "compile", "hybrid_engine", "torch_autocast",
-            "seq_parallel_communication_data_type", "weight_quantization",
-            "use_data_before_expert_parallelism"});
+  // zero always runs its own CPU optimizer on offloaded state.
+  r.NoEffect("zero_force_ds_cpu_optimizer", true);
+  r.NoEffect("seq_parallel_communication_data_type");
+  for (const char* k :
+       {"tensorboard", "wandb", "csv_monitor", "comet", "flops_profiler",
+        "activation_checkpointing", "comms_logger", "elasticity",
+        "autotuning", "data_efficiency", "compression_training",
+        "sparse_attention", "pipeline", "data_types", "timers", "nebula",
+        "eigenvalue", "progressive_layer_drop", "curriculum_learning",
+        "quantize_training", "compile", "hybrid_engine", "torch_autocast",
+        "weight_quantization"}) {
+    r.NoEffectBlock(k);
+  }
   RETURN_IF_ERROR(r.Finish());
+  if (!allow_untested_keys && !c.no_effect_keys.empty()) {
+    const std::vector<std::string>& k = c.no_effect_keys;
+    return absl::InvalidArgumentError(absl::StrCat(
+        k[0], ": accepted without effect in zero, and \"zero_allow_untested_keys\""
+        " is false (remove the key, or see docs/DEEPSPEED_COMPAT.md)",
+        k.size() > 1 ? absl::StrCat("; also: ",
+                                    absl::StrJoin(k.begin() + 1, k.end(), ", "))
+                     : ""));
+  }
   return c;
+}
+
+std::string NoEffectReport(const Config& c) {
+  if (c.no_effect_keys.empty()) return "";
+  return absl::StrCat(
+      "[zero] accepted without effect: ", absl::StrJoin(c.no_effect_keys, ", "),
+      " (set \"zero_allow_untested_keys\": false to make these errors)");
 }
 
 const char* OffloadDeviceName(OffloadDevice d) {

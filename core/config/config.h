@@ -1,11 +1,15 @@
 // The engine's configuration: one struct, filled from a DeepSpeed
 // ds_config.json (ParseDsConfig) or by the C ABI from zero_config. Key names
-// and defaults follow DeepSpeed (docs/DEEPSPEED_COMPAT.md).
+// and defaults follow DeepSpeed; docs/DEEPSPEED_COMPAT.md lists every key with
+// its status (takes effect, accepted without effect, refused). A field here is
+// read by the engine; keys that change nothing have no field and are listed
+// in Config::no_effect_keys instead.
 #ifndef ZERO_CORE_CONFIG_CONFIG_H_
 #define ZERO_CORE_CONFIG_CONFIG_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/common/dtype.h"
@@ -20,26 +24,18 @@ enum class WarmupType { kLog, kLinear };
 enum class OffloadDevice { kNone, kCpu, kNvme };
 const char* OffloadDeviceName(OffloadDevice d);
 
+// offload_param reads device and nvme_path only; buffer_count and pin_memory
+// are offload_optimizer's (offload_param's are reported as without effect).
 struct OffloadConfig {
   OffloadDevice device = OffloadDevice::kNone;
   std::string nvme_path;
-  int buffer_count = 4;
-  int64_t buffer_size = 100000000;
-  int64_t max_in_cpu = 1000000000;
-  bool pin_memory = false;
-  bool pipeline_read = false;
-  bool pipeline_write = false;
-  bool fast_init = false;
-  double ratio = 1.0;
+  int buffer_count = 4;     // nvme: host buffers the state streams through
+  bool pin_memory = false;  // GPU: page-locked host staging
 };
 
 struct AioConfig {
   int64_t block_size = 1048576;
   int queue_depth = 8;
-  int intra_op_parallelism = 1;
-  bool single_submit = false;
-  bool overlap_events = true;
-  bool use_gds = false;
 };
 
 struct Config {
@@ -59,8 +55,6 @@ struct Config {
   double min_loss_scale = 1.0;
 
   double gradient_clipping = 0.0;
-  bool prescale_gradients = false;
-  double gradient_predivide_factor = 1.0;
   int steps_per_print = 10;
 
   OptimizerType optimizer = OptimizerType::kAdamW;
@@ -82,21 +76,17 @@ struct Config {
 
   // zero_optimization
   int stage = 0;
-  bool contiguous_gradients = true;
-  bool reduce_scatter = true;
-  bool allgather_partitions = true;
   int64_t reduce_bucket_size = 500000000;
+  // Read by nothing: kept only because capi/zero_c.cc (FromC) still assigns
+  // it from zero_config; remove it when the C ABI drops it. ParseDsConfig
+  // does not fill it (zero_optimization.allgather_bucket_size is reported
+  // as without effect).
   int64_t allgather_bucket_size = 500000000;
   int overlap_comm = -1;  // -1: DeepSpeed's default (on for stage 3 only)
-  bool load_from_fp32_weights = true;
   int64_t sub_group_size = 1000000000;
-  bool round_robin_gradients = false;
-  bool ignore_unused_parameters = true;
   int64_t stage3_prefetch_bucket_size = 50000000;
   int64_t stage3_param_persistence_threshold = 100000;
   int64_t stage3_max_live_parameters = 1000000000;
-  int64_t stage3_max_reuse_distance = 1000000000;
-  bool stage3_gather_16bit_weights_on_model_save = false;
   // "auto" values, resolved from the model at finalize (as the HF
   // integration does: hidden^2 from the largest 2-D param).
   bool reduce_bucket_size_auto = false;
@@ -110,6 +100,16 @@ struct Config {
   // its peers before it fails with a timeout on every rank that arrived.
   double comm_timeout_seconds = 300.0;
 
+  // Full paths of the keys in the parsed JSON that zero accepts and that
+  // change nothing ("zero_optimization.allgather_bucket_size", "tensorboard"),
+  // in parse order. A key is listed when present (not null) with any value
+  // other than its inert value, the one that describes what zero does anyway
+  // ("reduce_scatter": true, "wall_clock_breakdown": false, a block with
+  // "enabled": false); keys with no inert value are listed whenever present.
+  // Empty for configs built in code or by the C ABI. See NoEffectReport and
+  // docs/DEEPSPEED_COMPAT.md.
+  std::vector<std::string> no_effect_keys;
+
   bool OverlapComm() const {
     return overlap_comm < 0 ? stage == 3 : overlap_comm != 0;
   }
@@ -121,8 +121,17 @@ struct Config {
 
 // Parses the text of a ds_config.json. Unknown keys, wrong types and values
 // out of range are InvalidArgument errors naming the key path, e.g.
-// "zero_optimization.stage: expected 0..3, got 4".
+// "zero_optimization.stage: expected 0..3, got 4". Line comments (`//`, `#`)
+// and block comments (`/* */`) outside strings are allowed. Keys accepted
+// without effect are recorded in no_effect_keys; zero's own top-level key
+// "zero_allow_untested_keys": false (default true) makes any of them an
+// error naming the key path instead.
 absl::StatusOr<Config> ParseDsConfig(const std::string& json_text);
+
+// One line for rank 0 to print at startup, or "" when no_effect_keys is
+// empty: `[zero] accepted without effect: a, b (set
+// "zero_allow_untested_keys": false to make these errors)`.
+std::string NoEffectReport(const Config& c);
 
 }  // namespace zero
 
