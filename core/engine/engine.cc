@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "core/backend/comm_device_binding.h"
@@ -23,6 +24,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Config& config,
   comm->set_timeout_seconds(c.comm_timeout_seconds);
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> own, comm->Duplicate());
   own->set_timeout_seconds(c.comm_timeout_seconds);
+  // Keys that change nothing are said once, at startup (docs/DEEPSPEED_COMPAT.md).
+  const std::string report = NoEffectReport(c);
+  if (!report.empty() && own->rank() == 0) std::fprintf(stderr, "%s\n", report.c_str());
   return std::unique_ptr<Engine>(new Engine(c, std::move(own)));
 }
 

@@ -1,0 +1,394 @@
+// ParseDsConfig: a DeepSpeed ds_config.json into Config, section by section
+// (docs/DEEPSPEED_COMPAT.md lists every key and what it does here).
+#include "core/config/config.h"
+#include "core/config/json_reader.h"
+
+namespace zero {
+namespace {
+
+using config_internal::json;
+using config_internal::ObjectReader;
+using config_internal::ParseJson;
+using config_internal::Show;
+
+absl::Status ParseOffload(const json& v, const std::string& path,
+                          OffloadConfig* o, bool is_param,
+                          std::vector<std::string>* no_effect) {
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, path, no_effect));
+  std::string device = OffloadDeviceName(o->device);
+  RETURN_IF_ERROR(r.String("device", &device, {"none", "cpu", "nvme"}));
+  o->device = device == "cpu"    ? OffloadDevice::kCpu
+              : device == "nvme" ? OffloadDevice::kNvme
+                                 : OffloadDevice::kNone;
+  RETURN_IF_ERROR(r.String("nvme_path", &o->nvme_path));
+  if (is_param) {
+    // zero has no CPU tier for stage 3's working copy: it stays where the
+    // device keeps it. Only "nvme" moves it (core/offload/param_file.h).
+    if (o->device == OffloadDevice::kCpu) r.Note("device");
+    RETURN_IF_ERROR(r.NoEffectInt("buffer_count", 1, 1024));
+    RETURN_IF_ERROR(r.NoEffectInt("buffer_size", 1, INT64_MAX));
+    RETURN_IF_ERROR(r.NoEffectInt("max_in_cpu", 0, INT64_MAX));
+    RETURN_IF_ERROR(r.NoEffectBool("pin_memory", false));
+  } else {
+    RETURN_IF_ERROR(r.Int("buffer_count", &o->buffer_count, 1, 1024));
+    RETURN_IF_ERROR(r.Bool("pin_memory", &o->pin_memory));
+    // NVMe reads and writes are always pipelined (core/offload/nvme_tier.h).
+    RETURN_IF_ERROR(r.NoEffectBool("pipeline_read", true));
+    RETURN_IF_ERROR(r.NoEffectBool("pipeline_write", true));
+    r.NoEffect("pipeline", true);
+    RETURN_IF_ERROR(r.NoEffectBool("fast_init", false));
+    // All of the optimizer state is offloaded (no partial offload).
+    RETURN_IF_ERROR(r.NoEffectNum("ratio", 0.0, 1.0, 1.0));
+  }
+  if (o->device == OffloadDevice::kNvme && o->nvme_path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ".nvme_path: required when device is \"nvme\""));
+  }
+  return r.Finish();
+}
+
+absl::Status ParseZero(const json& v, Config* c) {
+  const std::string p = "zero_optimization";
+  if (v.is_boolean()) {  // deprecated: true means stage 1
+    c->stage = v.get<bool>() ? 1 : 0;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, p, &c->no_effect_keys));
+  int64_t stage = c->stage;
+  RETURN_IF_ERROR(r.Int("stage", &stage, 0, 3));
+  c->stage = static_cast<int>(stage);
+  // zero packs gradients into contiguous buckets, reduce-scatters them
+  // (stages 1-3) and all-gathers updated partitions: the inert values are
+  // DeepSpeed's defaults.
+  RETURN_IF_ERROR(r.NoEffectBool("contiguous_gradients", true));
+  RETURN_IF_ERROR(r.NoEffectBool("reduce_scatter", true));
+  RETURN_IF_ERROR(r.NoEffectBool("allgather_partitions", true));
+  RETURN_IF_ERROR(r.Int("reduce_bucket_size", &c->reduce_bucket_size, 1,
+                        INT64_MAX, &c->reduce_bucket_size_auto));
+  RETURN_IF_ERROR(r.NoEffectInt("allgather_bucket_size", 1, INT64_MAX));
+  if (const json* o = r.Find("overlap_comm")) {
+    if (!o->is_boolean()) return r.Bad("overlap_comm", "true or false", *o, false);
+    c->overlap_comm = o->get<bool>() ? 1 : 0;
+  }
+  // A checkpoint restores the fp32 master weights it holds.
+  RETURN_IF_ERROR(r.NoEffectBool("load_from_fp32_weights", true));
+  RETURN_IF_ERROR(r.Int("sub_group_size", &c->sub_group_size, 1, INT64_MAX));
+  RETURN_IF_ERROR(r.NoEffectBool("round_robin_gradients", false));
+  // A param whose gradient is never handed in is not an error.
+  RETURN_IF_ERROR(r.NoEffectBool("ignore_unused_parameters", true));
+  RETURN_IF_ERROR(r.Int("stage3_prefetch_bucket_size",
+                        &c->stage3_prefetch_bucket_size, 0, INT64_MAX,
+                        &c->stage3_prefetch_bucket_size_auto));
+  RETURN_IF_ERROR(r.Int("stage3_param_persistence_threshold",
+                        &c->stage3_param_persistence_threshold, 0, INT64_MAX,
+                        &c->stage3_param_persistence_threshold_auto));
+  RETURN_IF_ERROR(r.Int("stage3_max_live_parameters",
+                        &c->stage3_max_live_parameters, 0, INT64_MAX));
+  RETURN_IF_ERROR(r.NoEffectInt("stage3_max_reuse_distance", 0, INT64_MAX));
+  RETURN_IF_ERROR(
+      r.NoEffectBool("stage3_gather_16bit_weights_on_model_save", false));
+  // DeepSpeed's older alias of the key above.
+  RETURN_IF_ERROR(
+      r.NoEffectBool("stage3_gather_fp16_weights_on_model_save", false));
+  if (const json* o = r.Find("offload_optimizer")) {
+    RETURN_IF_ERROR(ParseOffload(*o, p + ".offload_optimizer",
+                                 &c->offload_optimizer, false,
+                                 &c->no_effect_keys));
+  }
+  if (const json* o = r.Find("offload_param")) {
+    RETURN_IF_ERROR(ParseOffload(*o, p + ".offload_param", &c->offload_param,
+                                 true, &c->no_effect_keys));
+  }
+  bool cpu_offload = false, cpu_offload_param = false;
+  RETURN_IF_ERROR(r.Bool("cpu_offload", &cpu_offload));
+  RETURN_IF_ERROR(r.Bool("cpu_offload_param", &cpu_offload_param));
+  if (cpu_offload) c->offload_optimizer.device = OffloadDevice::kCpu;
+  if (cpu_offload_param) {
+    c->offload_param.device = OffloadDevice::kCpu;
+    r.Note("cpu_offload_param");  // as offload_param.device "cpu"
+  }
+  int64_t hpz = 1, mics = -1;
+  RETURN_IF_ERROR(r.Int("zero_hpz_partition_size", &hpz, 1, 1));
+  RETURN_IF_ERROR(r.Int("mics_shard_size", &mics, -1, -1));
+  // Checkpoints always reshard to any world size; zero does not touch model
+  // code (memory_efficient_linear, override_module_apply).
+  r.NoEffect("elastic_checkpoint");
+  r.NoEffect("memory_efficient_linear");
+  r.NoEffect("override_module_apply");
+  for (const char* k : {"zero_quantized_weights", "zero_quantized_gradients",
+                        "zero_quantized_nontrainable_weights",
+                        "mics_hierarchical_params_gather",
+                        "pipeline_loading_checkpoint",
+                        "use_all_reduce_for_fetch_params", "legacy_stage1",
+                        "log_trace_cache_warnings"}) {
+    r.NoEffect(k, false);
+  }
+  return r.Finish();
+}
+
+absl::Status ParseOptimizer(const json& v, Config* c) {
+  ASSIGN_OR_RETURN(ObjectReader r,
+                   ObjectReader::Make(v, "optimizer", &c->no_effect_keys));
+  std::string type = "adamw";
+  RETURN_IF_ERROR(r.String("type", &type));
+  std::string t = absl::AsciiStrToLower(type);
+  if (t == "adam") {
+    c->optimizer = OptimizerType::kAdam;
+  } else if (t == "adamw") {
+    c->optimizer = OptimizerType::kAdamW;
+  } else if (t == "sgd") {
+    c->optimizer = OptimizerType::kSgd;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer.type: expected one of Adam, AdamW, SGD, got \"", type,
+        "\"", (t == "lion" || t == "adagrad" || t == "lamb" || t == "onebitadam")
+                  ? " (a DeepSpeed optimizer zero does not implement)"
+                  : ""));
+  }
+  const json* params = r.Find("params");
+  RETURN_IF_ERROR(r.Finish());
+  if (!params) return absl::OkStatus();
+  ASSIGN_OR_RETURN(ObjectReader pr, ObjectReader::Make(*params, "optimizer.params",
+                                                       &c->no_effect_keys));
+  RETURN_IF_ERROR(pr.Num("lr", &c->lr, 0.0, 1e6));
+  RETURN_IF_ERROR(pr.Num("weight_decay", &c->weight_decay, 0.0, 1e6));
+  if (c->optimizer == OptimizerType::kSgd) {
+    RETURN_IF_ERROR(pr.Num("momentum", &c->momentum, 0.0, 1.0));
+    RETURN_IF_ERROR(pr.Num("dampening", &c->dampening, 0.0, 1.0));
+    RETURN_IF_ERROR(pr.Bool("nesterov", &c->nesterov));
+    return pr.Finish();
+  }
+  if (const json* b = pr.Find("betas")) {
+    if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() ||
+        !(*b)[1].is_number() || (*b)[0].get<double>() < 0 ||
+        (*b)[0].get<double>() >= 1 || (*b)[1].get<double>() < 0 ||
+        (*b)[1].get<double>() >= 1) {
+      return pr.Bad("betas", "[beta1, beta2] with each in [0, 1)", *b, false);
+    }
+    c->beta1 = (*b)[0].get<double>();
+    c->beta2 = (*b)[1].get<double>();
+  }
+  RETURN_IF_ERROR(pr.Num("eps", &c->eps, 0.0, 1.0));
+  RETURN_IF_ERROR(pr.Bool("adam_w_mode", &c->adam_w_mode));
+  bool amsgrad = false, bias_correction = true;
+  // zero's own Adam, whatever implementation torch_adam asks for.
+  RETURN_IF_ERROR(pr.NoEffectBool("torch_adam", false));
+  RETURN_IF_ERROR(pr.Bool("amsgrad", &amsgrad));
+  RETURN_IF_ERROR(pr.Bool("bias_correction", &bias_correction));
+  if (amsgrad) return absl::InvalidArgumentError("optimizer.params.amsgrad: expected false (not implemented), got true");
+  if (!bias_correction) return absl::InvalidArgumentError("optimizer.params.bias_correction: expected true (not implemented), got false");
+  // torch implementation switches: no effect on zero's optimizer.
+  pr.NoEffect("fused");
+  pr.NoEffect("foreach");
+  pr.NoEffect("capturable");
+  pr.NoEffect("maximize", false);
+  return pr.Finish();
+}
+
+absl::Status ParseScheduler(const json& v, Config* c) {
+  ASSIGN_OR_RETURN(ObjectReader r,
+                   ObjectReader::Make(v, "scheduler", &c->no_effect_keys));
+  std::string type;
+  RETURN_IF_ERROR(r.String("type", &type));
+  if (type == "WarmupLR") {
+    c->scheduler = SchedulerType::kWarmupLR;
+  } else if (type == "WarmupDecayLR") {
+    c->scheduler = SchedulerType::kWarmupDecayLR;
+  } else if (type == "WarmupCosineLR") {
+    c->scheduler = SchedulerType::kWarmupCosineLR;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scheduler.type: expected one of WarmupLR, WarmupDecayLR, "
+        "WarmupCosineLR, got \"", type, "\""));
+  }
+  const json* params = r.Find("params");
+  RETURN_IF_ERROR(r.Finish());
+  if (!params) return absl::OkStatus();
+  ASSIGN_OR_RETURN(ObjectReader pr, ObjectReader::Make(*params, "scheduler.params",
+                                                       &c->no_effect_keys));
+  RETURN_IF_ERROR(pr.Int("warmup_num_steps", &c->warmup_num_steps, 0, INT64_MAX));
+  std::string wt = "log";
+  RETURN_IF_ERROR(pr.String("warmup_type", &wt, {"log", "linear"}));
+  c->warmup_type = wt == "log" ? WarmupType::kLog : WarmupType::kLinear;
+  // The schedule starts at step 0; a checkpoint restores the step count.
+  pr.NoEffect("last_batch_iteration", -1);
+  if (c->scheduler == SchedulerType::kWarmupCosineLR) {
+    RETURN_IF_ERROR(pr.Int("total_num_steps", &c->total_num_steps, 1, INT64_MAX));
+    RETURN_IF_ERROR(pr.Num("warmup_min_ratio", &c->warmup_min_ratio, 0.0, 1.0));
+    RETURN_IF_ERROR(pr.Num("cos_min_ratio", &c->cos_min_ratio, 0.0, 1.0));
+  } else {
+    bool min_auto = false, max_auto = false;
+    RETURN_IF_ERROR(pr.Num("warmup_min_lr", &c->warmup_min_lr, 0.0, 1e6, &min_auto));
+    RETURN_IF_ERROR(pr.Num("warmup_max_lr", &c->warmup_max_lr, 0.0, 1e6, &max_auto));
+    if (max_auto) c->warmup_max_lr = c->lr;  // HF: "auto" = the optimizer lr
+    if (c->scheduler == SchedulerType::kWarmupDecayLR) {
+      bool total_auto = false;
+      RETURN_IF_ERROR(pr.Int("total_num_steps", &c->total_num_steps, 1,
+                             INT64_MAX, &total_auto));
+    }
+  }
+  if (c->scheduler != SchedulerType::kWarmupLR && c->total_num_steps < 0) {
+    return absl::InvalidArgumentError(
+        "scheduler.params.total_num_steps: required for this scheduler");
+  }
+  return pr.Finish();
+}
+
+absl::Status ParseFp16(const json& v, Config* c, bool* enabled) {
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "fp16", &c->no_effect_keys));
+  const json* e = r.Find("enabled");
+  if (e && !(e->is_boolean() || r.IsAuto(e))) {
+    return r.Bad("enabled", "true or false", *e, true);
+  }
+  *enabled = e && e->is_boolean() && e->get<bool>();
+  // zero does not run the model, so it casts no inputs.
+  RETURN_IF_ERROR(r.NoEffectBool("auto_cast", false));
+  RETURN_IF_ERROR(r.Num("loss_scale", &c->loss_scale, 0.0, 1e38));
+  RETURN_IF_ERROR(r.Int("initial_scale_power", &c->initial_scale_power, 0, 126));
+  RETURN_IF_ERROR(r.Int("loss_scale_window", &c->loss_scale_window, 1, INT32_MAX));
+  RETURN_IF_ERROR(r.Int("hysteresis", &c->hysteresis, 1, INT32_MAX));
+  RETURN_IF_ERROR(r.Bool("consecutive_hysteresis", &c->consecutive_hysteresis));
+  RETURN_IF_ERROR(r.Num("min_loss_scale", &c->min_loss_scale, 1e-38, 1e38));
+  // Master weights are always fp32.
+  r.NoEffect("fp16_master_weights_and_grads", false);
+  return r.Finish();
+}
+
+absl::Status ParseBf16(const json& v, const std::string& key, bool* enabled,
+                       std::vector<std::string>* no_effect) {
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, key, no_effect));
+  const json* e = r.Find("enabled");
+  if (e && !(e->is_boolean() || r.IsAuto(e))) {
+    return r.Bad("enabled", "true or false", *e, true);
+  }
+  *enabled = e && e->is_boolean() && e->get<bool>();
+  r.NoEffect("immediate_grad_update");
+  // A non-finite gradient skips the step in bf16 too: always checked.
+  r.NoEffect("check_grad_overflow", true);
+  return r.Finish();
+}
+
+absl::Status ParseAio(const json& v, AioConfig* a,
+                      std::vector<std::string>* no_effect) {
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "aio", no_effect));
+  RETURN_IF_ERROR(r.Int("block_size", &a->block_size, 4096, INT64_MAX));
+  RETURN_IF_ERROR(r.Int("queue_depth", &a->queue_depth, 1, 65536));
+  // One IO thread per file set keeps up to queue_depth requests in flight,
+  // submitted in batches (core/offload/aio.h), without GPUDirect Storage.
+  RETURN_IF_ERROR(r.NoEffectInt("intra_op_parallelism", 1, 1024, 1));
+  RETURN_IF_ERROR(r.NoEffectInt("thread_count", 1, 1024, 1));
+  RETURN_IF_ERROR(r.NoEffectBool("single_submit", false));
+  RETURN_IF_ERROR(r.NoEffectBool("overlap_events", true));
+  RETURN_IF_ERROR(r.NoEffectBool("use_gds", false));
+  return r.Finish();
+}
+
+absl::Status ParseCheckpoint(const json& v, std::vector<std::string>* no_effect) {
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "checkpoint", no_effect));
+  // zero compares no tags across ranks, which is DeepSpeed's "Ignore".
+  std::string tv = "ignore";
+  RETURN_IF_ERROR(r.String("tag_validation", &tv, {"warn", "ignore", "fail"}));
+  if (tv != "ignore") r.Note("tag_validation");
+  // zero reads its own format only (docs/DEEPSPEED_COMPAT.md).
+  RETURN_IF_ERROR(r.NoEffectBool("load_universal", false));
+  r.NoEffect("use_node_local_storage", false);
+  r.NoEffectBlock("parallel_write");
+  return r.Finish();
+}
+
+}  // namespace
+
+
+absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
+  ASSIGN_OR_RETURN(json root, ParseJson(json_text));
+  Config c;
+  std::vector<std::string>* no_effect = &c.no_effect_keys;
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(root, "", no_effect));
+  bool tb_auto = false, mb_auto = false, gas_auto = false;
+  RETURN_IF_ERROR(r.Int("train_batch_size", &c.train_batch_size, 1, INT64_MAX, &tb_auto));
+  RETURN_IF_ERROR(r.Int("train_micro_batch_size_per_gpu",
+                        &c.train_micro_batch_size_per_gpu, 1, INT64_MAX, &mb_auto));
+  RETURN_IF_ERROR(r.Int("gradient_accumulation_steps",
+                        &c.gradient_accumulation_steps, 1, INT64_MAX, &gas_auto));
+  bool clip_auto = false;
+  RETURN_IF_ERROR(r.Num("gradient_clipping", &c.gradient_clipping, 0.0, 1e30, &clip_auto));
+  // Gradients are summed, then multiplied by 1 / world size: DeepSpeed's
+  // defaults (post-division, factor 1).
+  RETURN_IF_ERROR(r.NoEffectBool("prescale_gradients", false));
+  RETURN_IF_ERROR(r.NoEffectNum("gradient_predivide_factor", 1e-30, 1e30, 1.0));
+  RETURN_IF_ERROR(r.Int("steps_per_print", &c.steps_per_print, 0, INT32_MAX));
+  RETURN_IF_ERROR(r.Num("comm_timeout_seconds", &c.comm_timeout_seconds, 0.001, 1e9));
+  bool allow_untested_keys = true;
+  RETURN_IF_ERROR(r.Bool("zero_allow_untested_keys", &allow_untested_keys));
+
+  bool fp16 = false, bf16 = false;
+  if (const json* v = r.Find("fp16")) RETURN_IF_ERROR(ParseFp16(*v, &c, &fp16));
+  if (const json* v = r.Find("bf16")) RETURN_IF_ERROR(ParseBf16(*v, "bf16", &bf16, no_effect));
+  if (const json* v = r.Find("bfloat16")) {
+    bool b = false;
+    RETURN_IF_ERROR(ParseBf16(*v, "bfloat16", &b, no_effect));
+    bf16 |= b;
+  }
+  if (fp16 && bf16) {
+    return absl::InvalidArgumentError(
+        "fp16.enabled, bf16.enabled: expected at most one enabled, got both");
+  }
+  c.dtype = fp16 ? DType::kF16 : bf16 ? DType::kBF16 : DType::kF32;
+
+  // Optimizer before scheduler: "auto" scheduler values read the lr.
+  if (const json* v = r.Find("optimizer")) RETURN_IF_ERROR(ParseOptimizer(*v, &c));
+  if (const json* v = r.Find("scheduler")) RETURN_IF_ERROR(ParseScheduler(*v, &c));
+  if (const json* v = r.Find("zero_optimization")) RETURN_IF_ERROR(ParseZero(*v, &c));
+  if (const json* v = r.Find("aio")) RETURN_IF_ERROR(ParseAio(*v, &c.aio, no_effect));
+  if (const json* v = r.Find("amp")) {
+    if (v->is_object() && v->contains("enabled") && (*v)["enabled"] == true) {
+      return absl::InvalidArgumentError("amp.enabled: expected false (NVIDIA apex amp is not supported; use fp16 or bf16), got true");
+    }
+  }
+  if (const json* v = r.Find("checkpoint")) RETURN_IF_ERROR(ParseCheckpoint(*v, no_effect));
+  // Gradients are reduced in fp32.
+  r.NoEffect("communication_data_type", "fp32");
+  // DeepSpeed switches and blocks for features outside model-state
+  // management (monitoring, profiling, model code, data loading, other
+  // parallelisms): accepted so a ds_config.json loads as-is, reported.
+  for (const char* k : {"wall_clock_breakdown", "memory_breakdown",
+                        "dump_state", "sparse_gradients",
+                        "zero_allow_untested_optimizer", "disable_allgather",
+                        "dataloader_drop_last", "graph_harvesting",
+                        "use_data_before_expert_parallelism"}) {
+    r.NoEffect(k, false);
+  }
+  // zero always runs its own CPU optimizer on offloaded state.
+  r.NoEffect("zero_force_ds_cpu_optimizer", true);
+  r.NoEffect("seq_parallel_communication_data_type");
+  for (const char* k :
+       {"tensorboard", "wandb", "csv_monitor", "comet", "flops_profiler",
+        "activation_checkpointing", "comms_logger", "elasticity",
+        "autotuning", "data_efficiency", "compression_training",
+        "sparse_attention", "pipeline", "data_types", "timers", "nebula",
+        "eigenvalue", "progressive_layer_drop", "curriculum_learning",
+        "quantize_training", "compile", "hybrid_engine", "torch_autocast",
+        "weight_quantization"}) {
+    r.NoEffectBlock(k);
+  }
+  RETURN_IF_ERROR(r.Finish());
+  if (!allow_untested_keys && !c.no_effect_keys.empty()) {
+    const std::vector<std::string>& k = c.no_effect_keys;
+    return absl::InvalidArgumentError(absl::StrCat(
+        k[0], ": accepted without effect in zero, and \"zero_allow_untested_keys\""
+        " is false (remove the key, or see docs/DEEPSPEED_COMPAT.md)",
+        k.size() > 1 ? absl::StrCat("; also: ",
+                                    absl::StrJoin(k.begin() + 1, k.end(), ", "))
+                     : ""));
+  }
+  return c;
+}
+
+std::string NoEffectReport(const Config& c) {
+  if (c.no_effect_keys.empty()) return "";
+  return absl::StrCat(
+      "[zero] accepted without effect: ", absl::StrJoin(c.no_effect_keys, ", "),
+      " (set \"zero_allow_untested_keys\": false to make these errors)");
+}
+
+}  // namespace zero
