@@ -40,6 +40,7 @@ class DeviceOnlyComm : public Communicator {
     return Fwd(c_->Broadcast(d, b, root), CollectiveKind::kBroadcast);
   }
   absl::Status Barrier() override { return c_->Barrier(); }
+  void Abort(const std::string& reason) override { c_->Abort(reason); }
   absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
     auto d = c_->Duplicate();
     if (!d.ok()) return d.status();

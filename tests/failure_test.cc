@@ -91,6 +91,47 @@ TEST(FailureTest, DeadPeerBecomesTimeoutOnSurvivors) {
   }
 }
 
+// A rank whose training step raised gives up (Communicator::Abort, what the
+// C ABI's zero_comm_abort and zero.torch's exception hook call): every peer
+// fails within moments naming that rank and the reason, not after the
+// timeout, even though the engines talk over duplicates of the communicator.
+TEST(FailureTest, AbortedRankFailsPeersPromptlyNamingIt) {
+  for (int stage : {0, 2, 3}) {
+    std::vector<absl::Status> st(3);
+    std::vector<double> secs(3);
+    RunThreads(3, [&](int rank, Communicator* comm) {
+      Config c = Cfg(stage);
+      c.comm_timeout_seconds = 60;
+      auto e = Engine::Create(c, comm);
+      ASSERT_TRUE(e.ok());
+      ParamSpec a;
+      a.name = "w";
+      a.shape = {300};
+      ASSERT_TRUE((*e)->RegisterParam(a).ok());
+      ASSERT_TRUE((*e)->Finalize().ok());
+      if (rank == 2) {
+        comm->Abort("ValueError: bad batch");  // the user's communicator
+        return;
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      absl::Status s = absl::OkStatus();
+      for (int i = 0; i < 3 && s.ok(); ++i) {
+        s = (*e)->GradBuffer(0).status();
+        if (s.ok()) s = (*e)->GradReady(0);
+        if (s.ok()) s = (*e)->Step().status();
+      }
+      st[rank] = s;
+      secs[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+    for (int r : {0, 1}) {
+      EXPECT_EQ(st[r].code(), absl::StatusCode::kAborted) << st[r];
+      EXPECT_NE(st[r].message().find("rank 2 failed: ValueError: bad batch"), std::string::npos)
+          << st[r];
+      EXPECT_LT(secs[r], 5.0) << "stage " << stage;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace zero

@@ -111,6 +111,7 @@ class StagingCommunicator : public Communicator {
   }
 
   absl::Status Barrier() override { return inner_->Barrier(); }
+  void Abort(const std::string& reason) override { inner_->Abort(reason); }
 
   absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
     auto d = inner_->Duplicate();

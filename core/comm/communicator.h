@@ -71,6 +71,13 @@ class Communicator {
   virtual absl::Status Broadcast(void* data, int64_t bytes, int root) = 0;
   virtual absl::Status Barrier() = 0;
 
+  // NOT collective: this rank gives up (an exception escaped the training
+  // step). Every peer fails promptly with "rank N failed: <reason>" instead
+  // of waiting out the timeout: the thread backend breaks the group and its
+  // duplicates; MPI and NCCL abort the job (MPI_Abort: mpirun ends every
+  // rank), which does not return.
+  virtual void Abort(const std::string& reason) = 0;
+
   // COLLECTIVE. A new communicator over the same ranks whose traffic never
   // mixes with this one's (an engine's own channel, like MPI_Comm_dup).
   virtual absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() = 0;

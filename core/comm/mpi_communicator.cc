@@ -5,7 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <algorithm>
 
@@ -187,6 +189,15 @@ class MpiCommunicator : public Communicator {
       off += n;
     }
     return absl::OkStatus();
+  }
+
+  void Abort(const std::string& reason) override {
+    std::fprintf(stderr, "[zero] rank %d of %d failed: %s; aborting the job\n", rank_, world_,
+                 reason.c_str());
+    std::fflush(stderr);
+    g_broken = true;
+    MPI_Abort(comm_, 1);
+    std::_Exit(1);  // MPI_Abort does not return; if it did, the rank still ends
   }
 
   absl::Status Broken(const char* what) const {

@@ -1,5 +1,8 @@
 #include "core/comm/nccl_communicator.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
@@ -195,6 +198,19 @@ class NcclCommunicator : public Communicator {
     });
     if (s.ok()) Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0, 1);
     return s;
+  }
+
+  // NCCL has no way to tell peers; the job is bootstrapped over MPI, so
+  // abort it there after freeing the GPU side.
+  void Abort(const std::string& reason) override {
+    std::fprintf(stderr, "[zero] rank %d of %d failed: %s; aborting the job\n", rank_,
+                 world_size(), reason.c_str());
+    std::fflush(stderr);
+    if (comm_ != nullptr) ncclCommAbort(comm_);
+    comm_ = nullptr;
+    broken_ = true;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::_Exit(1);
   }
 
   absl::Status Barrier() override {

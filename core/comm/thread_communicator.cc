@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -12,10 +14,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A rank's abort, seen by its group and every duplicate of it.
+struct AbortNotice {
+  std::mutex mu;
+  bool set = false;
+  std::string message;
+};
+
 // State shared by the ranks of one group.
 struct Group {
-  explicit Group(int w) : world(w), send(w), recv(w), extra(w) {}
+  Group(int w, std::shared_ptr<AbortNotice> a)
+      : world(w), abort(std::move(a)), send(w), recv(w), extra(w) {}
   const int world;
+  std::shared_ptr<AbortNotice> abort;
   std::mutex mu;
   std::condition_variable cv;
   int arrived = 0;
@@ -116,8 +127,20 @@ class ThreadCommunicator : public Communicator {
 
   absl::Status Barrier() override { return Meet("barrier"); }
 
+  void Abort(const std::string& reason) override {
+    {
+      std::lock_guard<std::mutex> l(g_->abort->mu);
+      if (!g_->abort->set) {
+        g_->abort->set = true;
+        g_->abort->message = absl::StrCat("rank ", rank_, " failed: ", reason);
+      }
+    }
+    std::lock_guard<std::mutex> l(g_->mu);
+    g_->cv.notify_all();
+  }
+
   absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
-    if (rank_ == 0) g_->extra[0] = std::make_shared<Group>(g_->world);
+    if (rank_ == 0) g_->extra[0] = std::make_shared<Group>(g_->world, g_->abort);
     if (auto s = Meet("duplicate"); !s.ok()) return s;
     std::shared_ptr<Group> ng = g_->extra[0];
     if (auto s = Meet("duplicate"); !s.ok()) return s;
@@ -129,7 +152,16 @@ class ThreadCommunicator : public Communicator {
  private:
   // The group barrier, bounded by the timeout. A rank that times out breaks
   // the group so that every other rank fails too instead of waiting.
+  // A peer's abort, if any.
+  absl::Status Aborted(const char* what) const {
+    std::lock_guard<std::mutex> l(g_->abort->mu);
+    if (!g_->abort->set) return absl::OkStatus();
+    return absl::AbortedError(absl::StrCat("thread communicator: ", what, " on rank ",
+                                           rank_, ": ", g_->abort->message));
+  }
+
   absl::Status Meet(const char* what) {
+    if (auto s = Aborted(what); !s.ok()) return s;
     std::unique_lock<std::mutex> l(g_->mu);
     if (g_->broken) {
       return absl::AbortedError(absl::StrCat(
@@ -151,8 +183,16 @@ class ThreadCommunicator : public Communicator {
             "thread communicator: ", what, " on rank ", rank_,
             ": a peer timed out and broke the group"));
       }
-      if (g_->cv.wait_until(l, deadline) == std::cv_status::timeout &&
-          g_->generation == gen) {
+      // Wake now and then to see an abort posted through a duplicate.
+      const auto wake = std::min(deadline, Clock::now() + std::chrono::milliseconds(20));
+      g_->cv.wait_until(l, wake);
+      if (g_->generation != gen) break;
+      if (auto s = Aborted(what); !s.ok()) {
+        g_->broken = true;
+        g_->cv.notify_all();
+        return s;
+      }
+      if (Clock::now() >= deadline) {
         g_->broken = true;
         g_->cv.notify_all();
         return absl::DeadlineExceededError(absl::StrCat(
@@ -173,7 +213,7 @@ class ThreadCommunicator : public Communicator {
 
 std::vector<std::unique_ptr<Communicator>> MakeThreadCommunicators(
     int world_size) {
-  auto g = std::make_shared<Group>(world_size);
+  auto g = std::make_shared<Group>(world_size, std::make_shared<AbortNotice>());
   std::vector<std::unique_ptr<Communicator>> out;
   for (int r = 0; r < world_size; ++r) {
     out.push_back(std::make_unique<ThreadCommunicator>(g, r));
