@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "capi/status_code.h"
 #include "core/ckpt/safetensors.h"
 #include "core/comm/mpi_communicator.h"
 #include "core/comm/thread_communicator.h"
@@ -30,38 +31,13 @@ namespace {
 
 thread_local std::string g_last_error;
 
-zero_status Code(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kOk: return ZERO_OK;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange: return ZERO_INVALID_ARGUMENT;
-    case absl::StatusCode::kFailedPrecondition: return ZERO_FAILED_PRECONDITION;
-    case absl::StatusCode::kNotFound: return ZERO_NOT_FOUND;
-    case absl::StatusCode::kResourceExhausted: return ZERO_OUT_OF_MEMORY;
-    case absl::StatusCode::kDeadlineExceeded: return ZERO_TIMEOUT;
-    case absl::StatusCode::kDataLoss: return ZERO_DATA_LOSS;
-    case absl::StatusCode::kUnimplemented: return ZERO_UNIMPLEMENTED;
-    case absl::StatusCode::kAborted: return ZERO_ABORTED;
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kPermissionDenied: return ZERO_IO_ERROR;
-    case absl::StatusCode::kAlreadyExists: return ZERO_MISMATCH;
-    default: return ZERO_INTERNAL;
-  }
-}
-
 zero_status Report(const absl::Status& s) {
   if (s.ok()) {
     g_last_error.clear();
     return ZERO_OK;
   }
   g_last_error = std::string(s.message());
-  zero_status c = Code(s);
-  // Ranks that disagree at finalize report it as such.
-  if (c == ZERO_FAILED_PRECONDITION &&
-      g_last_error.find("ranks registered different params") != std::string::npos) {
-    c = ZERO_MISMATCH;
-  }
-  return c;
+  return zero_capi::ToZeroStatus(s);
 }
 
 zero_status Null(const char* call, const char* what) {

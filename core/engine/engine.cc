@@ -18,6 +18,7 @@
 #include "core/ckpt/checkpoint_reader.h"
 #include "core/ckpt/checkpoint_writer.h"
 #include "core/comm/staging_communicator.h"
+#include "core/common/errors.h"
 #include "core/common/status_macros.h"
 #include "kernels/adam_math.h"
 #include "kernels/norm_math.h"
@@ -233,8 +234,7 @@ absl::Status Engine::VerifyRanksAgree() {
     auto at = [](const std::vector<std::string>& l, size_t i) {
       return i < l.size() ? absl::StrCat("'", l[i], "'") : std::string("nothing");
     };
-    return absl::Status(
-        absl::StatusCode::kFailedPrecondition,
+    return MismatchError(
         absl::StrCat("finalize: ranks registered different params; first "
                      "difference at param #", earliest, ": rank 0 has ",
                      at(theirs, earliest), ", rank ", rank_, " has ",
