@@ -293,7 +293,7 @@ zero_status zero_engine_register_param(zero_engine_t* engine,
                                        const zero_param_desc* desc_in,
                                        int32_t* out_id) {
   ZERO_CHECK_ARG("zero_engine_register_param", engine);
-  ZERO_CHECK_ARG("zero_engine_register_param", desc_in);
+  if (desc_in == nullptr) return Null("zero_engine_register_param", "desc");
   ZERO_CHECK_ARG("zero_engine_register_param", out_id);
   auto read = ReadStruct(desc_in, kParamDescDefaults);
   if (!read.ok()) return BadStruct("zero_engine_register_param", read.status());
