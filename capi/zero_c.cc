@@ -11,6 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "capi/abi_struct.h"
+#include "capi/status_code.h"
 #include "core/ckpt/safetensors.h"
 #include "core/comm/mpi_communicator.h"
 #include "core/comm/thread_communicator.h"
@@ -28,26 +30,12 @@ struct zero_engine_t {
 
 namespace {
 
-thread_local std::string g_last_error;
+using zero_capi::CheckStructSize;
+using zero_capi::ReadStruct;
+using zero_capi::WriteStruct;
+using zero_capi::ZeroStruct;
 
-zero_status Code(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kOk: return ZERO_OK;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange: return ZERO_INVALID_ARGUMENT;
-    case absl::StatusCode::kFailedPrecondition: return ZERO_FAILED_PRECONDITION;
-    case absl::StatusCode::kNotFound: return ZERO_NOT_FOUND;
-    case absl::StatusCode::kResourceExhausted: return ZERO_OUT_OF_MEMORY;
-    case absl::StatusCode::kDeadlineExceeded: return ZERO_TIMEOUT;
-    case absl::StatusCode::kDataLoss: return ZERO_DATA_LOSS;
-    case absl::StatusCode::kUnimplemented: return ZERO_UNIMPLEMENTED;
-    case absl::StatusCode::kAborted: return ZERO_ABORTED;
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kPermissionDenied: return ZERO_IO_ERROR;
-    case absl::StatusCode::kAlreadyExists: return ZERO_MISMATCH;
-    default: return ZERO_INTERNAL;
-  }
-}
+thread_local std::string g_last_error;
 
 zero_status Report(const absl::Status& s) {
   if (s.ok()) {
@@ -55,14 +43,19 @@ zero_status Report(const absl::Status& s) {
     return ZERO_OK;
   }
   g_last_error = std::string(s.message());
-  zero_status c = Code(s);
-  // Ranks that disagree at finalize report it as such.
-  if (c == ZERO_FAILED_PRECONDITION &&
-      g_last_error.find("ranks registered different params") != std::string::npos) {
-    c = ZERO_MISMATCH;
-  }
-  return c;
+  return zero_capi::ToZeroStatus(s);
 }
+
+// A struct_size refused by the rule of zero_c.h convention 3, as `call`'s
+// error ("call: zero_stats: struct_size 8 is smaller than ...").
+zero_status BadStruct(const char* call, const absl::Status& s) {
+  g_last_error = absl::StrCat(call, ": ", s.message());
+  return ZERO_INVALID_ARGUMENT;
+}
+
+constexpr zero_config kConfigDefaults = ZERO_CONFIG_INIT;
+constexpr zero_param_desc kParamDescDefaults = ZERO_PARAM_DESC_INIT;
+constexpr zero_load_options kLoadOptionsDefaults = ZERO_LOAD_OPTIONS_INIT;
 
 zero_status Null(const char* call, const char* what) {
   g_last_error = absl::StrCat(call, ": ", what, " is NULL");
@@ -93,57 +86,51 @@ zero::DType ToDType(zero_dtype t) { return static_cast<zero::DType>(t); }
 
 bool ValidDType(int t) { return t >= ZERO_DTYPE_F32 && t <= ZERO_DTYPE_BF16; }
 
-// zero_config (C) -> zero::Config (C++). Negative means "DeepSpeed default".
-absl::StatusOr<zero::Config> FromC(const zero_config* c) {
-  if (c->struct_size < offsetof(zero_config, stage) + sizeof(int32_t)) {
-    return absl::InvalidArgumentError("zero_config: struct_size too small; use ZERO_CONFIG_INIT");
-  }
+// zero_config (C) -> zero::Config (C++). Negative means "DeepSpeed default";
+// fields past an older caller's struct_size are ZERO_CONFIG_INIT's, which
+// are all "default".
+absl::StatusOr<zero::Config> FromC(const zero_config* in) {
+  auto read = ReadStruct(in, kConfigDefaults);
+  if (!read.ok()) return read.status();
+  const zero_config* c = &*read;
   zero::Config k;
-  // Fields past the caller's struct_size keep their defaults (older callers).
-  auto has = [&](size_t off, size_t sz) { return c->struct_size >= off + sz; };
-#define HAS(f) has(offsetof(zero_config, f), sizeof(c->f))
-  if (HAS(stage)) k.stage = c->stage;
-  if (HAS(dtype)) {
-    if (!ValidDType(c->dtype)) return absl::InvalidArgumentError(absl::StrCat("zero_config.dtype: expected 0..2, got ", static_cast<int>(c->dtype)));
-    k.dtype = ToDType(c->dtype);
-  }
-  if (HAS(optimizer)) {
-    switch (c->optimizer) {
-      case ZERO_OPTIMIZER_ADAM: k.optimizer = zero::OptimizerType::kAdam; break;
-      case ZERO_OPTIMIZER_ADAMW: k.optimizer = zero::OptimizerType::kAdamW; break;
-      case ZERO_OPTIMIZER_SGD: k.optimizer = zero::OptimizerType::kSgd; break;
-      default:
-        return absl::InvalidArgumentError(absl::StrCat("zero_config.optimizer: expected 0..2, got ", static_cast<int>(c->optimizer)));
-    }
+  k.stage = c->stage;
+  if (!ValidDType(c->dtype)) return absl::InvalidArgumentError(absl::StrCat("zero_config.dtype: expected 0..2, got ", static_cast<int>(c->dtype)));
+  k.dtype = ToDType(c->dtype);
+  switch (c->optimizer) {
+    case ZERO_OPTIMIZER_ADAM: k.optimizer = zero::OptimizerType::kAdam; break;
+    case ZERO_OPTIMIZER_ADAMW: k.optimizer = zero::OptimizerType::kAdamW; break;
+    case ZERO_OPTIMIZER_SGD: k.optimizer = zero::OptimizerType::kSgd; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("zero_config.optimizer: expected 0..2, got ", static_cast<int>(c->optimizer)));
   }
   auto f = [](float v, double* out) { if (v >= 0.0f) *out = v; };
   auto i64 = [](int64_t v, int64_t* out) { if (v >= 0) *out = v; };
-  if (HAS(lr)) f(c->lr, &k.lr);
-  if (HAS(beta1)) f(c->beta1, &k.beta1);
-  if (HAS(beta2)) f(c->beta2, &k.beta2);
-  if (HAS(eps)) f(c->eps, &k.eps);
-  if (HAS(weight_decay)) f(c->weight_decay, &k.weight_decay);
-  if (HAS(momentum)) f(c->momentum, &k.momentum);
-  if (HAS(gradient_accumulation_steps) && c->gradient_accumulation_steps >= 0) {
+  f(c->lr, &k.lr);
+  f(c->beta1, &k.beta1);
+  f(c->beta2, &k.beta2);
+  f(c->eps, &k.eps);
+  f(c->weight_decay, &k.weight_decay);
+  f(c->momentum, &k.momentum);
+  if (c->gradient_accumulation_steps >= 0) {
     if (c->gradient_accumulation_steps == 0) return absl::InvalidArgumentError("zero_config.gradient_accumulation_steps: expected >= 1, got 0");
     k.gradient_accumulation_steps = c->gradient_accumulation_steps;
   }
-  if (HAS(gradient_clipping)) f(c->gradient_clipping, &k.gradient_clipping);
-  if (HAS(reduce_bucket_size)) i64(c->reduce_bucket_size, &k.reduce_bucket_size);
-  if (HAS(allgather_bucket_size)) i64(c->allgather_bucket_size, &k.allgather_bucket_size);
-  if (HAS(overlap_comm) && c->overlap_comm >= 0) k.overlap_comm = c->overlap_comm ? 1 : 0;
-  if (HAS(sub_group_size)) i64(c->sub_group_size, &k.sub_group_size);
-  if (HAS(stage3_max_live_parameters)) i64(c->stage3_max_live_parameters, &k.stage3_max_live_parameters);
-  if (HAS(stage3_prefetch_bucket_size)) i64(c->stage3_prefetch_bucket_size, &k.stage3_prefetch_bucket_size);
-  if (HAS(stage3_param_persistence_threshold)) i64(c->stage3_param_persistence_threshold, &k.stage3_param_persistence_threshold);
-  if (HAS(loss_scale)) f(c->loss_scale, &k.loss_scale);
-  if (HAS(initial_scale_power) && c->initial_scale_power >= 0) k.initial_scale_power = c->initial_scale_power;
-  if (HAS(loss_scale_window) && c->loss_scale_window >= 0) k.loss_scale_window = c->loss_scale_window;
-  if (HAS(hysteresis) && c->hysteresis >= 0) k.hysteresis = c->hysteresis;
-  if (HAS(min_loss_scale)) f(c->min_loss_scale, &k.min_loss_scale);
-  if (HAS(steps_per_print) && c->steps_per_print >= 0) k.steps_per_print = c->steps_per_print;
-  if (HAS(comm_timeout_seconds) && c->comm_timeout_seconds > 0) k.comm_timeout_seconds = c->comm_timeout_seconds;
-#undef HAS
+  f(c->gradient_clipping, &k.gradient_clipping);
+  i64(c->reduce_bucket_size, &k.reduce_bucket_size);
+  i64(c->allgather_bucket_size, &k.allgather_bucket_size);
+  if (c->overlap_comm >= 0) k.overlap_comm = c->overlap_comm ? 1 : 0;
+  i64(c->sub_group_size, &k.sub_group_size);
+  i64(c->stage3_max_live_parameters, &k.stage3_max_live_parameters);
+  i64(c->stage3_prefetch_bucket_size, &k.stage3_prefetch_bucket_size);
+  i64(c->stage3_param_persistence_threshold, &k.stage3_param_persistence_threshold);
+  f(c->loss_scale, &k.loss_scale);
+  if (c->initial_scale_power >= 0) k.initial_scale_power = c->initial_scale_power;
+  if (c->loss_scale_window >= 0) k.loss_scale_window = c->loss_scale_window;
+  if (c->hysteresis >= 0) k.hysteresis = c->hysteresis;
+  f(c->min_loss_scale, &k.min_loss_scale);
+  if (c->steps_per_print >= 0) k.steps_per_print = c->steps_per_print;
+  if (c->comm_timeout_seconds > 0) k.comm_timeout_seconds = c->comm_timeout_seconds;
   if (k.sub_group_size < 1 || k.reduce_bucket_size < 1) {
     return absl::InvalidArgumentError("zero_config.reduce_bucket_size / sub_group_size: expected >= 1");
   }
@@ -303,19 +290,18 @@ zero_status zero_engine_create_json(const char* json_text, zero_comm_t* comm,
 }
 
 zero_status zero_engine_register_param(zero_engine_t* engine,
-                                       const zero_param_desc* desc,
+                                       const zero_param_desc* desc_in,
                                        int32_t* out_id) {
   ZERO_CHECK_ARG("zero_engine_register_param", engine);
-  ZERO_CHECK_ARG("zero_engine_register_param", desc);
+  if (desc_in == nullptr) return Null("zero_engine_register_param", "desc");
   ZERO_CHECK_ARG("zero_engine_register_param", out_id);
+  auto read = ReadStruct(desc_in, kParamDescDefaults);
+  if (!read.ok()) return BadStruct("zero_engine_register_param", read.status());
+  const zero_param_desc* desc = &*read;
   ZERO_CHECK_ARG("zero_engine_register_param", desc->name);
-  if (desc->struct_size < offsetof(zero_param_desc, trainable) + sizeof(int32_t)) {
-    g_last_error = "zero_engine_register_param: desc->struct_size too small; use ZERO_PARAM_DESC_INIT";
-    return ZERO_INVALID_ARGUMENT;
-  }
-  if (desc->ndim < 0 || desc->ndim > 8 || (desc->ndim > 0 && desc->shape == nullptr)) {
+  if (desc->ndim < 0 || desc->ndim > ZERO_MAX_DIMS || (desc->ndim > 0 && desc->shape == nullptr)) {
     g_last_error = absl::StrCat("zero_engine_register_param '", desc->name, "': ndim ", desc->ndim,
-                                " needs 0..8 dims and a non-NULL shape");
+                                " needs 0..", ZERO_MAX_DIMS, " dims and a non-NULL shape");
     return ZERO_INVALID_ARGUMENT;
   }
   if (!ValidDType(desc->dtype)) {
@@ -378,18 +364,22 @@ zero_status zero_engine_param_info(const zero_engine_t* engine, int32_t id,
                                    zero_param_info* info) {
   ZERO_CHECK_ARG("zero_engine_param_info", engine);
   ZERO_CHECK_ARG("zero_engine_param_info", info);
-  if (info->struct_size < sizeof(zero_param_info)) {
-    g_last_error = "zero_engine_param_info: info->struct_size too small; use ZERO_PARAM_INFO_INIT";
-    return ZERO_INVALID_ARGUMENT;
-  }
+  absl::Status size_ok = CheckStructSize(info);
+  if (!size_ok.ok()) return BadStruct("zero_engine_param_info", size_ok);
   return Guard([&] {
     auto r = engine->engine->ParamInfo(id);
     if (!r.ok()) return Report(r.status());
-    info->name = engine->engine->ParamName(id);
-    info->ndim = static_cast<int32_t>(r->shape.size());
-    for (int i = 0; i < 8; ++i) info->shape[i] = i < info->ndim ? r->shape[i] : 0;
-    info->dtype = static_cast<zero_dtype>(r->dtype);
-    info->trainable = r->trainable ? 1 : 0;
+    if (r->shape.size() > ZERO_MAX_DIMS) {
+      return Report(absl::InternalError(absl::StrCat(
+          "zero_engine_param_info: param ", id, " has ", r->shape.size(), " dims, over ZERO_MAX_DIMS")));
+    }
+    zero_param_info out = ZeroStruct<zero_param_info>();
+    out.name = engine->engine->ParamName(id);
+    out.ndim = static_cast<int32_t>(r->shape.size());
+    for (int i = 0; i < out.ndim; ++i) out.shape[i] = r->shape[i];
+    out.dtype = static_cast<zero_dtype>(r->dtype);
+    out.trainable = r->trainable ? 1 : 0;
+    WriteStruct(out, info);
     return Report(absl::OkStatus());
   });
 }
@@ -450,17 +440,24 @@ zero_status zero_engine_loss_scale(const zero_engine_t* engine, double* scale) {
 
 zero_status zero_engine_step(zero_engine_t* engine, zero_step_info* info) {
   ZERO_CHECK_ARG("zero_engine_step", engine);
+  if (info != nullptr) {
+    // Before the (collective) step, so a refused struct changes nothing.
+    absl::Status size_ok = CheckStructSize(info);
+    if (!size_ok.ok()) return BadStruct("zero_engine_step", size_ok);
+  }
   return Guard([&] {
     auto r = engine->engine->Step();
     if (!r.ok()) return Report(r.status());
-    if (info != nullptr && info->struct_size >= sizeof(zero_step_info)) {
-      info->boundary = r->boundary;
-      info->skipped = r->skipped;
-      info->global_step = r->global_step;
-      info->skipped_steps = r->skipped_steps;
-      info->loss_scale = r->loss_scale;
-      info->grad_norm = r->grad_norm;
-      info->lr = r->lr;
+    if (info != nullptr) {
+      zero_step_info out = ZeroStruct<zero_step_info>();
+      out.boundary = r->boundary;
+      out.skipped = r->skipped;
+      out.global_step = r->global_step;
+      out.skipped_steps = r->skipped_steps;
+      out.loss_scale = r->loss_scale;
+      out.grad_norm = r->grad_norm;
+      out.lr = r->lr;
+      WriteStruct(out, info);
     }
     return Report(absl::OkStatus());
   });
@@ -481,49 +478,43 @@ zero_status zero_engine_read_master(zero_engine_t* engine, int32_t id, float* ou
 zero_status zero_engine_stats(const zero_engine_t* engine, zero_stats* stats) {
   ZERO_CHECK_ARG("zero_engine_stats", engine);
   ZERO_CHECK_ARG("zero_engine_stats", stats);
-  // Callers built against 1.0 pass a struct that ends at micro_step.
-  if (stats->struct_size < offsetof(zero_stats, micro_step) + sizeof(int64_t)) {
-    g_last_error = "zero_engine_stats: stats->struct_size too small; use ZERO_STATS_INIT";
-    return ZERO_INVALID_ARGUMENT;
-  }
+  absl::Status size_ok = CheckStructSize(stats);
+  if (!size_ok.ok()) return BadStruct("zero_engine_stats", size_ok);
   return Guard([&] {
     zero::EngineStats s = engine->engine->Stats();
-    stats->rank = s.rank;
-    stats->world_size = s.world_size;
-    stats->stage = s.stage;
-    stats->trainable_numel = s.trainable_numel;
-    stats->padded_numel = s.padded_numel;
-    stats->master_bytes = s.master_bytes;
-    stats->optimizer_bytes = s.optimizer_bytes;
-    stats->grad_bytes = s.grad_bytes;
-    stats->param_bytes = s.param_bytes;
-    stats->frozen_bytes = s.frozen_bytes;
-    stats->buffer_bytes = s.buffer_bytes;
-    stats->live_gathered_bytes = s.live_gathered_bytes;
-    stats->live_gathered_high_water = s.live_gathered_high_water;
+    zero_stats out = ZeroStruct<zero_stats>();
+    out.rank = s.rank;
+    out.world_size = s.world_size;
+    out.stage = s.stage;
+    out.trainable_numel = s.trainable_numel;
+    out.padded_numel = s.padded_numel;
+    out.master_bytes = s.master_bytes;
+    out.optimizer_bytes = s.optimizer_bytes;
+    out.grad_bytes = s.grad_bytes;
+    out.param_bytes = s.param_bytes;
+    out.frozen_bytes = s.frozen_bytes;
+    out.buffer_bytes = s.buffer_bytes;
+    out.live_gathered_bytes = s.live_gathered_bytes;
+    out.live_gathered_high_water = s.live_gathered_high_water;
     using K = zero::CollectiveKind;
-    stats->sent_allgather = s.sent[static_cast<int>(K::kAllGather)];
-    stats->sent_reduce_scatter = s.sent[static_cast<int>(K::kReduceScatter)];
-    stats->sent_allreduce = s.sent[static_cast<int>(K::kAllReduce)];
-    stats->sent_broadcast = s.sent[static_cast<int>(K::kBroadcast)];
-    stats->sent_control = s.sent[static_cast<int>(K::kControl)];
-    stats->collective_calls = s.collective_calls;
-    stats->global_step = s.global_step;
-    stats->skipped_steps = s.skipped_steps;
-    stats->micro_step = s.micro_step;
-    // Fields appended later are written only when the caller's struct has them.
-    if (stats->struct_size >= offsetof(zero_stats, sent_bytes_allreduce) + sizeof(int64_t)) {
-      stats->sent_bytes_allgather = s.sent_bytes[static_cast<int>(K::kAllGather)];
-      stats->sent_bytes_reduce_scatter = s.sent_bytes[static_cast<int>(K::kReduceScatter)];
-      stats->sent_bytes_allreduce = s.sent_bytes[static_cast<int>(K::kAllReduce)];
-    }
-    if (stats->struct_size >= offsetof(zero_stats, nvme_uring) + sizeof(int32_t)) {
-      stats->nvme_bytes = s.nvme_bytes;
-      stats->nvme_read_bytes = s.nvme_read_bytes;
-      stats->nvme_write_bytes = s.nvme_write_bytes;
-      stats->nvme_direct_io = s.nvme_direct_io;
-      stats->nvme_uring = s.nvme_uring;
-    }
+    out.sent_allgather = s.sent[static_cast<int>(K::kAllGather)];
+    out.sent_reduce_scatter = s.sent[static_cast<int>(K::kReduceScatter)];
+    out.sent_allreduce = s.sent[static_cast<int>(K::kAllReduce)];
+    out.sent_broadcast = s.sent[static_cast<int>(K::kBroadcast)];
+    out.sent_control = s.sent[static_cast<int>(K::kControl)];
+    out.collective_calls = s.collective_calls;
+    out.global_step = s.global_step;
+    out.skipped_steps = s.skipped_steps;
+    out.micro_step = s.micro_step;
+    out.sent_bytes_allgather = s.sent_bytes[static_cast<int>(K::kAllGather)];
+    out.sent_bytes_reduce_scatter = s.sent_bytes[static_cast<int>(K::kReduceScatter)];
+    out.sent_bytes_allreduce = s.sent_bytes[static_cast<int>(K::kAllReduce)];
+    out.nvme_bytes = s.nvme_bytes;
+    out.nvme_read_bytes = s.nvme_read_bytes;
+    out.nvme_write_bytes = s.nvme_write_bytes;
+    out.nvme_direct_io = s.nvme_direct_io;
+    out.nvme_uring = s.nvme_uring;
+    WriteStruct(out, stats);  // an older caller's struct gets its prefix only
     return Report(absl::OkStatus());
   });
 }
@@ -548,14 +539,10 @@ zero_status zero_engine_load(zero_engine_t* engine, const char* dir, const char*
   ZERO_CHECK_ARG("zero_engine_load", dir);
   zero::ckpt::LoadOptions o;
   if (options != nullptr) {
-    if (options->struct_size < offsetof(zero_load_options, load_optimizer_states) + sizeof(int32_t)) {
-      g_last_error = "zero_engine_load: options->struct_size too small; use ZERO_LOAD_OPTIONS_INIT";
-      return ZERO_INVALID_ARGUMENT;
-    }
-    o.load_optimizer_states = options->load_optimizer_states != 0;
-    if (options->struct_size >= offsetof(zero_load_options, allow_missing) + sizeof(int32_t)) {
-      o.allow_missing = options->allow_missing != 0;
-    }
+    auto read = ReadStruct(options, kLoadOptionsDefaults);
+    if (!read.ok()) return BadStruct("zero_engine_load", read.status());
+    o.load_optimizer_states = read->load_optimizer_states != 0;
+    o.allow_missing = read->allow_missing != 0;
   }
   return Guard([&] {
     return Report(engine->engine->Load(dir, tag != nullptr ? tag : "", o));

@@ -7,8 +7,25 @@
  *  2. Every call returns a zero_status. ZERO_OK is 0. On any other value,
  *     zero_last_error() holds a message naming the problem; it is
  *     thread-local and valid until the next zero_* call on that thread.
- *  3. Structs passed in begin with `size_t struct_size`; fill them from their
- *     ZERO_*_INIT macro so fields added in later versions keep defaults.
+ *  3. Every public struct begins with `size_t struct_size`; fill it from its
+ *     ZERO_*_INIT macro (or zero all of it and set struct_size to its
+ *     sizeof). One rule for every struct, read by the library (zero_config,
+ *     zero_param_desc, zero_load_options) or filled by it (zero_step_info,
+ *     zero_stats, zero_param_info):
+ *     a. struct_size below the struct's first published size (noted at each
+ *        struct; its size in the version that introduced it) is
+ *        ZERO_INVALID_ARGUMENT.
+ *     b. A struct_size below this library's sizeof (a client built against
+ *        an older header) is a prefix: fields past it take their defaults,
+ *        and the library writes only the first struct_size bytes.
+ *     c. A struct_size above this library's sizeof (a client built against
+ *        a newer header) is accepted only when every byte past this
+ *        library's sizeof is zero, i.e. the fields this library does not
+ *        know are at their defaults (as Linux's extensible-struct system
+ *        calls do); otherwise ZERO_INVALID_ARGUMENT naming the struct and
+ *        the size. The library never writes those bytes.
+ *     Fields are only ever appended, each starting at or past the previous
+ *     version's sizeof (never in its tail padding); enum values never change.
  *  4. Pointer arguments must not be NULL unless the contract says so; a NULL
  *     is reported as ZERO_INVALID_ARGUMENT, never a crash.
  *  5. Booleans are int32_t: 0 is false, anything else true.
@@ -18,6 +35,12 @@
  *     in the same order; a peer that never arrives yields ZERO_TIMEOUT after
  *     comm_timeout_seconds on every rank that did arrive.
  *  8. No C++ exception ever crosses this boundary.
+ *  9. Threads: distinct engines may be used concurrently from distinct
+ *     threads; calls on one engine are not thread-safe (use it from one
+ *     thread at a time). Communicators likewise: one thread at a time per
+ *     handle, distinct handles concurrently (zero_comm_create_threads hands
+ *     out one per thread). zero_last_error is thread-local (see 2);
+ *     zero_version and zero_status_string are thread-safe.
  */
 #ifndef ZERO_C_H_
 #define ZERO_C_H_
@@ -38,10 +61,13 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 1
+#define ZERO_VERSION_MINOR 2
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
+
+/* Most dimensions of a param (zero_param_desc.ndim, zero_param_info). */
+#define ZERO_MAX_DIMS 8
 
 /* ---- Types -------------------------------------------------------------- */
 
@@ -122,7 +148,8 @@ ZERO_API void zero_comm_destroy(zero_comm_t* comm);
 /* Engine options from C. A DeepSpeed ds_config.json text is the other way
  * (zero_engine_create_json); both produce the same internal config. Integer
  * fields set to -1 and float fields set to a negative value take the
- * DeepSpeed default, as ZERO_CONFIG_INIT does. */
+ * DeepSpeed default, as ZERO_CONFIG_INIT does. First published size (1.0):
+ * through comm_timeout_seconds. */
 typedef struct zero_config {
   size_t struct_size;
   int32_t stage;                       /* ZeRO stage 0..3 */
@@ -159,11 +186,12 @@ typedef struct zero_config {
 
 /* ---- Engine ------------------------------------------------------------- */
 
-/* Description of one parameter for zero_engine_register_param. */
+/* Description of one parameter for zero_engine_register_param. First
+ * published size (1.0): through trainable. */
 typedef struct zero_param_desc {
   size_t struct_size;
   const char* name;     /* unique; copied */
-  int32_t ndim;         /* 0..8 */
+  int32_t ndim;         /* 0..ZERO_MAX_DIMS */
   const int64_t* shape; /* ndim sizes, each >= 1; copied */
   zero_dtype dtype;     /* trainable params: the engine's dtype */
   const float* init;    /* numel fp32 initial values, copied; NULL = zeros */
@@ -173,7 +201,7 @@ typedef struct zero_param_desc {
 #define ZERO_PARAM_DESC_INIT \
   { sizeof(zero_param_desc), NULL, 0, NULL, ZERO_DTYPE_F32, NULL, 1 }
 
-/* What zero_engine_step did. */
+/* What zero_engine_step did. First published size (1.0): through lr. */
 typedef struct zero_step_info {
   size_t struct_size;
   int32_t boundary;      /* 1: last micro-step, the optimizer ran or skipped */
@@ -187,12 +215,15 @@ typedef struct zero_step_info {
 
 #define ZERO_STEP_INFO_INIT {sizeof(zero_step_info), 0, 0, 0, 0, 0.0, 0.0, 0.0}
 
-/* Bytes held per category on this rank, and elements this rank sent per
- * collective kind (counted as in the ZeRO paper: all-gather and
- * reduce-scatter of n elements send n(W-1)/W, all-reduce 2n(W-1)/W). */
+/* Memory and traffic of this rank: bytes held per category, and elements
+ * this rank sent per collective kind (counted as in the ZeRO paper:
+ * all-gather and reduce-scatter of n elements send n(W-1)/W, all-reduce
+ * 2n(W-1)/W). First published size (1.0): through micro_step. */
 typedef struct zero_stats {
   size_t struct_size;
-  int32_t rank, world_size, stage;
+  int32_t rank;              /* this rank */
+  int32_t world_size;        /* number of ranks */
+  int32_t stage;             /* ZeRO stage 0..3 */
   int64_t trainable_numel;   /* Psi: trainable elements, unpadded */
   int64_t padded_numel;      /* trainable elements after group padding */
   int64_t master_bytes;      /* fp32 master weights held here */
@@ -201,23 +232,25 @@ typedef struct zero_stats {
   int64_t param_bytes;       /* working params held here, resident */
   int64_t frozen_bytes;      /* frozen params (whole on every rank) */
   int64_t buffer_bytes;      /* buckets and stage-3 gathered params now */
-  int64_t live_gathered_bytes;      /* stage 3: gathered now */
-  int64_t live_gathered_high_water; /* stage 3: most gathered at once */
-  int64_t sent_allgather;           /* elements */
-  int64_t sent_reduce_scatter;      /* elements */
-  int64_t sent_allreduce;           /* elements */
-  int64_t sent_broadcast;           /* elements */
-  int64_t sent_control;             /* scalars (norm, overflow, checks) */
-  int64_t collective_calls;
-  int64_t global_step, skipped_steps, micro_step;
-  int64_t sent_bytes_allgather;      /* the same traffic in bytes */
-  int64_t sent_bytes_reduce_scatter;
-  int64_t sent_bytes_allreduce;
+  int64_t live_gathered_bytes;      /* stage 3: bytes gathered now */
+  int64_t live_gathered_high_water; /* stage 3: most bytes gathered at once */
+  int64_t sent_allgather;      /* elements sent by all-gathers */
+  int64_t sent_reduce_scatter; /* elements sent by reduce-scatters */
+  int64_t sent_allreduce;      /* elements sent by all-reduces */
+  int64_t sent_broadcast;      /* elements sent by broadcasts */
+  int64_t sent_control;        /* scalars sent (norm, overflow, checks) */
+  int64_t collective_calls;    /* collectives issued */
+  int64_t global_step;         /* optimizer steps, skipped ones excluded */
+  int64_t skipped_steps;       /* fp16 overflow skips so far */
+  int64_t micro_step;          /* micro-steps into this accumulation */
+  int64_t sent_bytes_allgather;      /* bytes sent by all-gathers */
+  int64_t sent_bytes_reduce_scatter; /* bytes sent by reduce-scatters */
+  int64_t sent_bytes_allreduce;      /* bytes sent by all-reduces */
   /* Appended for NVMe optimizer offload (zero when off). With it,
    * master_bytes is 0 and optimizer_bytes counts the host staging buffers. */
-  int64_t nvme_bytes;        /* state files on disk, both slots */
-  int64_t nvme_read_bytes;   /* cumulative */
-  int64_t nvme_write_bytes;  /* cumulative */
+  int64_t nvme_bytes;        /* NVMe: state files on disk, both slots */
+  int64_t nvme_read_bytes;   /* NVMe: bytes read so far */
+  int64_t nvme_write_bytes;  /* NVMe: bytes written so far */
   int32_t nvme_direct_io;    /* 1: O_DIRECT; 0: the file system refused it */
   int32_t nvme_uring;        /* 1: io_uring; 0: blocking pread/pwrite */
 } zero_stats;
@@ -311,7 +344,7 @@ ZERO_API zero_status zero_engine_report_samples(zero_engine_t* engine,
 ZERO_API zero_status zero_engine_read_master(zero_engine_t* engine,
                                              int32_t id, float* out);
 
-/* Fills `stats` (struct_size set by ZERO_STATS_INIT). */
+/* Fills `stats` (struct_size set by ZERO_STATS_INIT; convention 3). */
 ZERO_API zero_status zero_engine_stats(const zero_engine_t* engine,
                                        zero_stats* stats);
 
@@ -320,7 +353,8 @@ ZERO_API void zero_engine_destroy(zero_engine_t* engine);
 
 /* ---- Checkpoints -------------------------------------------------------- */
 
-/* Options of zero_engine_load; fill from ZERO_LOAD_OPTIONS_INIT. */
+/* Options of zero_engine_load; fill from ZERO_LOAD_OPTIONS_INIT. First
+ * published size (1.0): through allow_missing. */
 typedef struct zero_load_options {
   size_t struct_size;
   int32_t load_optimizer_states; /* default 1; 0: moments start at zero */
@@ -350,14 +384,15 @@ ZERO_API zero_status zero_checkpoint_export_safetensors(const char* dir,
 
 /* ---- Introspection (1.1) ------------------------------------------------ */
 
-/* What was registered for a param. */
+/* What was registered for a param. First published size (1.1): through
+ * trainable. */
 typedef struct zero_param_info {
   size_t struct_size;
   const char* name;  /* owned by the engine; valid while it lives */
   int32_t ndim;
-  int64_t shape[8];
+  int64_t shape[ZERO_MAX_DIMS]; /* ndim sizes, then zeros */
   zero_dtype dtype;
-  int32_t trainable;
+  int32_t trainable;            /* 1: trainable; 0: frozen */
 } zero_param_info;
 
 #define ZERO_PARAM_INFO_INIT \

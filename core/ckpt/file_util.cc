@@ -8,10 +8,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/errno_status.h"
 
 #ifndef RENAME_EXCHANGE
 #define RENAME_EXCHANGE (1 << 1)
@@ -21,9 +21,7 @@ namespace zero {
 namespace ckpt {
 
 absl::Status ErrnoError(const std::string& what, const std::string& path, int err) {
-  std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(err));
-  if (err == ENOENT) return absl::NotFoundError(msg);
-  return absl::UnavailableError(msg);
+  return ErrnoToStatus(err, absl::StrCat(what, " ", path));
 }
 
 std::string JoinPath(const std::string& a, const std::string& b) {

@@ -1,8 +1,9 @@
 // Durable file operations for checkpoints: whole-file writes that land
 // atomically (temporary name, fsync, rename, fsync of the directory), a tag
 // directory swapped into place in one step, and reads that name the file in
-// every error. File system failures are Unavailable (ZERO_IO_ERROR in the C
-// ABI); a missing file is NotFound.
+// every error. A failed system call becomes the status of its errno by the
+// one mapping of core/common/errno_status.h (a missing file is NotFound,
+// most other failures Unavailable: ZERO_IO_ERROR in the C ABI).
 #ifndef ZERO_CORE_CKPT_FILE_UTIL_H_
 #define ZERO_CORE_CKPT_FILE_UTIL_H_
 
@@ -15,7 +16,8 @@
 namespace zero {
 namespace ckpt {
 
-// "what path: strerror(errno)" as an error of the matching kind.
+// "what path: strerror(errno)" as an error of the matching kind
+// (ErrnoToStatus).
 absl::Status ErrnoError(const std::string& what, const std::string& path, int err);
 
 std::string JoinPath(const std::string& a, const std::string& b);

@@ -1,9 +1,7 @@
-// Typed errors the C ABI maps to their own status codes, without matching
-// message text.
+// Typed statuses the C ABI maps to codes of their own. A payload, not the
+// message text, says what the error is, so messages can change freely.
 #ifndef ZERO_CORE_COMMON_ERRORS_H_
 #define ZERO_CORE_COMMON_ERRORS_H_
-
-#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
@@ -11,18 +9,20 @@
 
 namespace zero {
 
-// The payload URL that marks a disagreement between ranks.
-inline constexpr absl::string_view kMismatchPayload = "zero.dev/mismatch";
+// The payload type URL that marks a mismatch between ranks.
+inline constexpr char kMismatchPayloadUrl[] = "zero.dev/mismatch";
 
-// Ranks disagree (registered params, checkpoint agreement): ZERO_MISMATCH.
-inline absl::Status MismatchError(absl::string_view msg) {
-  absl::Status s(absl::StatusCode::kFailedPrecondition, msg);
-  s.SetPayload(kMismatchPayload, absl::Cord("1"));
+// Ranks disagree (registered params, config): FailedPrecondition carrying
+// the mismatch payload; the C ABI reports it as ZERO_MISMATCH.
+inline absl::Status MismatchError(absl::string_view message) {
+  absl::Status s(absl::StatusCode::kFailedPrecondition, message);
+  s.SetPayload(kMismatchPayloadUrl, absl::Cord("1"));
   return s;
 }
 
+// True for a status made by MismatchError (whatever its message).
 inline bool IsMismatch(const absl::Status& s) {
-  return s.GetPayload(kMismatchPayload).has_value();
+  return !s.ok() && s.GetPayload(kMismatchPayloadUrl).has_value();
 }
 
 }  // namespace zero

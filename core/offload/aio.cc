@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/errno_status.h"
 
 namespace zero {
 namespace offload {
@@ -25,7 +25,7 @@ std::unique_ptr<Aio> Aio::Create(const AioOptions& options, std::string* note) {
     if (rc == 0) {
       aio->ring_ = std::move(r);
     } else if (note) {
-      *note = absl::StrCat("io_uring refused (", std::strerror(-rc),
+      *note = absl::StrCat("io_uring refused (", ErrnoText(-rc),
                            "): blocking pread/pwrite on an IO thread");
     }
   } else if (note) {
@@ -94,14 +94,9 @@ void Aio::Complete(const Piece& p, int64_t res) {
   if (res < 0) {
     if (op.status.ok()) {
       const int err = static_cast<int>(-res);
-      const std::string text = absl::StrCat(
-          p.write ? "write to " : "read from ", op.what, " at offset ", p.offset,
-          " (", p.len, " bytes) failed: ", std::strerror(err));
-      op.status = err == ENOSPC || err == EFBIG || err == EDQUOT
-                      ? absl::ResourceExhaustedError(text)
-                      : err == EACCES || err == EPERM || err == EROFS
-                            ? absl::PermissionDeniedError(text)
-                            : absl::DataLossError(text);
+      op.status = ErrnoToStatus(
+          err, absl::StrCat(p.write ? "write to " : "read from ", op.what, " at offset ",
+                            p.offset, " (", p.len, " bytes) failed"));
     }
   } else if (res == 0) {
     if (op.status.ok()) {

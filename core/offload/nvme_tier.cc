@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/errno_status.h"
 
 namespace zero {
 namespace offload {
@@ -18,17 +19,6 @@ namespace {
 constexpr int64_t kAlign = 4096;
 
 int64_t RoundUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
-
-absl::Status ErrnoStatus(int err, const std::string& text) {
-  const std::string msg = absl::StrCat(text, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT: return absl::NotFoundError(msg);
-    case EACCES: case EPERM: case EROFS: return absl::PermissionDeniedError(msg);
-    case ENOSPC: case EDQUOT: case EFBIG: return absl::ResourceExhaustedError(msg);
-    case ENOTDIR: return absl::FailedPreconditionError(msg);
-    default: return absl::InternalError(msg);
-  }
-}
 
 }  // namespace
 
@@ -44,7 +34,7 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
     if (err == ENOENT) {
       return absl::NotFoundError(absl::StrCat(key, " '", dir, "' does not exist"));
     }
-    return ErrnoStatus(err, absl::StrCat(key, " '", dir, "'"));
+    return ErrnoToStatus(err, absl::StrCat(key, " '", dir, "'"));
   }
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(
@@ -75,7 +65,7 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
       fd = ::open(path.c_str(), base, 0600);
     }
     if (fd < 0) {
-      return ErrnoStatus(errno, absl::StrCat(key, ": cannot create '", path, "'"));
+      return ErrnoToStatus(errno, absl::StrCat(key, ": cannot create '", path, "'"));
     }
     t->fds_.push_back(fd);
     t->paths_.push_back(path);
@@ -84,7 +74,7 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
       int rc = ::posix_fallocate(fd, 0, size);
       if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(fd, size) == 0 ? 0 : errno;
       if (rc != 0) {
-        return ErrnoStatus(rc, absl::StrCat(key, ": cannot reserve ", size,
+        return ErrnoToStatus(rc, absl::StrCat(key, ": cannot reserve ", size,
                                             " bytes for '", path, "'"));
       }
     }
@@ -114,7 +104,7 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
         ::close(t->fds_[g]);
         t->fds_[g] = ::open(t->paths_[g].c_str(), O_RDWR | O_CLOEXEC);
         if (t->fds_[g] < 0) {
-          return ErrnoStatus(errno, absl::StrCat(key, ": cannot reopen '", t->paths_[g], "'"));
+          return ErrnoToStatus(errno, absl::StrCat(key, ": cannot reopen '", t->paths_[g], "'"));
         }
       }
     }
@@ -142,7 +132,7 @@ absl::Status NvmeTier::CheckSizes() const {
   for (size_t g = 0; g < fds_.size(); ++g) {
     struct stat st;
     if (::fstat(fds_[g], &st) != 0) {
-      return ErrnoStatus(errno, absl::StrCat("nvme offload: stat '", paths_[g], "'"));
+      return ErrnoToStatus(errno, absl::StrCat("nvme offload: stat '", paths_[g], "'"));
     }
     if (st.st_size != 2 * slot_bytes_[g]) {
       return absl::DataLossError(absl::StrCat(

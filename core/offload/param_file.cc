@@ -11,23 +11,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/errno_status.h"
 
 namespace zero {
 namespace offload {
 namespace {
 
 constexpr int64_t kAlign = 4096;
-
-absl::Status ErrnoStatus(int err, const std::string& text) {
-  const std::string msg = absl::StrCat(text, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT: return absl::NotFoundError(msg);
-    case EACCES: case EPERM: case EROFS: return absl::PermissionDeniedError(msg);
-    case ENOSPC: case EDQUOT: case EFBIG: return absl::ResourceExhaustedError(msg);
-    case ENOTDIR: return absl::FailedPreconditionError(msg);
-    default: return absl::DataLossError(msg);
-  }
-}
 
 struct Bounce {
   explicit Bounce(int64_t n) : p(static_cast<char*>(std::aligned_alloc(kAlign, n))) {}
@@ -42,7 +32,7 @@ absl::Status Transfer(int fd, char* buf, int64_t len, int64_t off, bool write,
     const ssize_t r = write ? ::pwrite(fd, buf, len, off) : ::pread(fd, buf, len, off);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
-      return ErrnoStatus(errno, absl::StrCat(write ? "write to '" : "read from '", path,
+      return ErrnoToStatus(errno, absl::StrCat(write ? "write to '" : "read from '", path,
                                              "' at offset ", off, " failed"));
     }
     if (r == 0) {
@@ -68,7 +58,7 @@ absl::StatusOr<std::unique_ptr<ParamFile>> ParamFile::Create(const std::string& 
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(key, " '", dir, "' does not exist"));
-    return ErrnoStatus(errno, absl::StrCat(key, " '", dir, "'"));
+    return ErrnoToStatus(errno, absl::StrCat(key, " '", dir, "'"));
   }
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat(key, " '", dir, "' is not a directory"));
@@ -86,12 +76,12 @@ absl::StatusOr<std::unique_ptr<ParamFile>> ParamFile::Create(const std::string& 
   if (f->fd_ < 0) {
     const int err = errno;
     f->path_.clear();  // not ours to unlink
-    return ErrnoStatus(err, absl::StrCat(key, ": cannot create '", dir, "/", name, "'"));
+    return ErrnoToStatus(err, absl::StrCat(key, ": cannot create '", dir, "/", name, "'"));
   }
   int rc = ::posix_fallocate(f->fd_, 0, 2 * f->slot_);
   if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(f->fd_, 2 * f->slot_) == 0 ? 0 : errno;
   if (rc != 0) {
-    return ErrnoStatus(rc, absl::StrCat(key, ": cannot reserve ", 2 * f->slot_, " bytes for '",
+    return ErrnoToStatus(rc, absl::StrCat(key, ": cannot reserve ", 2 * f->slot_, " bytes for '",
                                         f->path_, "'"));
   }
   if (f->direct_) {
@@ -101,7 +91,7 @@ absl::StatusOr<std::unique_ptr<ParamFile>> ParamFile::Create(const std::string& 
       f->direct_ = false;
       ::close(f->fd_);
       f->fd_ = ::open(f->path_.c_str(), O_RDWR | O_CLOEXEC);
-      if (f->fd_ < 0) return ErrnoStatus(errno, absl::StrCat(key, ": cannot reopen '", f->path_, "'"));
+      if (f->fd_ < 0) return ErrnoToStatus(errno, absl::StrCat(key, ": cannot reopen '", f->path_, "'"));
     }
   }
   return f;
@@ -114,7 +104,7 @@ ParamFile::~ParamFile() {
 
 absl::Status ParamFile::CheckSize() const {
   struct stat st;
-  if (::fstat(fd_, &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat '", path_, "'"));
+  if (::fstat(fd_, &st) != 0) return ErrnoToStatus(errno, absl::StrCat("stat '", path_, "'"));
   if (st.st_size != 2 * slot_) {
     return absl::DataLossError(absl::StrCat(
         "nvme offload: '", path_, "' is ", st.st_size, " bytes, expected ", 2 * slot_,

@@ -12,6 +12,9 @@
 //     them in numpy arrays. The module knows no dtypes or shapes.
 //  4. Every call that may block in a collective releases the GIL, so the
 //     thread communicator works from Python threads.
+//  5. Status values and the fields of zero_step_info and zero_stats come from
+//     abi_tables.h, generated from zero_c.h (bindings/gen_abi_tables.py):
+//     nothing here lists them by hand.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -22,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "abi_tables.h"
 #include "zero_c.h"
 
 namespace py = pybind11;
@@ -255,14 +259,10 @@ class Engine {
     zero_engine_t* e = get();
     zero_step_info info = ZERO_STEP_INFO_INIT;
     CheckNoGil([&] { return zero_engine_step(e, &info); });
-    py::dict d;
-    d["boundary"] = info.boundary != 0;
-    d["skipped"] = info.skipped != 0;
-    d["global_step"] = info.global_step;
-    d["skipped_steps"] = info.skipped_steps;
-    d["loss_scale"] = info.loss_scale;
-    d["grad_norm"] = info.grad_norm;
-    d["lr"] = info.lr;
+    py::dict d;  // zero.StepInfo.from_c makes the flags bools
+#define ZERO_FIELD(f) d[#f] = info.f;
+    ZERO_STEP_INFO_FIELDS(ZERO_FIELD)
+#undef ZERO_FIELD
     return d;
   }
 
@@ -315,38 +315,9 @@ class Engine {
     zero_stats st = ZERO_STATS_INIT;
     Check(zero_engine_stats(get(), &st));
     py::dict d;
-#define ZERO_STAT(f) d[#f] = st.f
-    ZERO_STAT(rank);
-    ZERO_STAT(world_size);
-    ZERO_STAT(stage);
-    ZERO_STAT(trainable_numel);
-    ZERO_STAT(padded_numel);
-    ZERO_STAT(master_bytes);
-    ZERO_STAT(optimizer_bytes);
-    ZERO_STAT(grad_bytes);
-    ZERO_STAT(param_bytes);
-    ZERO_STAT(frozen_bytes);
-    ZERO_STAT(buffer_bytes);
-    ZERO_STAT(live_gathered_bytes);
-    ZERO_STAT(live_gathered_high_water);
-    ZERO_STAT(sent_allgather);
-    ZERO_STAT(sent_reduce_scatter);
-    ZERO_STAT(sent_allreduce);
-    ZERO_STAT(sent_broadcast);
-    ZERO_STAT(sent_control);
-    ZERO_STAT(collective_calls);
-    ZERO_STAT(global_step);
-    ZERO_STAT(skipped_steps);
-    ZERO_STAT(micro_step);
-    ZERO_STAT(sent_bytes_allgather);
-    ZERO_STAT(sent_bytes_reduce_scatter);
-    ZERO_STAT(sent_bytes_allreduce);
-    ZERO_STAT(nvme_bytes);
-    ZERO_STAT(nvme_read_bytes);
-    ZERO_STAT(nvme_write_bytes);
-    ZERO_STAT(nvme_direct_io);
-    ZERO_STAT(nvme_uring);
-#undef ZERO_STAT
+#define ZERO_FIELD(f) d[#f] = st.f;
+    ZERO_STATS_FIELDS(ZERO_FIELD)
+#undef ZERO_FIELD
     return d;
   }
 
@@ -373,19 +344,11 @@ PYBIND11_MODULE(_zero_c, m) {
       [](py::object factory) { ErrorFactory() = std::move(factory); },
       "Registers f(status, message) -> exception instance for failed calls.");
 
-  py::enum_<zero_status>(m, "Status")
-      .value("OK", ZERO_OK)
-      .value("INVALID_ARGUMENT", ZERO_INVALID_ARGUMENT)
-      .value("FAILED_PRECONDITION", ZERO_FAILED_PRECONDITION)
-      .value("NOT_FOUND", ZERO_NOT_FOUND)
-      .value("OUT_OF_MEMORY", ZERO_OUT_OF_MEMORY)
-      .value("TIMEOUT", ZERO_TIMEOUT)
-      .value("IO_ERROR", ZERO_IO_ERROR)
-      .value("DATA_LOSS", ZERO_DATA_LOSS)
-      .value("UNIMPLEMENTED", ZERO_UNIMPLEMENTED)
-      .value("INTERNAL", ZERO_INTERNAL)
-      .value("ABORTED", ZERO_ABORTED)
-      .value("MISMATCH", ZERO_MISMATCH);
+  py::enum_<zero_status> status(m, "Status");
+#define ZERO_STATUS_VALUE(name) status.value(#name, ZERO_##name);
+  ZERO_STATUS_VALUES(ZERO_STATUS_VALUE)
+#undef ZERO_STATUS_VALUE
+  m.attr("MAX_DIMS") = ZERO_MAX_DIMS;
 
   m.attr("DTYPE_F32") = static_cast<int>(ZERO_DTYPE_F32);
   m.attr("DTYPE_F16") = static_cast<int>(ZERO_DTYPE_F16);

@@ -2,6 +2,7 @@
 from typing import Any, Callable, Dict, List, Optional
 
 HEADER_VERSION: int
+MAX_DIMS: int
 DTYPE_F32: int
 DTYPE_F16: int
 DTYPE_BF16: int

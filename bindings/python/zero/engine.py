@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _zero_c
+from ._abi_tables import STATS_FIELDS, StepInfo
 from .comm import Comm
 from .dtypes import DType, float32_to_bf16
 from .errors import InvalidArgumentError, NotFoundError
@@ -19,19 +20,6 @@ from .errors import InvalidArgumentError, NotFoundError
 ParamRef = Union[int, str]
 ConfigLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-@dataclasses.dataclass(frozen=True)
-class StepInfo:
-    """What :meth:`Engine.step` did (``zero_step_info``)."""
-
-    boundary: bool       #: last micro-step: the optimizer ran or skipped
-    skipped: bool        #: fp16 overflow: step skipped on every rank
-    global_step: int     #: optimizer steps taken, skipped ones excluded
-    skipped_steps: int   #: overflow skips so far
-    loss_scale: float    #: scale for the next backward (1 unless fp16)
-    grad_norm: float     #: global L2 norm of unscaled gradients
-    lr: float            #: learning rate the optimizer used
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,7 +289,7 @@ class Engine:
         """COLLECTIVE. Ends a micro-step; at the accumulation boundary
         reduces, unscales, clips and runs the optimizer (or skips on fp16
         overflow). Gradients not handed in count as zero."""
-        return StepInfo(**self._c.step())
+        return StepInfo.from_c(self._c.step())
 
     def report_samples(self, samples: int) -> None:
         """Adds to the samples/s count of the periodic print."""
@@ -349,8 +337,9 @@ class Engine:
 
     def stats(self) -> Dict[str, int]:
         """Bytes per category on this rank and elements sent per collective
-        (the fields of ``zero_stats``)."""
-        return dict(self._c.stats())
+        (the fields of ``zero_stats``, in its order: ``zero._abi_tables.STATS_FIELDS``)."""
+        raw = self._c.stats()
+        return {name: int(raw[name]) for name, _, _ in STATS_FIELDS}
 
     # ---- life ---------------------------------------------------------
 

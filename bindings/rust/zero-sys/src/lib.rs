@@ -8,102 +8,12 @@
 //! The header's `*_INIT` macros are struct initializers, which bindgen cannot
 //! translate; [`zero_config_init`], [`zero_param_desc_init`],
 //! [`zero_step_info_init`], [`zero_stats_init`], [`zero_load_options_init`]
-//! and [`zero_param_info_init`] spell the same values.
+//! and [`zero_param_info_init`] spell the same values. They are generated
+//! from the macros too (`bindings/gen_abi_tables.py` writes `src/init.rs`;
+//! `//bindings:abi_tables_fresh_test` fails when it is stale).
 #![no_std]
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![allow(missing_docs, clippy::all)]
 
 include!("bindings.rs");
-
-/// `ZERO_CONFIG_INIT`: every field at its "take the default" sentinel.
-pub const fn zero_config_init() -> zero_config {
-    zero_config {
-        struct_size: core::mem::size_of::<zero_config>(),
-        stage: 0,
-        dtype: ZERO_DTYPE_F32,
-        optimizer: ZERO_OPTIMIZER_ADAMW,
-        lr: -1.0,
-        beta1: -1.0,
-        beta2: -1.0,
-        eps: -1.0,
-        weight_decay: -1.0,
-        momentum: -1.0,
-        gradient_accumulation_steps: -1,
-        gradient_clipping: 0.0,
-        reduce_bucket_size: -1,
-        allgather_bucket_size: -1,
-        overlap_comm: -1,
-        sub_group_size: -1,
-        stage3_max_live_parameters: -1,
-        stage3_prefetch_bucket_size: -1,
-        stage3_param_persistence_threshold: -1,
-        loss_scale: -1.0,
-        initial_scale_power: -1,
-        loss_scale_window: -1,
-        hysteresis: -1,
-        min_loss_scale: -1.0,
-        steps_per_print: -1,
-        comm_timeout_seconds: -1.0,
-    }
-}
-
-/// `ZERO_PARAM_DESC_INIT`: unnamed, 0-d, fp32, zero-initialized, trainable.
-pub const fn zero_param_desc_init() -> zero_param_desc {
-    zero_param_desc {
-        struct_size: core::mem::size_of::<zero_param_desc>(),
-        name: core::ptr::null(),
-        ndim: 0,
-        shape: core::ptr::null(),
-        dtype: ZERO_DTYPE_F32,
-        init: core::ptr::null(),
-        trainable: 1,
-    }
-}
-
-/// `ZERO_STEP_INFO_INIT`.
-pub const fn zero_step_info_init() -> zero_step_info {
-    zero_step_info {
-        struct_size: core::mem::size_of::<zero_step_info>(),
-        boundary: 0,
-        skipped: 0,
-        global_step: 0,
-        skipped_steps: 0,
-        loss_scale: 0.0,
-        grad_norm: 0.0,
-        lr: 0.0,
-    }
-}
-
-/// `ZERO_STATS_INIT`: `struct_size` set, everything else zero.
-///
-/// Built from a zeroed value rather than a field list, so fields appended to
-/// `zero_stats` by a newer header need no change here (they are integers, for
-/// which all-zero bytes are a valid value).
-pub fn zero_stats_init() -> zero_stats {
-    // SAFETY: zero_stats is a plain C struct of integers; all-zero is valid.
-    let mut s: zero_stats = unsafe { core::mem::zeroed() };
-    s.struct_size = core::mem::size_of::<zero_stats>();
-    s
-}
-
-/// `ZERO_LOAD_OPTIONS_INIT`: load optimizer states, refuse missing params.
-pub const fn zero_load_options_init() -> zero_load_options {
-    zero_load_options {
-        struct_size: core::mem::size_of::<zero_load_options>(),
-        load_optimizer_states: 1,
-        allow_missing: 0,
-    }
-}
-
-/// `ZERO_PARAM_INFO_INIT`: no name, 0-d, fp32, frozen; filled by
-/// `zero_engine_param_info`.
-pub const fn zero_param_info_init() -> zero_param_info {
-    zero_param_info {
-        struct_size: core::mem::size_of::<zero_param_info>(),
-        name: core::ptr::null(),
-        ndim: 0,
-        shape: [0; 8],
-        dtype: ZERO_DTYPE_F32,
-        trainable: 0,
-    }
-}
+include!("init.rs");

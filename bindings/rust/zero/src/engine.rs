@@ -70,10 +70,11 @@ impl<'a> ParamDesc<'a> {
 
     fn numel(&self) -> Result<usize> {
         let invalid = |msg: String| Error::new(Status::InvalidArgument, msg);
-        if self.shape.len() > 8 {
+        if self.shape.len() > sys::ZERO_MAX_DIMS as usize {
             return Err(invalid(format!(
-                "param '{}': ndim must be 0..8, got {}",
+                "param '{}': ndim must be 0..{}, got {}",
                 self.name,
+                sys::ZERO_MAX_DIMS,
                 self.shape.len()
             )));
         }
@@ -99,93 +100,9 @@ impl<'a> ParamDesc<'a> {
     }
 }
 
-/// What [`Engine::step`] did (`zero_step_info`).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct StepInfo {
-    /// This was the last micro-step of an accumulation: the optimizer ran
-    /// (or skipped on overflow).
-    pub boundary: bool,
-    /// fp16 overflow: the step was skipped on every rank.
-    pub skipped: bool,
-    /// Optimizer steps taken, skipped ones excluded.
-    pub global_step: i64,
-    /// Overflow skips so far.
-    pub skipped_steps: i64,
-    /// Scale for the next backward (1 unless fp16).
-    pub loss_scale: f64,
-    /// Global L2 norm of the unscaled gradients.
-    pub grad_norm: f64,
-    /// Learning rate the optimizer used.
-    pub lr: f64,
-}
-
-/// Memory and traffic of this rank (`zero_stats`). Byte counts are what this
-/// rank holds; `sent_*` count elements this rank sent, as in the ZeRO paper.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// This rank.
-    pub rank: i32,
-    /// Number of ranks.
-    pub world_size: i32,
-    /// ZeRO stage 0..3.
-    pub stage: i32,
-    /// Psi: trainable elements, unpadded.
-    pub trainable_numel: i64,
-    /// Trainable elements after group padding.
-    pub padded_numel: i64,
-    /// fp32 master weights held here.
-    pub master_bytes: i64,
-    /// Optimizer states held here.
-    pub optimizer_bytes: i64,
-    /// Gradient storage held here.
-    pub grad_bytes: i64,
-    /// Working params held here, resident.
-    pub param_bytes: i64,
-    /// Frozen params (whole on every rank).
-    pub frozen_bytes: i64,
-    /// Buckets and stage-3 gathered params now.
-    pub buffer_bytes: i64,
-    /// Stage 3: bytes gathered now.
-    pub live_gathered_bytes: i64,
-    /// Stage 3: most bytes gathered at once.
-    pub live_gathered_high_water: i64,
-    /// Elements sent by all-gathers: n(W-1)/W each.
-    pub sent_allgather: i64,
-    /// Elements sent by reduce-scatters: n(W-1)/W each.
-    pub sent_reduce_scatter: i64,
-    /// Elements sent by all-reduces: 2n(W-1)/W each.
-    pub sent_allreduce: i64,
-    /// Elements sent by broadcasts.
-    pub sent_broadcast: i64,
-    /// Scalars (norm, overflow, checks).
-    pub sent_control: i64,
-    /// Collectives issued.
-    pub collective_calls: i64,
-    /// Optimizer steps taken, skipped ones excluded.
-    pub global_step: i64,
-    /// fp16 overflow skips so far.
-    pub skipped_steps: i64,
-    /// Micro-steps (calls to [`Engine::step`]) so far.
-    pub micro_step: i64,
-    /// Bytes sent by all-gathers (the traffic of `sent_allgather`).
-    pub sent_bytes_allgather: i64,
-    /// Bytes sent by reduce-scatters.
-    pub sent_bytes_reduce_scatter: i64,
-    /// Bytes sent by all-reduces.
-    pub sent_bytes_allreduce: i64,
-    /// NVMe optimizer offload: state files on disk, both slots (0 when off).
-    /// With it, `master_bytes` is 0 and `optimizer_bytes` counts the host
-    /// staging buffers.
-    pub nvme_bytes: i64,
-    /// NVMe optimizer offload: bytes read from the state files so far.
-    pub nvme_read_bytes: i64,
-    /// NVMe optimizer offload: bytes written to the state files so far.
-    pub nvme_write_bytes: i64,
-    /// NVMe optimizer offload: O_DIRECT in use (false: the file system refused it).
-    pub nvme_direct_io: bool,
-    /// NVMe optimizer offload: io_uring in use (false: blocking pread/pwrite).
-    pub nvme_uring: bool,
-}
+// StepInfo and Stats mirror zero_step_info and zero_stats field for field;
+// they are generated from the header (src/generated.rs).
+pub use crate::generated::{Stats, StepInfo};
 
 /// What was registered for a param ([`Engine::param_info`],
 /// `zero_param_info`).
@@ -545,15 +462,7 @@ impl<'c> Engine<'c> {
         let mut info = sys::zero_step_info_init();
         // SAFETY: live handle, valid out pointer with struct_size set.
         check(unsafe { sys::zero_engine_step(self.raw.as_ptr(), &mut info) })?;
-        Ok(StepInfo {
-            boundary: info.boundary != 0,
-            skipped: info.skipped != 0,
-            global_step: info.global_step,
-            skipped_steps: info.skipped_steps,
-            loss_scale: info.loss_scale,
-            grad_norm: info.grad_norm,
-            lr: info.lr,
-        })
+        Ok(StepInfo::from_raw(&info))
     }
 
     /// Adds to the sample count behind the samples/s of the periodic print.
@@ -594,38 +503,7 @@ impl<'c> Engine<'c> {
         let mut s = sys::zero_stats_init();
         // SAFETY: live handle, valid out pointer with struct_size set.
         check(unsafe { sys::zero_engine_stats(self.raw.as_ptr(), &mut s) })?;
-        Ok(Stats {
-            rank: s.rank,
-            world_size: s.world_size,
-            stage: s.stage,
-            trainable_numel: s.trainable_numel,
-            padded_numel: s.padded_numel,
-            master_bytes: s.master_bytes,
-            optimizer_bytes: s.optimizer_bytes,
-            grad_bytes: s.grad_bytes,
-            param_bytes: s.param_bytes,
-            frozen_bytes: s.frozen_bytes,
-            buffer_bytes: s.buffer_bytes,
-            live_gathered_bytes: s.live_gathered_bytes,
-            live_gathered_high_water: s.live_gathered_high_water,
-            sent_allgather: s.sent_allgather,
-            sent_reduce_scatter: s.sent_reduce_scatter,
-            sent_allreduce: s.sent_allreduce,
-            sent_broadcast: s.sent_broadcast,
-            sent_control: s.sent_control,
-            collective_calls: s.collective_calls,
-            global_step: s.global_step,
-            skipped_steps: s.skipped_steps,
-            micro_step: s.micro_step,
-            sent_bytes_allgather: s.sent_bytes_allgather,
-            sent_bytes_reduce_scatter: s.sent_bytes_reduce_scatter,
-            sent_bytes_allreduce: s.sent_bytes_allreduce,
-            nvme_bytes: s.nvme_bytes,
-            nvme_read_bytes: s.nvme_read_bytes,
-            nvme_write_bytes: s.nvme_write_bytes,
-            nvme_direct_io: s.nvme_direct_io != 0,
-            nvme_uring: s.nvme_uring != 0,
-        })
+        Ok(Stats::from_raw(&s))
     }
 
     /// What the runtime registered for a param: name, shape, dtype,
@@ -636,7 +514,8 @@ impl<'c> Engine<'c> {
         // SAFETY: live handle, valid out pointer with struct_size set.
         check(unsafe { sys::zero_engine_param_info(self.raw.as_ptr(), id.0, &mut raw) })?;
         let internal = |what: String| Error::new(Status::Internal, what);
-        if raw.name.is_null() || !(0..=8).contains(&raw.ndim) {
+        let max_dims = sys::ZERO_MAX_DIMS as i32;
+        if raw.name.is_null() || !(0..=max_dims).contains(&raw.ndim) {
             return Err(internal(format!(
                 "zero_engine_param_info({}) returned no name or ndim {}",
                 id.0, raw.ndim

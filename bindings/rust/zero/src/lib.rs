@@ -28,6 +28,7 @@ mod comm;
 mod config;
 mod engine;
 mod error;
+mod generated;
 
 pub use checkpoint::{export_safetensors, LoadOptions};
 pub use comm::Communicator;
