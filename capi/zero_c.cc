@@ -261,6 +261,24 @@ zero_status zero_comm_allreduce_sum_f32(zero_comm_t* comm, float* data,
   });
 }
 
+zero_status zero_comm_broadcast(zero_comm_t* comm, void* data, size_t bytes, int32_t root) {
+  ZERO_CHECK_ARG("zero_comm_broadcast", comm);
+  if (bytes > 0) ZERO_CHECK_ARG("zero_comm_broadcast", data);
+  return Guard([&] {
+    if (root < 0 || root >= comm->comm->world_size()) {
+      return Report(absl::InvalidArgumentError(absl::StrCat(
+          "zero_comm_broadcast: root ", root, " is not a rank of a world of ",
+          comm->comm->world_size())));
+    }
+    return Report(comm->comm->Broadcast(data, static_cast<int64_t>(bytes), root));
+  });
+}
+
+void zero_comm_abort(zero_comm_t* comm, const char* reason) {
+  if (comm == nullptr) return;
+  comm->comm->Abort(reason != nullptr ? reason : "aborted");
+}
+
 void zero_comm_destroy(zero_comm_t* comm) { delete comm; }
 
 zero_status zero_engine_create(const zero_config* config, zero_comm_t* comm,
@@ -473,6 +491,12 @@ zero_status zero_engine_read_master(zero_engine_t* engine, int32_t id, float* ou
   ZERO_CHECK_ARG("zero_engine_read_master", engine);
   ZERO_CHECK_ARG("zero_engine_read_master", out);
   return Guard([&] { return Report(engine->engine->ReadMaster(id, out)); });
+}
+
+zero_status zero_engine_write_master(zero_engine_t* engine, int32_t id, const float* values) {
+  ZERO_CHECK_ARG("zero_engine_write_master", engine);
+  ZERO_CHECK_ARG("zero_engine_write_master", values);
+  return Guard([&] { return Report(engine->engine->WriteMaster(id, values)); });
 }
 
 zero_status zero_engine_stats(const zero_engine_t* engine, zero_stats* stats) {

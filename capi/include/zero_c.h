@@ -61,7 +61,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 2
+#define ZERO_VERSION_MINOR 3
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -139,6 +139,18 @@ ZERO_API zero_status zero_comm_barrier(zero_comm_t* comm);
  * metrics in examples; the engine does its own communication). */
 ZERO_API zero_status zero_comm_allreduce_sum_f32(zero_comm_t* comm,
                                                  float* data, size_t count);
+
+/* COLLECTIVE (1.3). Copies `bytes` bytes at `data` from rank `root` to
+ * every rank (for broadcasting initial weights from one rank). */
+ZERO_API zero_status zero_comm_broadcast(zero_comm_t* comm, void* data,
+                                         size_t bytes, int32_t root);
+
+/* NOT collective (1.3). This rank gives up, e.g. an exception escaped its
+ * training step: every peer fails promptly with "rank N failed: <reason>"
+ * instead of waiting comm_timeout_seconds. Thread communicators break their
+ * group (and the engines' duplicates of it) and return; MPI and NCCL
+ * communicators abort the whole job (MPI_Abort) and do not return. */
+ZERO_API void zero_comm_abort(zero_comm_t* comm, const char* reason);
 
 /* Destroys a communicator; engines using it must be destroyed first. */
 ZERO_API void zero_comm_destroy(zero_comm_t* comm);
@@ -343,6 +355,13 @@ ZERO_API zero_status zero_engine_report_samples(zero_engine_t* engine,
  * param's full fp32 master weights into `out` (numel floats). */
 ZERO_API zero_status zero_engine_read_master(zero_engine_t* engine,
                                              int32_t id, float* out);
+
+/* NOT collective (1.3). Sets the param to `values` (numel floats, the same
+ * on every rank, e.g. broadcast from one): the fp32 master weights this rank
+ * owns and every working copy it holds. Refused while the param is gathered
+ * or while gradients of an accumulation are pending. */
+ZERO_API zero_status zero_engine_write_master(zero_engine_t* engine,
+                                              int32_t id, const float* values);
 
 /* Fills `stats` (struct_size set by ZERO_STATS_INIT; convention 3). */
 ZERO_API zero_status zero_engine_stats(const zero_engine_t* engine,

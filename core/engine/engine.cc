@@ -264,6 +264,37 @@ absl::Status Engine::ReadMaster(int id, float* out) {
   return absl::OkStatus();
 }
 
+absl::Status Engine::WriteMaster(int id, const float* values) {
+  RETURN_IF_ERROR(Check(true, "write_master"));
+  RETURN_IF_ERROR(params_.CheckId(id, "write_master"));
+  if (values == nullptr) return absl::InvalidArgumentError("write_master: values is null");
+  const ParamRecord& p = params_.at(id);
+  if (p.gather_refs > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "write_master '", p.name, "': the param is gathered; release it first"));
+  }
+  if (boundary_->counters().micro_step != 0 || !reducer_->idle()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "write_master '", p.name, "': gradients of an accumulation are pending; "
+        "write right after the step() that ends it"));
+  }
+  if (!p.trainable) {
+    sharded_->WriteFrozen(id, values);
+    return absl::OkStatus();
+  }
+  const ParamPlace& pl = ctx_.layout.place(p.li);
+  const GroupShard& gs = sharded_->group(pl.group);
+  const int64_t lo = std::max(pl.offset, gs.owned_begin);
+  const int64_t hi = std::min(pl.offset + p.numel, gs.owned_begin + gs.owned_len);
+  if (hi > lo) {
+    RETURN_IF_ERROR(ctx_.Fail(store_->Write(pl.group, 0, lo - gs.owned_begin, hi - lo,
+                                            values + (lo - pl.offset))));
+  }
+  RETURN_IF_ERROR(ctx_.Fail(sharded_->WriteWorking(p.li, values)));
+  if (coordinator_) coordinator_->Rewrite(id, values);
+  return absl::OkStatus();
+}
+
 EngineStats Engine::Stats() const {
   EngineParts parts;
   parts.ctx = &ctx_;

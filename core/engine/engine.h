@@ -69,6 +69,10 @@ class Engine {
   absl::Status GradReady(int id);
   absl::StatusOr<StepInfo> Step();
   absl::Status ReadMaster(int id, float* out);
+  // Not collective: sets param `id` to `values` (numel fp32, the same on
+  // every rank): the master of the owned part and every working copy this
+  // rank holds. Refused while the param is gathered or mid-accumulation.
+  absl::Status WriteMaster(int id, const float* values);
   void ReportSamples(int64_t n);
 
   // This rank's owned fp32 optimizer state of group g, elements [begin,

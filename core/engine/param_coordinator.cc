@@ -148,6 +148,15 @@ void ParamCoordinator::FreeAll() {
   for (int q : held) FreeLive(q);
 }
 
+void ParamCoordinator::Rewrite(int id, const float* values) {
+  if (persistent(id)) {
+    ctx_->device->UploadF32(values, persistent_[id].data(), ctx_->dtype(), params_->at(id).numel);
+    return;
+  }
+  auto it = live_.find(id);
+  if (it != live_.end() && it->second.refs == 0) FreeLive(id);
+}
+
 absl::Status ParamCoordinator::RefreshPersistent() {
   for (int id : params_->trainable_ids()) {
     if (persistent(id)) RETURN_IF_ERROR(sharded_->GatherInto(params_->at(id).li, persistent_[id].data()));

@@ -39,6 +39,9 @@ class ParamCoordinator {
   void EndMicroStep();
   // Every live buffer freed (a checkpoint load makes them stale).
   void FreeAll();
+  // Param `id`'s values changed: a persistent copy is set from `values`
+  // (full fp32), an unheld prefetched copy is dropped.
+  void Rewrite(int id, const float* values);
   // After an optimizer step: the persistent params gathered anew. Runs on
   // the comm stream.
   absl::Status RefreshPersistent();

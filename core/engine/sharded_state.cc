@@ -134,6 +134,34 @@ absl::Status ShardedState::AllGatherWorking() {
   return absl::OkStatus();
 }
 
+absl::Status ShardedState::WriteWorking(int li, const float* values) {
+  Device* d = ctx_->device;
+  const DType t = ctx_->dtype();
+  const size_t es = ctx_->es();
+  const ParamPlace& pl = ctx_->layout.place(li);
+  if (ctx_->stage() <= 2) {
+    d->UploadF32(values, WorkingPtr(li), t, pl.numel);
+    return absl::OkStatus();
+  }
+  const GroupShard& gs = groups_[pl.group];
+  const int64_t lo = std::max(pl.offset, gs.owned_begin);
+  const int64_t hi = std::min(pl.offset + pl.numel, gs.owned_begin + gs.owned_len);
+  if (hi <= lo) return absl::OkStatus();
+  if (params_on_nvme()) {
+    std::vector<char> cast((hi - lo) * es);
+    d->UploadF32(values + (lo - pl.offset), cast.data(), t, hi - lo);
+    return param_files_[pl.group]->WriteCommitted((lo - gs.owned_begin) * es, (hi - lo) * es,
+                                                  cast.data());
+  }
+  d->UploadF32(values + (lo - pl.offset), OwnedWorking(pl.group, lo - gs.owned_begin), t, hi - lo);
+  return absl::OkStatus();
+}
+
+void ShardedState::WriteFrozen(int id, const float* values) {
+  const ParamRecord& p = params_->at(id);
+  ctx_->device->UploadF32(values, frozen_[id].data(), p.dtype, p.numel);
+}
+
 void ShardedState::ZeroGrads() {
   for (GroupShard& gs : groups_) ctx_->device->Memset0(gs.grads.data(), gs.grads.bytes());
 }

@@ -59,6 +59,11 @@ class ShardedState {
   // Stages 1-2: every rank's updated shard of the working copy to all.
   absl::Status AllGatherWorking();
   void ZeroGrads();
+  // Param `li`'s working copy on this rank set from its full fp32 values:
+  // stages 0-2 all of it; stage 3 the owned slice (memory or param file).
+  absl::Status WriteWorking(int li, const float* values);
+  // Frozen param `id` set from fp32 values.
+  void WriteFrozen(int id, const float* values);
 
   int64_t working_bytes() const;
   int64_t grad_bytes() const;

@@ -139,6 +139,18 @@ class Comm {
     CheckNoGil([&] { return zero_comm_allreduce_sum_f32(c, reinterpret_cast<float*>(address), count); });
   }
 
+  void Broadcast(uintptr_t address, size_t bytes, int32_t root) {
+    zero_comm_t* c = get();
+    CheckNoGil([&] { return zero_comm_broadcast(c, reinterpret_cast<void*>(address), bytes, root); });
+  }
+
+  // Does not return for MPI/NCCL (the job is aborted).
+  void Abort(const std::string& reason) {
+    zero_comm_t* c = get();
+    py::gil_scoped_release nogil;
+    zero_comm_abort(c, reason.c_str());
+  }
+
   void Close() {
     if (!handle_) return;
     // Engines hold a reference: the C handle must outlive them.
@@ -276,6 +288,12 @@ class Engine {
     CheckNoGil([&] { return zero_engine_read_master(e, id, reinterpret_cast<float*>(out)); });
   }
 
+  // values: address of numel float32 values, the same on every rank.
+  void WriteMaster(int32_t id, uintptr_t values) {
+    zero_engine_t* e = get();
+    CheckNoGil([&] { return zero_engine_write_master(e, id, reinterpret_cast<const float*>(values)); });
+  }
+
   // The registered description of a param (zero_param_info).
   py::dict ParamInfo(int32_t id) const {
     zero_param_info info = ZERO_PARAM_INFO_INIT;
@@ -370,6 +388,8 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("rank", &Comm::Rank)
       .def("size", &Comm::Size)
       .def("barrier", &Comm::Barrier)
+      .def("broadcast", &Comm::Broadcast, py::arg("address"), py::arg("bytes"), py::arg("root"))
+      .def("abort", &Comm::Abort, py::arg("reason"))
       .def("allreduce_sum_f32", &Comm::AllreduceSumF32, py::arg("address"),
            py::arg("count"))
       .def("close", &Comm::Close)
@@ -394,6 +414,7 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("step", &Engine::Step)
       .def("report_samples", &Engine::ReportSamples, py::arg("samples"))
       .def("read_master", &Engine::ReadMaster, py::arg("id"), py::arg("out"))
+      .def("write_master", &Engine::WriteMaster, py::arg("id"), py::arg("values"))
       .def("param_info", &Engine::ParamInfo, py::arg("id"))
       .def("gradient_accumulation_steps", &Engine::GradientAccumulationSteps)
       .def("save", &Engine::Save, py::arg("dir"), py::arg("tag"))

@@ -78,6 +78,21 @@ class Comm:
         self._c.allreduce_sum_f32(arr.ctypes.data, arr.size)
         return arr
 
+    def broadcast(self, values: np.ndarray, root: int = 0) -> np.ndarray:
+        """COLLECTIVE. ``values`` (a contiguous writable array, any dtype)
+        replaced by rank ``root``'s, in place; returns it."""
+        if not (isinstance(values, np.ndarray) and values.flags.c_contiguous
+                and values.flags.writeable):
+            raise TypeError("broadcast: values must be a contiguous writable numpy array")
+        self._c.broadcast(values.ctypes.data, values.nbytes, int(root))
+        return values
+
+    def abort(self, reason: str) -> None:
+        """NOT collective: this rank gives up; every peer fails promptly
+        with "rank N failed: <reason>". Under MPI the whole job is aborted
+        and this does not return; thread communicators break their group."""
+        self._c.abort(str(reason))
+
     def close(self) -> None:
         """Frees the communicator (idempotent)."""
         self._c.close()

@@ -303,6 +303,18 @@ class Engine:
         self._c.read_master(info.id, out.ctypes.data)
         return out
 
+    def write_master(self, p: ParamRef, values: np.ndarray) -> None:
+        """NOT collective. Sets the param to ``values`` (its shape, any float
+        dtype; the same on every rank): the fp32 master weights this rank owns
+        and every working copy it holds. Refused while the param is gathered
+        or mid-accumulation."""
+        info = self.param(p)
+        arr = np.ascontiguousarray(values, dtype=np.float32)
+        if arr.shape != tuple(info.shape):
+            raise ValueError(f"write_master '{info.name}': shape {arr.shape}, "
+                             f"expected {tuple(info.shape)}")
+        self._c.write_master(info.id, arr.ctypes.data)
+
     # ---- checkpoints ----------------------------------------------------
 
     def save(self, dir: PathLike, tag: str) -> None:
