@@ -29,6 +29,14 @@ TEST(ConfigTest, DefaultsAreDeepSpeeds) {
   EXPECT_EQ(c.reduce_bucket_size, 500000000);
   EXPECT_EQ(c.stage3_prefetch_bucket_size, 50000000);
   EXPECT_EQ(c.stage3_param_persistence_threshold, 100000);
+  // Absent sizes are sized from the model at finalize, like "auto".
+  EXPECT_TRUE(c.reduce_bucket_size_auto);
+  EXPECT_TRUE(c.stage3_prefetch_bucket_size_auto);
+  EXPECT_TRUE(c.stage3_param_persistence_threshold_auto);
+  EXPECT_EQ(c.allgather_bucket_size, 500000000);
+  EXPECT_TRUE(c.reduce_scatter);
+  EXPECT_FALSE(c.prescale_gradients);
+  EXPECT_EQ(c.gradient_predivide_factor, 1.0);
   EXPECT_EQ(c.stage3_max_live_parameters, 1000000000);
   EXPECT_EQ(c.sub_group_size, 1000000000);
   EXPECT_EQ(c.initial_scale_power, 16);
@@ -53,11 +61,12 @@ TEST(ConfigTest, Stage1WithAllgatherPartitionsAndReduceScatter) {
       "reduce_bucket_size": 5e8, "overlap_comm": false,
       "contiguous_gradients": true}})");
   EXPECT_EQ(c.stage, 1);
-  // zero all-gathers partitions, reduce-scatters and packs gradients
-  // contiguously anyway; it has no separate all-gather bucket.
-  EXPECT_EQ(c.no_effect_keys,
-            std::vector<std::string>{"zero_optimization.allgather_bucket_size"});
+  // All of these take effect, or say what zero does anyway.
+  EXPECT_TRUE(c.no_effect_keys.empty()) << NoEffectReport(c);
   EXPECT_EQ(c.reduce_bucket_size, 500000000);
+  EXPECT_FALSE(c.reduce_bucket_size_auto);  // set, even to the default
+  EXPECT_EQ(c.allgather_bucket_size, 500000000);
+  EXPECT_TRUE(c.reduce_scatter);
   EXPECT_FALSE(c.OverlapComm());
   ASSERT_TRUE(c.Resolve(4).ok());
   EXPECT_EQ(c.train_micro_batch_size_per_gpu, 8);
@@ -83,10 +92,68 @@ TEST(ConfigTest, Stage3LiveParametersAndAutoPrefetch) {
   EXPECT_EQ(c.stage3_max_live_parameters, 1000000000);
   EXPECT_TRUE(c.stage3_prefetch_bucket_size_auto);
   EXPECT_TRUE(c.stage3_param_persistence_threshold_auto);
+  EXPECT_TRUE(c.reduce_bucket_size_auto);  // absent
   EXPECT_EQ(c.no_effect_keys,
             (std::vector<std::string>{
                 "zero_optimization.stage3_max_reuse_distance",
                 "zero_optimization.stage3_gather_16bit_weights_on_model_save"}));
+}
+
+// Gradient reduction keys that take effect (docs/DEEPSPEED_COMPAT.md).
+TEST(ConfigTest, ReductionKeysTakeEffect) {
+  Config c = Parse(R"({"prescale_gradients": true,
+    "zero_optimization": {"stage": 2, "reduce_scatter": false,
+      "allgather_bucket_size": 2e8}})");
+  EXPECT_TRUE(c.prescale_gradients);
+  EXPECT_FALSE(c.reduce_scatter);
+  EXPECT_EQ(c.allgather_bucket_size, 200000000);
+  EXPECT_TRUE(c.no_effect_keys.empty()) << NoEffectReport(c);
+  c = Parse(R"({"gradient_predivide_factor": 4,
+    "zero_optimization": {"stage": 1, "allgather_bucket_size": 1000}})");
+  EXPECT_FALSE(c.prescale_gradients);
+  EXPECT_EQ(c.gradient_predivide_factor, 4.0);
+  EXPECT_EQ(c.allgather_bucket_size, 1000);
+  EXPECT_TRUE(c.no_effect_keys.empty()) << NoEffectReport(c);
+  // reduce_scatter false at stage 0 (which all-reduces) and stage 3 (which
+  // all-reduces then too) is not reported.
+  EXPECT_TRUE(Parse(R"({"zero_optimization": {"reduce_scatter": false}})")
+                  .no_effect_keys.empty());
+  EXPECT_TRUE(Parse(R"({"zero_optimization": {"stage": 3, "reduce_scatter": false}})")
+                  .no_effect_keys.empty());
+  EXPECT_EQ(Error(R"({"zero_optimization": {"reduce_scatter": "yes"}})"),
+            "zero_optimization.reduce_scatter: expected true or false, got \"yes\"");
+  EXPECT_EQ(Error(R"({"zero_optimization": {"allgather_bucket_size": 0}})"),
+            "zero_optimization.allgather_bucket_size: expected an integer >= 1, got 0");
+  EXPECT_EQ(Error(R"({"prescale_gradients": 1})"),
+            "prescale_gradients: expected true or false, got 1");
+  EXPECT_EQ(Error(R"({"gradient_predivide_factor": 0})")
+                .rfind("gradient_predivide_factor: expected a number in [", 0),
+            0u);
+  // Configs built in code are checked at Resolve.
+  Config k;
+  k.allgather_bucket_size = 0;
+  EXPECT_EQ(k.Resolve(2).message(),
+            "zero_optimization.allgather_bucket_size: expected an integer >= 1, got 0");
+  k = Config();
+  k.gradient_predivide_factor = 0;
+  EXPECT_FALSE(k.Resolve(2).ok());
+}
+
+// A size the file names keeps its value, even DeepSpeed's default; absent
+// or "auto" is sized from the model at finalize.
+TEST(ConfigTest, AbsentSizesAreSizedFromTheModel) {
+  Config c = Parse(R"({"zero_optimization": {"stage": 3,
+    "reduce_bucket_size": 5e8, "stage3_prefetch_bucket_size": "auto"}})");
+  EXPECT_FALSE(c.reduce_bucket_size_auto);
+  EXPECT_TRUE(c.stage3_prefetch_bucket_size_auto);
+  EXPECT_TRUE(c.stage3_param_persistence_threshold_auto);
+  c = Parse(R"({"zero_optimization": {"stage3_param_persistence_threshold": 1e5,
+    "stage3_prefetch_bucket_size": null}})");
+  EXPECT_FALSE(c.stage3_param_persistence_threshold_auto);
+  EXPECT_TRUE(c.stage3_prefetch_bucket_size_auto);  // null counts as absent
+  EXPECT_TRUE(Parse(R"({"zero_optimization": true})").reduce_bucket_size_auto);
+  // Built in code: the values it holds.
+  EXPECT_FALSE(Config().reduce_bucket_size_auto);
 }
 
 TEST(ConfigTest, Fp16DynamicLossScaling) {
@@ -224,8 +291,9 @@ struct NoEffectCase {
 };
 
 const NoEffectCase kNoEffect[] = {
-    {R"({"prescale_gradients": true})", "prescale_gradients"},
-    {R"({"gradient_predivide_factor": 2.0})", "gradient_predivide_factor"},
+    // DeepSpeed reads the factor only when not prescaling.
+    {R"({"prescale_gradients": true, "gradient_predivide_factor": 2.0})",
+     "gradient_predivide_factor"},
     {R"({"communication_data_type": "bf16"})", "communication_data_type"},
     {R"({"seq_parallel_communication_data_type": "fp32"})",
      "seq_parallel_communication_data_type"},
@@ -298,11 +366,12 @@ const NoEffectCase kNoEffect[] = {
     {R"({"aio": {"use_gds": true}})", "aio.use_gds"},
     {R"({"zero_optimization": {"contiguous_gradients": false}})",
      "zero_optimization.contiguous_gradients"},
-    {R"({"zero_optimization": {"reduce_scatter": false}})",
-     "zero_optimization.reduce_scatter"},
     {R"({"zero_optimization": {"allgather_partitions": false}})",
      "zero_optimization.allgather_partitions"},
+    // No all-gather to bucket at stage 0; stage 3 gathers param by param.
     {R"({"zero_optimization": {"allgather_bucket_size": 5e8}})",
+     "zero_optimization.allgather_bucket_size"},
+    {R"({"zero_optimization": {"stage": 3, "allgather_bucket_size": 5e8}})",
      "zero_optimization.allgather_bucket_size"},
     {R"({"zero_optimization": {"load_from_fp32_weights": false}})",
      "zero_optimization.load_from_fp32_weights"},
@@ -422,14 +491,14 @@ TEST(ConfigNoEffect, InertValuesAreNotReported) {
 
 TEST(ConfigNoEffect, ReportListsAllInParseOrder) {
   Config c = Parse(R"({"wall_clock_breakdown": true,
-    "zero_optimization": {"stage": 2, "allgather_bucket_size": 2e8,
-      "reduce_scatter": false}, "tensorboard": {"enabled": true}})");
+    "zero_optimization": {"stage": 3, "allgather_bucket_size": 2e8,
+      "contiguous_gradients": false}, "tensorboard": {"enabled": true}})");
   EXPECT_EQ(c.no_effect_keys,
-            (std::vector<std::string>{"zero_optimization.reduce_scatter",
+            (std::vector<std::string>{"zero_optimization.contiguous_gradients",
                                       "zero_optimization.allgather_bucket_size",
                                       "wall_clock_breakdown", "tensorboard"}));
   EXPECT_EQ(NoEffectReport(c),
-            "[zero] accepted without effect: zero_optimization.reduce_scatter, "
+            "[zero] accepted without effect: zero_optimization.contiguous_gradients, "
             "zero_optimization.allgather_bucket_size, wall_clock_breakdown, "
             "tensorboard (set \"zero_allow_untested_keys\": false to make these "
             "errors)");
@@ -446,10 +515,8 @@ TEST(ConfigNoEffect, ReportListsAllInParseOrder) {
 }
 
 TEST(ConfigNoEffect, NoEffectKeysKeepTheirTypeChecks) {
-  EXPECT_EQ(Error(R"({"zero_optimization": {"reduce_scatter": "yes"}})"),
-            "zero_optimization.reduce_scatter: expected true or false, got \"yes\"");
-  EXPECT_EQ(Error(R"({"zero_optimization": {"allgather_bucket_size": 0}})"),
-            "zero_optimization.allgather_bucket_size: expected an integer >= 1, got 0");
+  EXPECT_EQ(Error(R"({"zero_optimization": {"contiguous_gradients": "yes"}})"),
+            "zero_optimization.contiguous_gradients: expected true or false, got \"yes\"");
   EXPECT_EQ(Error(R"({"zero_optimization": {"offload_optimizer": {"ratio": 2}}})"),
             "zero_optimization.offload_optimizer.ratio: expected a number in [0, 1], got 2");
   EXPECT_EQ(Error(R"({"aio": {"intra_op_parallelism": 0}})"),

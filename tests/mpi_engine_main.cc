@@ -1,7 +1,9 @@
 // Multi-process checks under mpirun (run by //tests:mpi_engine_np{2,3,4}):
 //   (default)    every stage x dtype, plus frozen / accumulation / clipping /
 //                fp16-overflow configs, equal to single-rank stage 0 trained
-//                in the same process; memory and traffic formulas.
+//                in the same process; memory and traffic formulas; the
+//                reduction keys (reduce_scatter, allgather_bucket_size,
+//                prescale_gradients, gradient_predivide_factor).
 //   --dead-peer  rank 1 stops taking part; every other rank must report a
 //                timeout within comm_timeout_seconds (then the job aborts).
 //   --mismatch   rank 1 registers a different shape; every rank must fail
@@ -135,6 +137,52 @@ void Equivalence(Communicator* comm) {
   }
 }
 
+// The reduction keys under MPI's own collectives (tests/reduction_keys_test
+// covers them over threads): reduce_scatter false, a small
+// allgather_bucket_size, prescale_gradients, gradient_predivide_factor.
+void ReductionKeys(Communicator* comm) {
+  const int rank = comm->rank();
+  MlpSpec spec;
+  if (g_device != "cpu") {
+    spec.make_device = [] {
+      auto d = MakeDevice(g_device, 0);
+      return d.ok() ? std::move(*d) : nullptr;
+    };
+  }
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (DType t : {DType::kF32, DType::kF16}) {
+      const Config base = Cfg(stage, t);
+      const MlpResult ref = Single(base, spec);
+      auto plain = TrainMlp(base, comm, spec);
+      for (int v = 0; v < 4; ++v) {
+        Config c = base;
+        std::string name;
+        if (v == 0) { c.reduce_scatter = false; name = "reduce_scatter false"; }
+        if (v == 1) { c.allgather_bucket_size = 50; name = "allgather_bucket_size 50"; }
+        if (v == 2) { c.prescale_gradients = true; name = "prescale_gradients"; }
+        if (v == 3) { c.gradient_predivide_factor = 3; name = "gradient_predivide_factor 3"; }
+        name = "stage " + std::to_string(stage) + " " + DTypeName(t) + " " + name;
+        auto got = TrainMlp(c, comm, spec);
+        Expect(got.ok(), rank, name + ": " + std::string(got.status().message()));
+        if (!got.ok() || !plain.ok()) continue;
+        const double d = MaxRelDiff(*got, ref);
+        Expect(d <= Tol(t), rank, name + ": max rel diff " + std::to_string(d));
+        if (v == 0 && stage >= 1) {
+          Expect(got->stats.sent[static_cast<int>(CollectiveKind::kReduceScatter)] == 0, rank,
+                 name + ": no reduce-scatter");
+        }
+        if (v == 1) {  // gathers are copies: the same bits
+          Expect(MaxRelDiff(*got, *plain) == 0.0, rank, name + ": bitwise as one all-gather");
+          if (stage == 1 || stage == 2) {
+            Expect(got->stats.collective_calls > plain->stats.collective_calls, rank,
+                   name + ": more all-gather calls");
+          }
+        }
+      }
+    }
+  }
+}
+
 // A caller's own communicator through zero_comm_create_mpi's argument: the
 // world split in two halves, each training on its own.
 void SplitCommunicator(int world_rank, int world) {
@@ -228,6 +276,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--device") == 0) testing::g_device = argv[i + 1];
   }
   testing::Equivalence(comm->get());
+  testing::ReductionKeys(comm->get());
   testing::SplitCommunicator((*comm)->rank(), (*comm)->world_size());
   double counts[2] = {static_cast<double>(testing::g_passed), static_cast<double>(testing::g_failed)};
   (void)(*comm)->AllReduce(counts, 2, ReduceOp::kSum);

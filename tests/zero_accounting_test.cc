@@ -94,6 +94,42 @@ INSTANTIATE_TEST_SUITE_P(
              DTypeName(static_cast<DType>(std::get<2>(i.param)));
     });
 
+// reduce_scatter false: the gradient reduction is an all-reduce, counted
+// as 2n(W-1)/W, in place of the reduce-scatter's n(W-1)/W; the all-gathers
+// are unchanged. A step sends 3Psi(W-1)/W at stages 1-2, 4Psi(W-1)/W at 3.
+class AllReduceTrafficTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(AllReduceTrafficTest, AllReduceReplacesReduceScatter) {
+  const int stage = std::get<0>(GetParam());
+  const int world = std::get<1>(GetParam());
+  const DType dtype = static_cast<DType>(std::get<2>(GetParam()));
+  Config c = Cfg(stage, dtype);
+  c.reduce_scatter = false;
+  auto res = TrainAll(c, world, BigSpec(1));
+  for (int r = 0; r < world; ++r) {
+    const EngineStats& s = res[r].stats;
+    const double psi = static_cast<double>(s.trainable_numel);
+    const double W = world;
+    const double padding = static_cast<double>(s.padded_numel - s.trainable_numel);
+    const double gathers = (stage == 3 ? 2.0 : 1.0) * psi * (W - 1) / W;
+    EXPECT_EQ(s.sent[static_cast<int>(CollectiveKind::kReduceScatter)], 0) << "rank " << r;
+    EXPECT_NEAR(static_cast<double>(s.sent[static_cast<int>(CollectiveKind::kAllReduce)]),
+                2.0 * psi * (W - 1) / W, 2 * padding + 3 * W) << "rank " << r;
+    EXPECT_NEAR(static_cast<double>(s.sent[static_cast<int>(CollectiveKind::kAllGather)]),
+                gathers, 2 * padding + 3 * W) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Stages123, AllReduceTrafficTest,
+    ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(2, 3, 4),
+                       ::testing::Values(0, 1)),
+    [](const ::testing::TestParamInfo<AllReduceTrafficTest::ParamType>& i) {
+      return "stage" + std::to_string(std::get<0>(i.param)) + "_world" +
+             std::to_string(std::get<1>(i.param)) + "_" +
+             DTypeName(static_cast<DType>(std::get<2>(i.param)));
+    });
+
 TEST(Stage3BudgetTest, TrainsUnderABudgetSmallerThanTheModel) {
   MlpSpec spec;
   spec.hidden = 60;  // fc1.weight 480, fc2.weight 180, Psi = 483+240 ~ 723

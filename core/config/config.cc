@@ -1,6 +1,7 @@
 // Config's own rules: ranges and cross-field checks, batch arithmetic.
 #include "core/config/config.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -40,6 +41,18 @@ absl::Status Config::Resolve(int world_size) {
   if (offload_param.device == OffloadDevice::kNvme && offload_param.nvme_path.empty()) {
     return absl::InvalidArgumentError(
         "zero_optimization.offload_param.nvme_path: required when device is \"nvme\"");
+  }
+  // Configs built in code or by the C ABI reach the engine without the
+  // parser's range checks.
+  if (allgather_bucket_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero_optimization.allgather_bucket_size: expected an integer >= 1, got ",
+        allgather_bucket_size));
+  }
+  if (!(gradient_predivide_factor > 0.0 && std::isfinite(gradient_predivide_factor))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gradient_predivide_factor: expected a finite number > 0, got ",
+        gradient_predivide_factor));
   }
   // Batch arithmetic: train = micro * gas * world; any two give the third.
   int64_t& tb = train_batch_size;

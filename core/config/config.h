@@ -74,21 +74,34 @@ struct Config {
   double warmup_min_ratio = 0.0;
   double cos_min_ratio = 0.0001;
 
+  // Gradient averaging, DeepSpeed's: with prescale_gradients each rank's
+  // gradient is multiplied by 1/world before the reduction and by nothing
+  // after; otherwise by 1/gradient_predivide_factor before and by
+  // gradient_predivide_factor/world after (factor 1: the sum times 1/world).
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+
   // zero_optimization
   int stage = 0;
   int64_t reduce_bucket_size = 500000000;
-  // Read by nothing: kept only because capi/zero_c.cc (FromC) still assigns
-  // it from zero_config; remove it when the C ABI drops it. ParseDsConfig
-  // does not fill it (zero_optimization.allgather_bucket_size is reported
-  // as without effect).
+  // false: stages 1-3 all-reduce each bucket (stage 1: the flat gradient)
+  // and each rank keeps its shard, instead of reduce-scattering.
+  bool reduce_scatter = true;
+  // Stages 1-2: the all-gathers that publish the updated working copy move
+  // at most this many elements each (ShardedState::AllGatherWorking).
   int64_t allgather_bucket_size = 500000000;
   int overlap_comm = -1;  // -1: DeepSpeed's default (on for stage 3 only)
   int64_t sub_group_size = 1000000000;
   int64_t stage3_prefetch_bucket_size = 50000000;
   int64_t stage3_param_persistence_threshold = 100000;
   int64_t stage3_max_live_parameters = 1000000000;
-  // "auto" values, resolved from the model at finalize (as the HF
-  // integration does: hidden^2 from the largest 2-D param).
+  // Sized from the model at finalize (Engine::ResolveAuto, as the HF
+  // integration sizes "auto": hidden^2 from the largest 2-D trainable
+  // param). ParseDsConfig sets these when the value is "auto" or the key is
+  // absent, so a ds_config that names no sizes pays no buffers proportional
+  // to the whole model; a key set to any number (DeepSpeed's default too)
+  // keeps that number. Configs built in code, and the C ABI's zero_config,
+  // keep the values they hold unless they set these.
   bool reduce_bucket_size_auto = false;
   bool stage3_prefetch_bucket_size_auto = false;
   bool stage3_param_persistence_threshold_auto = false;

@@ -47,6 +47,14 @@ absl::Status ParseOffload(const json& v, const std::string& path,
   return r.Finish();
 }
 
+// A size that is "auto" or absent is sized from the model at finalize
+// (Config::reduce_bucket_size_auto and its kin); any number is kept.
+absl::Status ModelSizedInt(ObjectReader& r, const std::string& key, int64_t* out,
+                           int64_t lo, bool* from_model) {
+  *from_model = r.Find(key) == nullptr;
+  return r.Int(key, out, lo, INT64_MAX, from_model);
+}
+
 absl::Status ParseZero(const json& v, Config* c) {
   const std::string p = "zero_optimization";
   if (v.is_boolean()) {  // deprecated: true means stage 1
@@ -57,15 +65,25 @@ absl::Status ParseZero(const json& v, Config* c) {
   int64_t stage = c->stage;
   RETURN_IF_ERROR(r.Int("stage", &stage, 0, 3));
   c->stage = static_cast<int>(stage);
-  // zero packs gradients into contiguous buckets, reduce-scatters them
-  // (stages 1-3) and all-gathers updated partitions: the inert values are
-  // DeepSpeed's defaults.
+  // The caller writes each gradient straight into its bucket slot
+  // (grad_buffer), so there is no copy into a contiguous buffer to skip, and
+  // zero all-gathers updated partitions: the inert values are DeepSpeed's
+  // defaults (docs/DEEPSPEED_COMPAT.md says why false has no effect).
   RETURN_IF_ERROR(r.NoEffectBool("contiguous_gradients", true));
-  RETURN_IF_ERROR(r.NoEffectBool("reduce_scatter", true));
+  // false: all-reduce instead of reduce-scatter (stages 1-3; stage 0 always
+  // all-reduces).
+  RETURN_IF_ERROR(r.Bool("reduce_scatter", &c->reduce_scatter));
   RETURN_IF_ERROR(r.NoEffectBool("allgather_partitions", true));
-  RETURN_IF_ERROR(r.Int("reduce_bucket_size", &c->reduce_bucket_size, 1,
-                        INT64_MAX, &c->reduce_bucket_size_auto));
-  RETURN_IF_ERROR(r.NoEffectInt("allgather_bucket_size", 1, INT64_MAX));
+  RETURN_IF_ERROR(ModelSizedInt(r, "reduce_bucket_size", &c->reduce_bucket_size, 1,
+                                &c->reduce_bucket_size_auto));
+  // Stages 1-2 publish the working copy in all-gathers of at most this many
+  // elements; stage 0 has no all-gather and stage 3 gathers param by param
+  // (stage3_prefetch_bucket_size), as in DeepSpeed, so there it is reported.
+  RETURN_IF_ERROR(r.Int("allgather_bucket_size", &c->allgather_bucket_size, 1,
+                        INT64_MAX));
+  if ((c->stage == 0 || c->stage == 3) && r.Find("allgather_bucket_size")) {
+    r.Note("allgather_bucket_size");
+  }
   if (const json* o = r.Find("overlap_comm")) {
     if (!o->is_boolean()) return r.Bad("overlap_comm", "true or false", *o, false);
     c->overlap_comm = o->get<bool>() ? 1 : 0;
@@ -76,12 +94,12 @@ absl::Status ParseZero(const json& v, Config* c) {
   RETURN_IF_ERROR(r.NoEffectBool("round_robin_gradients", false));
   // A param whose gradient is never handed in is not an error.
   RETURN_IF_ERROR(r.NoEffectBool("ignore_unused_parameters", true));
-  RETURN_IF_ERROR(r.Int("stage3_prefetch_bucket_size",
-                        &c->stage3_prefetch_bucket_size, 0, INT64_MAX,
-                        &c->stage3_prefetch_bucket_size_auto));
-  RETURN_IF_ERROR(r.Int("stage3_param_persistence_threshold",
-                        &c->stage3_param_persistence_threshold, 0, INT64_MAX,
-                        &c->stage3_param_persistence_threshold_auto));
+  RETURN_IF_ERROR(ModelSizedInt(r, "stage3_prefetch_bucket_size",
+                                &c->stage3_prefetch_bucket_size, 0,
+                                &c->stage3_prefetch_bucket_size_auto));
+  RETURN_IF_ERROR(ModelSizedInt(r, "stage3_param_persistence_threshold",
+                                &c->stage3_param_persistence_threshold, 0,
+                                &c->stage3_param_persistence_threshold_auto));
   RETURN_IF_ERROR(r.Int("stage3_max_live_parameters",
                         &c->stage3_max_live_parameters, 0, INT64_MAX));
   RETURN_IF_ERROR(r.NoEffectInt("stage3_max_reuse_distance", 0, INT64_MAX));
@@ -312,10 +330,14 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
                         &c.gradient_accumulation_steps, 1, INT64_MAX, &gas_auto));
   bool clip_auto = false;
   RETURN_IF_ERROR(r.Num("gradient_clipping", &c.gradient_clipping, 0.0, 1e30, &clip_auto));
-  // Gradients are summed, then multiplied by 1 / world size: DeepSpeed's
-  // defaults (post-division, factor 1).
-  RETURN_IF_ERROR(r.NoEffectBool("prescale_gradients", false));
-  RETURN_IF_ERROR(r.NoEffectNum("gradient_predivide_factor", 1e-30, 1e30, 1.0));
+  // Gradient averaging around the reduction (Config::prescale_gradients).
+  // DeepSpeed reads the predivide factor only when not prescaling.
+  RETURN_IF_ERROR(r.Bool("prescale_gradients", &c.prescale_gradients));
+  RETURN_IF_ERROR(r.Num("gradient_predivide_factor", &c.gradient_predivide_factor,
+                        1e-30, 1e30));
+  if (c.prescale_gradients && c.gradient_predivide_factor != 1.0) {
+    r.Note("gradient_predivide_factor");
+  }
   RETURN_IF_ERROR(r.Int("steps_per_print", &c.steps_per_print, 0, INT32_MAX));
   RETURN_IF_ERROR(r.Num("comm_timeout_seconds", &c.comm_timeout_seconds, 0.001, 1e9));
   bool allow_untested_keys = true;
@@ -338,6 +360,11 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
   // Optimizer before scheduler: "auto" scheduler values read the lr.
   if (const json* v = r.Find("optimizer")) RETURN_IF_ERROR(ParseOptimizer(*v, &c));
   if (const json* v = r.Find("scheduler")) RETURN_IF_ERROR(ParseScheduler(*v, &c));
+  // Sizes the file does not name are sized from the model at finalize; the
+  // zero_optimization block clears these for the keys it sets to numbers.
+  c.reduce_bucket_size_auto = true;
+  c.stage3_prefetch_bucket_size_auto = true;
+  c.stage3_param_persistence_threshold_auto = true;
   if (const json* v = r.Find("zero_optimization")) RETURN_IF_ERROR(ParseZero(*v, &c));
   if (const json* v = r.Find("aio")) RETURN_IF_ERROR(ParseAio(*v, &c.aio, no_effect));
   if (const json* v = r.Find("amp")) {

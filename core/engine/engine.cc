@@ -95,11 +95,14 @@ absl::StatusOr<ParamSpec> Engine::ParamInfo(int id) const {
 }
 
 void Engine::ResolveAuto() {
-  // hidden^2 from the largest 2-D trainable param.
+  // hidden^2 from the largest 2-D trainable param, for sizes that were
+  // "auto" or absent from the ds_config (Config::reduce_bucket_size_auto).
+  // A model with no 2-D trainable param keeps the fixed defaults.
   Config& c = ctx_.config;
   const int64_t hidden2 = params_.LargestMatrix();
+  if (hidden2 == 0) return;
   const int64_t hidden = static_cast<int64_t>(std::sqrt(static_cast<double>(hidden2)));
-  if (c.reduce_bucket_size_auto) c.reduce_bucket_size = std::max<int64_t>(hidden2, 1);
+  if (c.reduce_bucket_size_auto) c.reduce_bucket_size = hidden2;
   if (c.stage3_prefetch_bucket_size_auto) {
     c.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * hidden2);
   }

@@ -101,7 +101,8 @@ class Engine {
   absl::Status Check(bool finalized, const char* call) const;
   absl::Status CheckOwnedRange(int g, int array, int64_t begin, int64_t len,
                                const char* call) const;
-  // "auto" sizes from the model, as the HF integration resolves them.
+  // Sizes that were "auto" or absent from the ds_config, from the model, as
+  // the HF integration resolves "auto".
   void ResolveAuto();
   absl::Status CreateParts();
 

@@ -22,6 +22,7 @@ EngineStats CollectStats(const EngineParts& p) {
     s.param_bytes = p.sharded->working_bytes();
     s.frozen_bytes = p.sharded->frozen_bytes();
     s.nvme_bytes += p.sharded->param_file_bytes();
+    s.buffer_bytes += p.sharded->gather_staging_bytes();
   }
   if (p.store) {
     const StateStoreStats t = p.store->stats();

@@ -17,8 +17,27 @@ absl::Status GradientReducer::Allocate() {
   RETURN_IF_ERROR(buckets_.Init(ctx_->device, ctx_->dtype(), cap));
   pack_cap_ = cap;
   ASSIGN_OR_RETURN(pack_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 4));
-  ASSIGN_OR_RETURN(recv_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 4));
+  // Only the bucket reduce-scatter of stages 2-3 receives apart from `pack_`
+  // (stage 1 reduce-scatters into the boundary's scratch; all-reduces work
+  // in place).
+  if (ctx_->stage() >= 2 && ctx_->config.reduce_scatter) {
+    ASSIGN_OR_RETURN(recv_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 4));
+  }
   reduced_at_boundary_.assign(layout.params().size(), 0);
+  // DeepSpeed's averaging (Config::prescale_gradients). The default keeps
+  // the sum times 1/world, computed as it always was.
+  const Config& c = ctx_->config;
+  const float world = static_cast<float>(ctx_->world);
+  if (c.prescale_gradients) {
+    pre_scale_ = 1.0f / world;
+    post_scale_ = 1.0f;
+  } else if (c.gradient_predivide_factor == 1.0) {
+    pre_scale_ = 1.0f;
+    post_scale_ = 1.0f / world;
+  } else {
+    pre_scale_ = static_cast<float>(1.0 / c.gradient_predivide_factor);
+    post_scale_ = static_cast<float>(c.gradient_predivide_factor / ctx_->world);
+  }
   return absl::OkStatus();
 }
 
@@ -128,8 +147,6 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
   const int world = ctx_->world;
   const char* base = static_cast<const char*>(data);
   float* pack = pack_.data<float>();
-  float* recv = recv_.data<float>();
-  const float inv_world = 1.0f / static_cast<float>(world);
   auto grads_at = [&](const ParamPlace& pl, int64_t offset) {
     return sharded_->group(pl.group).grads.data<char>() + offset * es;
   };
@@ -144,7 +161,7 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
       for (int id : ids) {
         const ParamRecord& p = params_->at(id);
         const ParamPlace& pl = layout.place(p.li);
-        d->ToF32(grads_at(pl, pl.offset), t, pack + n, p.numel, 1.0f);
+        d->ToF32(grads_at(pl, pl.offset), t, pack + n, p.numel, pre_scale_);
         n += p.numel;
       }
       RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, n, ReduceOp::kSum));
@@ -152,7 +169,7 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
       for (int id : ids) {
         const ParamRecord& p = params_->at(id);
         const ParamPlace& pl = layout.place(p.li);
-        d->ToF32(pack + n, DType::kF32, pack + n, p.numel, inv_world);
+        d->ToF32(pack + n, DType::kF32, pack + n, p.numel, post_scale_);
         d->FromF32(pack + n, grads_at(pl, pl.offset), t, p.numel);
         reduced_at_boundary_[p.li] = 1;
         n += p.numel;
@@ -166,18 +183,30 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
     for (size_t k = 0; k < ids.size(); ++k) {
       const Slice s = layout.SliceOn(params_->at(ids[k]).li, r);
       if (s.numel == 0) continue;
-      d->ToF32(base + (offsets[k] + s.param_offset) * es, t, pack + pos, s.numel, 1.0f);
+      d->ToF32(base + (offsets[k] + s.param_offset) * es, t, pack + pos, s.numel, pre_scale_);
       pos += s.numel;
       counts[r] += s.numel;
     }
   }
-  RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, recv, counts));
+  // Packed in rank order, so this rank's reduced piece is contiguous either
+  // way: reduce-scattered into recv_, or all-reduced in place
+  // (reduce_scatter: false) and read at its offset.
+  const float* mine = nullptr;
+  if (ctx_->config.reduce_scatter) {
+    RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, recv_.data<float>(), counts));
+    mine = recv_.data<float>();
+  } else {
+    RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, pos, ReduceOp::kSum));
+    int64_t before = 0;
+    for (int r = 0; r < ctx_->rank; ++r) before += counts[r];
+    mine = pack + before;
+  }
   pos = 0;
   for (size_t k = 0; k < ids.size(); ++k) {
     const int li = params_->at(ids[k]).li;
     const Slice s = layout.SliceOn(li, ctx_->rank);
     if (s.numel == 0) continue;
-    d->AccumulateF32(grads_at(layout.place(li), s.shard_offset), recv + pos, inv_world, t,
+    d->AccumulateF32(grads_at(layout.place(li), s.shard_offset), mine + pos, post_scale_, t,
                      s.numel);
     pos += s.numel;
   }
@@ -210,13 +239,13 @@ absl::Status GradientReducer::ReduceLeftoversStage0() {
     float* pack = pack_.data<float>();
     int64_t pos = 0;
     for (int li : batch) {
-      d->ToF32(grads(li), t, pack + pos, numel(li), 1.0f);
+      d->ToF32(grads(li), t, pack + pos, numel(li), pre_scale_);
       pos += numel(li);
     }
     RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, pos, ReduceOp::kSum));
     pos = 0;
     for (int li : batch) {
-      d->ToF32(pack + pos, DType::kF32, pack + pos, numel(li), 1.0f / ctx_->world);
+      d->ToF32(pack + pos, DType::kF32, pack + pos, numel(li), post_scale_);
       d->FromF32(pack + pos, grads(li), t, numel(li));
       pos += numel(li);
     }
@@ -238,11 +267,17 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
     for (int64_t a = 0; a < shard; a += chunk) {
       const int64_t len = std::min(chunk, shard - a);
       for (int r = 0; r < world; ++r) {
-        d->ToF32(grads + (r * shard + a) * es, t, pack + r * len, len, 1.0f);
+        d->ToF32(grads + (r * shard + a) * es, t, pack + r * len, len, pre_scale_);
       }
-      RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, out + a,
-                                                 std::vector<int64_t>(world, len)));
-      d->ToF32(out + a, DType::kF32, out + a, len, 1.0f / world);
+      if (ctx_->config.reduce_scatter) {
+        RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, out + a,
+                                                   std::vector<int64_t>(world, len)));
+        d->ToF32(out + a, DType::kF32, out + a, len, post_scale_);
+      } else {
+        // All-reduce the chunk of every shard; keep this rank's.
+        RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, world * len, ReduceOp::kSum));
+        d->ToF32(pack + ctx_->rank * len, DType::kF32, out + a, len, post_scale_);
+      }
     }
   }
   return absl::OkStatus();

@@ -6,6 +6,10 @@
 //   1: buckets add into the full local gradient; the boundary
 //      reduce-scatters it once (ReduceScatterFlat);
 //   2-3: each bucket is reduce-scattered, each rank keeping its shard.
+// With reduce_scatter false, stages 1-3 all-reduce instead and each rank
+// keeps its shard of the result. Every reduction is in fp32, scaled before
+// and after as DeepSpeed averages (prescale_gradients,
+// gradient_predivide_factor).
 #ifndef ZERO_CORE_ENGINE_GRADIENT_REDUCER_H_
 #define ZERO_CORE_ENGINE_GRADIENT_REDUCER_H_
 
@@ -42,8 +46,9 @@ class GradientReducer {
   // On the comm stream, at the boundary. Stage 0: params whose gradient
   // was not handed in on the boundary micro-step all-reduced now.
   absl::Status ReduceLeftoversStage0();
-  // Stage 1: the full local gradients reduce-scattered into `g32` (fp32,
-  // this rank's shard of each group), averaged.
+  // Stage 1: the full local gradients reduce-scattered (reduce_scatter
+  // false: all-reduced) into `g32` (fp32, this rank's shard of each group),
+  // averaged.
   absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32);
 
   int64_t buffer_bytes() const { return buckets_.bytes() + pack_.bytes() + recv_.bytes(); }
@@ -59,8 +64,11 @@ class GradientReducer {
   const ParamRegistry* params_;
   ShardedState* sharded_;
   GradBuckets buckets_;
-  DeviceBuffer pack_, recv_;  // fp32 staging for reductions
+  DeviceBuffer pack_, recv_;  // fp32 staging; recv_ only for reduce-scatters
   int64_t pack_cap_ = 0;
+  // Each rank's fp32 gradient times pre_scale_ is summed over ranks, the
+  // sum times post_scale_ kept (Config::prescale_gradients).
+  float pre_scale_ = 1.0f, post_scale_ = 1.0f;
   std::vector<char> reduced_at_boundary_;  // stage 0, by layout index
 };
 

@@ -32,6 +32,17 @@ absl::Status ShardedState::Allocate() {
     ASSIGN_OR_RETURN(gs.grads, DeviceBuffer::Make(d, grad_len * es));
   }
   if (nvme_params) RETURN_IF_ERROR(CreateParamFiles());
+  // Stages 1-2: a shard larger than one all-gather's share of
+  // allgather_bucket_size is published in chunks through this buffer.
+  if ((stage == 1 || stage == 2) && ctx_->world > 1) {
+    const int64_t chunk = GatherChunk();
+    for (const LayoutGroup& lg : layout.groups()) {
+      if (lg.shard > chunk) {
+        ASSIGN_OR_RETURN(gather_staging_, DeviceBuffer::Make(d, chunk * ctx_->world * es));
+        break;
+      }
+    }
+  }
   // The working copy is the cast of the fp32 init values.
   for (size_t li = 0; li < layout.params().size(); ++li) {
     const ParamRecord& p = params_->by_layout(static_cast<int>(li));
@@ -120,16 +131,39 @@ absl::Status ShardedState::GatherInto(int li, void* dst) {
   return ctx_->comm->AllGatherV(send, dst, layout.Counts(li), ctx_->dtype());
 }
 
+int64_t ShardedState::GatherChunk() const {
+  return std::max<int64_t>(1, ctx_->config.allgather_bucket_size / ctx_->world);
+}
+
 absl::Status ShardedState::AllGatherWorking() {
   const int stage = ctx_->stage();
   if (!(stage == 1 || stage == 2) || ctx_->world == 1) return absl::OkStatus();
   const size_t es = ctx_->es();
+  const int world = ctx_->world, rank = ctx_->rank;
+  // Each all-gather moves at most allgather_bucket_size elements: `chunk`
+  // from every rank's shard.
+  const int64_t chunk = GatherChunk();
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const LayoutGroup& lg = ctx_->layout.groups()[g];
+    const int64_t shard = ctx_->layout.groups()[g].shard;
     char* w = groups_[g].working.data<char>();
-    RETURN_IF_ERROR(ctx_->comm->AllGatherV(w + lg.shard * ctx_->rank * es, w,
-                                           std::vector<int64_t>(ctx_->world, lg.shard),
-                                           ctx_->dtype()));
+    if (shard <= chunk) {  // one all-gather, in place
+      RETURN_IF_ERROR(ctx_->comm->AllGatherV(w + shard * rank * es, w,
+                                             std::vector<int64_t>(world, shard),
+                                             ctx_->dtype()));
+      continue;
+    }
+    // Chunk [a, a+len) of every shard lands back to back in the staging
+    // buffer, then goes to its place in the working copy.
+    char* staged = gather_staging_.data<char>();
+    for (int64_t a = 0; a < shard; a += chunk) {
+      const int64_t len = std::min(chunk, shard - a);
+      RETURN_IF_ERROR(ctx_->comm->AllGatherV(w + (shard * rank + a) * es, staged,
+                                             std::vector<int64_t>(world, len),
+                                             ctx_->dtype()));
+      for (int r = 0; r < world; ++r) {
+        if (r != rank) ctx_->device->Copy(w + (shard * r + a) * es, staged + r * len * es, len * es);
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -56,7 +56,8 @@ class ShardedState {
   // Stage 3: param `li` all-gathered from every rank's shard into `dst`
   // (device memory). Collective; runs on the comm stream.
   absl::Status GatherInto(int li, void* dst);
-  // Stages 1-2: every rank's updated shard of the working copy to all.
+  // Stages 1-2: every rank's updated shard of the working copy to all, in
+  // all-gathers of at most allgather_bucket_size elements each.
   absl::Status AllGatherWorking();
   void ZeroGrads();
   // Param `li`'s working copy on this rank set from its full fp32 values:
@@ -69,9 +70,13 @@ class ShardedState {
   int64_t grad_bytes() const;
   int64_t frozen_bytes() const;
   int64_t param_file_bytes() const;
+  // Staging for chunked publishing all-gathers (0 when one call suffices).
+  int64_t gather_staging_bytes() const { return static_cast<int64_t>(gather_staging_.bytes()); }
 
  private:
   absl::Status CreateParamFiles();
+  // Elements each rank contributes to one publishing all-gather.
+  int64_t GatherChunk() const;
 
   EngineContext* ctx_;
   const ParamRegistry* params_;
@@ -79,6 +84,7 @@ class ShardedState {
   std::vector<DeviceBuffer> frozen_;  // by param id; empty when trainable
   // One per group with offload_param "nvme"; then GroupShard::working is empty.
   std::vector<std::unique_ptr<offload::ParamFile>> param_files_;
+  DeviceBuffer gather_staging_;  // stages 1-2, chunked AllGatherWorking
 };
 
 }  // namespace zero
