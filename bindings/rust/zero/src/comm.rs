@@ -147,6 +147,24 @@ impl Communicator {
         })
     }
 
+    /// COLLECTIVE. `data` replaced by rank `root`'s bytes (`zero_comm_broadcast`).
+    pub fn broadcast(&self, data: &mut [u8], root: i32) -> Result<()> {
+        // SAFETY: as in `barrier`; `data` is valid for `len` bytes.
+        check(unsafe {
+            sys::zero_comm_broadcast(self.raw.as_ptr(), data.as_mut_ptr().cast(), data.len(), root)
+        })
+    }
+
+    /// NOT collective. This rank gives up (`zero_comm_abort`): every peer
+    /// fails promptly with "rank N failed: `reason`". Under MPI the whole
+    /// job is aborted and this does not return; thread communicators break
+    /// their group and return.
+    pub fn abort(&self, reason: &str) {
+        let text = std::ffi::CString::new(reason.replace('\0', " ")).unwrap_or_default();
+        // SAFETY: as in `barrier`; `text` outlives the call.
+        unsafe { sys::zero_comm_abort(self.raw.as_ptr(), text.as_ptr()) }
+    }
+
     pub(crate) fn as_ptr(&self) -> *mut sys::zero_comm_t {
         self.raw.as_ptr()
     }

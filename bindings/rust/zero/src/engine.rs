@@ -491,6 +491,27 @@ impl<'c> Engine<'c> {
         check(unsafe { sys::zero_engine_read_master(self.raw.as_ptr(), id.0, out.as_mut_ptr()) })
     }
 
+    /// NOT collective. Sets the param to `values` (numel floats, the same
+    /// on every rank): the fp32 master weights this rank owns and every
+    /// working copy it holds (`zero_engine_write_master`). Refused while the
+    /// param is gathered or mid-accumulation.
+    pub fn write_master(&mut self, id: ParamId, values: &[f32]) -> Result<()> {
+        let meta = self.meta(id)?;
+        if values.len() != meta.numel {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "param id {}: {} values given, param has {}",
+                    id.0,
+                    values.len(),
+                    meta.numel
+                ),
+            ));
+        }
+        // SAFETY: live handle; `values` holds numel floats.
+        check(unsafe { sys::zero_engine_write_master(self.raw.as_ptr(), id.0, values.as_ptr()) })
+    }
+
     /// COLLECTIVE in stages 1-3. The param's full fp32 master weights.
     pub fn master(&mut self, id: ParamId) -> Result<Vec<f32>> {
         let mut out = vec![0.0; self.meta(id)?.numel];

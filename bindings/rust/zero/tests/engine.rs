@@ -234,3 +234,55 @@ fn communicator_allreduce_sums_over_thread_ranks() {
     });
     assert_eq!(sums, vec![6.0; 3]);
 }
+
+#[test]
+fn write_master_sets_master_and_working_copy_at_every_stage() {
+    for stage in 0..=3 {
+        let comm = Communicator::new_self().unwrap();
+        let mut engine = Engine::new(&sgd(stage, 0.5), &comm).unwrap();
+        let w = engine
+            .register_param(ParamDesc::new("w", &[3]).init(&[1.0, 2.0, 3.0]))
+            .unwrap();
+        engine.finalize().unwrap();
+        engine.write_master(w, &[4.0, 5.0, 6.0]).unwrap();
+        let mut m = [0.0f32; 3];
+        engine.read_master(w, &mut m).unwrap();
+        assert_eq!(m, [4.0, 5.0, 6.0], "stage {stage}");
+        {
+            let g = engine.gather(w).unwrap();
+            assert_eq!(g.as_f32().unwrap(), &[4.0, 5.0, 6.0], "stage {stage}");
+        }
+        let err = engine.write_master(w, &[1.0]).unwrap_err();
+        assert_eq!(err.status(), zero::Status::InvalidArgument);
+    }
+}
+
+#[test]
+fn broadcast_and_abort_over_thread_ranks() {
+    let comms = Communicator::threads(3).unwrap();
+    let got: Vec<(Vec<u8>, String)> = std::thread::scope(|s| {
+        let hs: Vec<_> = comms
+            .into_iter()
+            .map(|c| {
+                s.spawn(move || {
+                    let mut v = vec![c.rank() as u8; 4];
+                    c.broadcast(&mut v, 1).unwrap();
+                    c.barrier().unwrap();
+                    if c.rank() == 2 {
+                        c.abort("test gave up");
+                        return (v, String::new());
+                    }
+                    let e = c.barrier().unwrap_err();
+                    (v, e.message().to_string())
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (r, (v, msg)) in got.iter().enumerate() {
+        assert_eq!(v, &vec![1u8; 4]);
+        if r != 2 {
+            assert!(msg.contains("rank 2 failed: test gave up"), "{msg}");
+        }
+    }
+}
