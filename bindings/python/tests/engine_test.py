@@ -214,3 +214,51 @@ def test_status_codes_map_to_exception_classes():
 
 def test_library_version_matches_header_major():
     assert zero.version() // 10000 == zero.HEADER_VERSION // 10000
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_write_master_sets_masters_and_working_copy(stage):
+    with make_engine(stage=stage) as eng:
+        new = np.arange(6, dtype=np.float32).reshape(2, 3) * -2.0
+        eng.write_master("w", new)
+        eng.write_master("frozen", np.array([7.0, 8.0]))
+        np.testing.assert_array_equal(eng.read_master("w"), new)
+        np.testing.assert_array_equal(eng.read_master("frozen"), [7.0, 8.0])
+        with eng.gathered("w") as (w,):
+            np.testing.assert_array_equal(w, new)
+            with pytest.raises(zero.FailedPreconditionError, match="gathered"):
+                eng.write_master("w", new)
+        with pytest.raises(ValueError, match="shape"):
+            eng.write_master("w", np.zeros(5))
+
+
+def test_comm_broadcast_and_abort_over_threads():
+    world = 3
+    comms = zero.Comm.threads(world)
+    got = [None] * world
+    errors = [None] * world
+
+    def rank_main(r):
+        v = np.full(4, r, dtype=np.int64)
+        comms[r].broadcast(v, root=1)
+        got[r] = v.copy()
+        comms[r].barrier()
+        if r == 2:
+            comms[r].abort("ValueError: bad batch")
+            return
+        try:
+            comms[r].barrier()
+        except zero.ZeroError as e:  # noqa: PERF203
+            errors[r] = str(e)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for c in comms:
+        c.close()
+    for r in range(world):
+        np.testing.assert_array_equal(got[r], [1, 1, 1, 1])
+    for r in (0, 1):
+        assert errors[r] and "rank 2 failed: ValueError: bad batch" in errors[r], errors
