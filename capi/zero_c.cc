@@ -117,7 +117,12 @@ absl::StatusOr<zero::Config> FromC(const zero_config* in) {
     k.gradient_accumulation_steps = c->gradient_accumulation_steps;
   }
   f(c->gradient_clipping, &k.gradient_clipping);
+  // Left at -1: sized from the model at finalize, as a ds_config without
+  // the key (docs/DEEPSPEED_COMPAT.md).
   i64(c->reduce_bucket_size, &k.reduce_bucket_size);
+  k.reduce_bucket_size_auto = c->reduce_bucket_size < 0;
+  k.stage3_prefetch_bucket_size_auto = c->stage3_prefetch_bucket_size < 0;
+  k.stage3_param_persistence_threshold_auto = c->stage3_param_persistence_threshold < 0;
   i64(c->allgather_bucket_size, &k.allgather_bucket_size);
   if (c->overlap_comm >= 0) k.overlap_comm = c->overlap_comm ? 1 : 0;
   i64(c->sub_group_size, &k.sub_group_size);

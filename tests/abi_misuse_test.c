@@ -121,6 +121,10 @@ int main(void) {
   EXPECT(is_error(zero_engine_step(engine, &info), ZERO_FAILED_PRECONDITION, "without grad_ready"));
   EXPECT(zero_engine_grad_ready(engine, 0) == ZERO_OK);
   EXPECT(is_error(zero_engine_grad_ready(engine, 0), ZERO_FAILED_PRECONDITION, "already"));
+  /* Its bucket (sized to the model) was full and is reducing already: a
+   * second buffer for the same param would count its gradient twice. */
+  EXPECT(is_error(zero_engine_grad_buffer(engine, 0, &p), ZERO_FAILED_PRECONDITION,
+                  "already handed in"));
   EXPECT(zero_engine_step(engine, &info) == ZERO_OK);
   EXPECT(info.boundary == 1 && info.global_step == 1 && info.skipped == 0);
   EXPECT(zero_engine_loss_scale(engine, &scale) == ZERO_OK && scale == 1.0);

@@ -173,13 +173,14 @@ typedef struct zero_config {
   float momentum;                      /* SGD: default 0 */
   int32_t gradient_accumulation_steps; /* default 1 */
   float gradient_clipping;             /* global L2 norm; 0 = off */
-  int64_t reduce_bucket_size;          /* elements; default 5e8 */
+  int64_t reduce_bucket_size;          /* elements; -1: hidden^2 (the largest
+                                          2-D param; 5e8 without one) */
   int64_t allgather_bucket_size;       /* elements; default 5e8 */
   int32_t overlap_comm;                /* -1 = default (on for stage 3) */
   int64_t sub_group_size;              /* elements; default 1e9 */
   int64_t stage3_max_live_parameters;  /* elements; default 1e9 */
-  int64_t stage3_prefetch_bucket_size; /* elements; default 5e7 */
-  int64_t stage3_param_persistence_threshold; /* elements; default 1e5 */
+  int64_t stage3_prefetch_bucket_size; /* elements; -1: 0.9 hidden^2 */
+  int64_t stage3_param_persistence_threshold; /* elements; -1: 10 hidden */
   float loss_scale;                    /* fp16: 0 = dynamic, else static */
   int32_t initial_scale_power;         /* fp16: default 16 */
   int32_t loss_scale_window;           /* fp16: default 1000 */

@@ -24,6 +24,7 @@ absl::Status GradientReducer::Allocate() {
     ASSIGN_OR_RETURN(recv_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 4));
   }
   reduced_at_boundary_.assign(layout.params().size(), 0);
+  handed_in_.assign(layout.params().size(), 0);
   // DeepSpeed's averaging (Config::prescale_gradients). The default keeps
   // the sum times 1/world, computed as it always was.
   const Config& c = ctx_->config;
@@ -55,6 +56,11 @@ absl::Status GradientReducer::RotateBucket() {
 
 absl::StatusOr<void*> GradientReducer::GradBuffer(int id, bool boundary) {
   const ParamRecord& p = params_->at(id);
+  if (handed_in_[p.li]) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "grad_buffer '", p.name, "': its gradient was already handed in "
+        "this micro-step"));
+  }
   GradBucket* b = &buckets_.current();
   const int k = b->Find(id);
   if (k >= 0) {
@@ -81,6 +87,10 @@ absl::StatusOr<void*> GradientReducer::GradBuffer(int id, bool boundary) {
 }
 
 absl::Status GradientReducer::GradReady(int id, bool boundary) {
+  if (handed_in_[params_->at(id).li]) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("grad_ready '", params_->at(id).name, "': already handed in"));
+  }
   GradBucket& b = buckets_.current();
   const int k = b.Find(id);
   if (k < 0 || b.ready[k]) {
@@ -89,6 +99,7 @@ absl::Status GradientReducer::GradReady(int id, bool boundary) {
         k < 0 ? "no grad_buffer was taken for it" : "already handed in"));
   }
   b.ready[k] = true;
+  handed_in_[params_->at(id).li] = 1;
   if (b.used == b.capacity && b.AllReady()) {
     // Full: start its reduction now so it overlaps with what comes next.
     RETURN_IF_ERROR(FlushBucket(buckets_.current_index(), boundary));
@@ -107,6 +118,7 @@ absl::Status GradientReducer::FinishMicroStep(bool boundary) {
         "' has a grad buffer out without grad_ready"));
   }
   RETURN_IF_ERROR(FlushBucket(buckets_.current_index(), boundary));
+  std::fill(handed_in_.begin(), handed_in_.end(), 0);
   RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Drain()));
   for (int i = 0; i < 2; ++i) {
     buckets_.at(i).inflight = nullptr;

@@ -70,6 +70,9 @@ class GradientReducer {
   // sum times post_scale_ kept (Config::prescale_gradients).
   float pre_scale_ = 1.0f, post_scale_ = 1.0f;
   std::vector<char> reduced_at_boundary_;  // stage 0, by layout index
+  // By layout index: handed in this micro-step, even if its bucket has
+  // been flushed since (a second grad_buffer would count it twice).
+  std::vector<char> handed_in_;
 };
 
 }  // namespace zero
