@@ -238,6 +238,7 @@ def test_initialize_returns_deepspeeds_four_tuple(tmp_path):
         training_data=data)
     with engine:
         assert isinstance(engine, zt.ZeroTorchEngine)
+        assert engine._orig_data == []  # the module's own copy is freed
         assert optimizer.param_groups[0]["lr"] == 0.0
         assert optimizer.param_groups[0]["betas"] == (0.9, 0.999)
         assert len(optimizer.param_groups[0]["params"]) == len(list(model.parameters()))
@@ -252,6 +253,9 @@ def test_initialize_returns_deepspeeds_four_tuple(tmp_path):
         model=gpt_train.make_model(), config_params=gpt_train.ds_config(0))
     with engine:
         assert loader is None and sched is None and optimizer is not None
+        assert engine._orig_data == []
+    with zt.initialize(gpt_train.make_model(), gpt_train.ds_config(3)) as engine:
+        assert engine._orig_data == []
 
 
 def test_initialize_config_sources_are_checked():

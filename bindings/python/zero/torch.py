@@ -581,7 +581,8 @@ class ZeroTorchEngine(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, config: ConfigLike,
                  comm: Optional[Comm] = None,
                  model_parameters: Optional[Iterable[torch.nn.Parameter]] = None,
-                 overlap_grad_hooks: bool = True) -> None:
+                 overlap_grad_hooks: bool = True, *,
+                 _keep_originals: bool = False) -> None:
         super().__init__()
         for name, p in model.named_parameters():
             if p.device.type != "cpu":
@@ -609,7 +610,14 @@ class ZeroTorchEngine(torch.nn.Module):
         except BaseException:
             self._undo_setup()
             raise
+        if not _keep_originals:
+            self._drop_originals()
         _live.add(self)
+
+    def _drop_originals(self) -> None:
+        """Once set up: the module's own tensors, kept only to give them
+        back if the setup fails, are freed (a full copy of the model)."""
+        self._orig_data = []
 
     def _setup(self, model: torch.nn.Module, trainable_set: Optional[Set[int]],
                overlap_grad_hooks: bool) -> None:
@@ -1460,7 +1468,8 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
         raise UnimplementedError("initialize(mpu=...): model parallelism")
     engine = ZeroTorchEngine(model, config, comm=comm,
                              model_parameters=model_parameters,
-                             overlap_grad_hooks=overlap_grad_hooks)
+                             overlap_grad_hooks=overlap_grad_hooks,
+                             _keep_originals=True)
     loader = None
     if training_data is not None:
         try:
@@ -1468,4 +1477,5 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
         except BaseException:
             engine._undo_setup()
             raise
+    engine._drop_originals()
     return engine, engine.optimizer, loader, engine.lr_scheduler
