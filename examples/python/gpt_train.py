@@ -2,6 +2,7 @@
 """A small GPT-style byte-level language model trained with zero.torch.
 
     python3 gpt_train.py [--stage S] [--steps N] [--dtype fp32|bf16|fp16]
+                         [--activation_checkpointing]
                          [--save_dir DIR] [--resume] [--json]
     mpirun -np 2 python3 gpt_train.py --stage 3       # or: zero-launch --num_procs 2 gpt_train.py
 
@@ -14,7 +15,10 @@ as ds`` runs the same loop. The head is tied to the token embedding by hand
 stage 3 handles by gathering the embedding for the parent module.
 
 Every rank takes its slice of each global batch, so the losses match a
-single-process torch run (fp32) within rounding.
+single-process torch run (fp32) within rounding. ``--activation_checkpointing``
+adds DeepSpeed's ``activation_checkpointing`` section to the config: zero.torch
+then recomputes each block in backward instead of keeping its activations
+(same losses, less activation memory).
 """
 from __future__ import annotations
 
@@ -45,22 +49,24 @@ TEXT = (b"ZeRO removes the memory redundancies of data-parallel training by "
 
 
 class Block(torch.nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, dim: int = DIM, heads: int = HEADS) -> None:
         super().__init__()
-        self.ln1 = torch.nn.LayerNorm(DIM)
-        self.qkv = torch.nn.Linear(DIM, 3 * DIM)
-        self.proj = torch.nn.Linear(DIM, DIM)
-        self.ln2 = torch.nn.LayerNorm(DIM)
-        self.fc = torch.nn.Linear(DIM, 4 * DIM)
-        self.out = torch.nn.Linear(4 * DIM, DIM)
+        self.dim, self.heads = dim, heads
+        self.ln1 = torch.nn.LayerNorm(dim)
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+        self.ln2 = torch.nn.LayerNorm(dim)
+        self.fc = torch.nn.Linear(dim, 4 * dim)
+        self.out = torch.nn.Linear(4 * dim, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(DIM, dim=2)
-        hs = DIM // HEADS
-        q = q.view(b, t, HEADS, hs).transpose(1, 2)
-        k = k.view(b, t, HEADS, hs).transpose(1, 2)
-        v = v.view(b, t, HEADS, hs).transpose(1, 2)
+        q, k, v = self.qkv(self.ln1(x)).split(self.dim, dim=2)
+        heads = self.heads
+        hs = self.dim // heads
+        q = q.view(b, t, heads, hs).transpose(1, 2)
+        k = k.view(b, t, heads, hs).transpose(1, 2)
+        v = v.view(b, t, heads, hs).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
         causal = torch.ones(t, t, dtype=torch.bool).tril()
         att = att.masked_fill(~causal, float("-inf")).softmax(-1)
@@ -70,15 +76,17 @@ class Block(torch.nn.Module):
 
 
 class TinyGPT(torch.nn.Module):
-    """Token and position embeddings, LAYERS blocks, a final LayerNorm and a
-    head tied to the token embedding by hand."""
+    """Token and position embeddings, `layers` blocks, a final LayerNorm and
+    a head tied to the token embedding by hand (default sizes: the module's
+    constants)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: int = CTX, dim: int = DIM, layers: int = LAYERS,
+                 heads: int = HEADS) -> None:
         super().__init__()
-        self.wte = torch.nn.Embedding(VOCAB, DIM)
-        self.wpe = torch.nn.Embedding(CTX, DIM)
-        self.blocks = torch.nn.ModuleList(Block() for _ in range(LAYERS))
-        self.ln_f = torch.nn.LayerNorm(DIM)
+        self.wte = torch.nn.Embedding(VOCAB, dim)
+        self.wpe = torch.nn.Embedding(ctx, dim)
+        self.blocks = torch.nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.ln_f = torch.nn.LayerNorm(dim)
         for m in self.modules():  # GPT-2's initialization
             if isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
                 torch.nn.init.normal_(m.weight, std=0.02)
@@ -98,25 +106,28 @@ class TinyGPT(torch.nn.Module):
                                targets.reshape(-1))
 
 
-def make_model(seed: int = 0) -> TinyGPT:
+def make_model(seed: int = 0, **sizes: int) -> TinyGPT:
+    """TinyGPT(**sizes) (ctx, dim, layers, heads) initialized from `seed`."""
     torch.manual_seed(seed)
-    return TinyGPT()
+    return TinyGPT(**sizes)
 
 
-def batches(steps: int, seed: int = 1) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+def batches(steps: int, seed: int = 1, ctx: int = CTX,
+            global_batch: int = GLOBAL_BATCH) -> List[Tuple[torch.Tensor, torch.Tensor]]:
     """`steps` global batches of (inputs, next-byte targets)."""
     data = torch.tensor(list(TEXT), dtype=torch.long)
     g = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(steps):
-        starts = torch.randint(0, len(data) - CTX - 1, (GLOBAL_BATCH,), generator=g)
-        x = torch.stack([data[s:s + CTX] for s in starts.tolist()])
-        y = torch.stack([data[s + 1:s + CTX + 1] for s in starts.tolist()])
+        starts = torch.randint(0, len(data) - ctx - 1, (global_batch,), generator=g)
+        x = torch.stack([data[s:s + ctx] for s in starts.tolist()])
+        y = torch.stack([data[s + 1:s + ctx + 1] for s in starts.tolist()])
         out.append((x, y))
     return out
 
 
-def ds_config(stage: int, world: int = 1, dtype: str = "fp32") -> Dict:
+def ds_config(stage: int, world: int = 1, dtype: str = "fp32",
+              activation_checkpointing: bool = False) -> Dict:
     cfg = {
         "train_batch_size": GLOBAL_BATCH,
         "train_micro_batch_size_per_gpu": GLOBAL_BATCH // world,
@@ -129,6 +140,13 @@ def ds_config(stage: int, world: int = 1, dtype: str = "fp32") -> Dict:
             "stage3_gather_16bit_weights_on_model_save": True,
         },
     }
+    if activation_checkpointing:  # DeepSpeed's section, its defaults
+        cfg["activation_checkpointing"] = {
+            "partition_activations": False,
+            "cpu_checkpointing": False,
+            "contiguous_memory_optimization": False,
+            "synchronize_checkpoint_boundary": False,
+        }
     if dtype == "bf16":
         cfg["bf16"] = {"enabled": True}
     elif dtype == "fp16":
@@ -138,14 +156,15 @@ def ds_config(stage: int, world: int = 1, dtype: str = "fp32") -> Dict:
 
 def train(stage: int, steps: int, rank: int = 0, world: int = 1,
           dtype: str = "fp32", save_dir: Optional[str] = None,
-          resume: bool = False, log=None) -> List[float]:
+          resume: bool = False, log=None,
+          activation_checkpointing: bool = False) -> List[float]:
     """Trains `steps` optimizer steps; returns this rank's losses. With
     save_dir: checkpoints (and a 16-bit model) at the end, or with resume
     loads save_dir first and trains on."""
     model = make_model()
     engine, optimizer, _, lr_scheduler = ds.initialize(
         model=model, model_parameters=model.parameters(),
-        config=ds_config(stage, world, dtype))
+        config=ds_config(stage, world, dtype, activation_checkpointing))
     try:
         first = 0
         if resume and save_dir:
@@ -191,6 +210,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--stage", type=int, default=2)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    ap.add_argument("--activation_checkpointing", action="store_true",
+                    help="recompute each block in backward (ds_config section)")
     ap.add_argument("--save_dir")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the losses as JSON")
@@ -201,7 +222,8 @@ def main(argv: Optional[List[str]] = None) -> int:
               file=sys.stderr)
         return 2
     log = None if a.json or rank != 0 else print
-    losses = train(a.stage, a.steps, rank, world, a.dtype, a.save_dir, a.resume, log)
+    losses = train(a.stage, a.steps, rank, world, a.dtype, a.save_dir, a.resume, log,
+                   a.activation_checkpointing)
     if a.json:
         print(json.dumps({"rank": rank, "losses": losses}))
     return 0

@@ -1,7 +1,8 @@
 """zero.torch against DeepSpeed's API and semantics, one rank in this process:
 stage-3 params used outside their module, state dicts, save_16bit_model,
 GatheredParameters, clip_grad_norm_, initialize's 4-tuple and failure
-cleanup, get_lr, the engine's query methods, fp16 on the CPU."""
+cleanup, get_lr, the engine's query methods, fp16 on the CPU, activation
+checkpointing; on 2 ranks (mpirun): the GPT example against torch DDP."""
 import argparse
 import json
 import os
@@ -237,6 +238,7 @@ def test_initialize_returns_deepspeeds_four_tuple(tmp_path):
         training_data=data)
     with engine:
         assert isinstance(engine, zt.ZeroTorchEngine)
+        assert engine._orig_data == []  # the module's own copy is freed
         assert optimizer.param_groups[0]["lr"] == 0.0
         assert optimizer.param_groups[0]["betas"] == (0.9, 0.999)
         assert len(optimizer.param_groups[0]["params"]) == len(list(model.parameters()))
@@ -251,6 +253,9 @@ def test_initialize_returns_deepspeeds_four_tuple(tmp_path):
         model=gpt_train.make_model(), config_params=gpt_train.ds_config(0))
     with engine:
         assert loader is None and sched is None and optimizer is not None
+        assert engine._orig_data == []
+    with zt.initialize(gpt_train.make_model(), gpt_train.ds_config(3)) as engine:
+        assert engine._orig_data == []
 
 
 def test_initialize_config_sources_are_checked():
@@ -395,6 +400,122 @@ def test_fp16_computes_in_fp32_on_the_cpu(stage):
         assert abs(a - b) < 1e-2 * abs(b)
 
 
+# ---- 8. activation_checkpointing -------------------------------------------
+
+def train_counting(stage, ac, steps=STEPS, **cfg_extra):
+    """The GPT example with (ac: the section) or without activation
+    checkpointing: losses, final masters, the bytes autograd keeps saved
+    from the first forward (params excluded), the stage-3 gathers per step
+    and the checkpointed module names."""
+    cfg = gpt_train.ds_config(stage)
+    if ac is not None:
+        cfg["activation_checkpointing"] = ac
+    cfg["zero_optimization"].update(cfg_extra)
+    engine, _, _, _ = zt.initialize(model=gpt_train.make_model(), config=cfg)
+    gathers = [0]
+    orig = engine._gather_param
+
+    def counting(i):
+        gathers[0] += 1
+        orig(i)
+
+    engine._gather_param = counting
+    with engine:
+        losses, saved, per_step = [], [], []
+        for x, y in gpt_train.batches(steps):
+            kept = {}
+
+            def pack(t):
+                if id(t) not in engine._index:  # activations, not params
+                    kept[t.data_ptr()] = t.numel() * t.element_size()
+                return t
+
+            gathers[0] = 0
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                loss = engine(x, y)
+            engine.backward(loss)
+            engine.step()
+            per_step.append(gathers[0])
+            saved.append(sum(kept.values()))
+            losses.append(loss.item())
+            assert all(c == 0 for c in engine._gather_count) or stage < 3
+        return (losses, engine.full_state_dict(), saved[0], per_step,
+                list(engine.checkpointed_modules))
+
+
+AC_SECTION = {"partition_activations": False, "cpu_checkpointing": False,
+              "contiguous_memory_optimization": False,
+              "synchronize_checkpoint_boundary": False}
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_activation_checkpointing_same_losses_fewer_saved_activations(stage):
+    want, want_params, want_saved, want_gathers, names = train_counting(stage, None)
+    assert names == []
+    got, got_params, got_saved, got_gathers, names = train_counting(stage, AC_SECTION)
+    assert names == ["blocks.0", "blocks.1"]  # the ModuleList's children
+    assert max(abs(a - b) for a, b in zip(got, want)) <= 1e-6, (got, want)
+    for name in want_params:
+        assert torch.allclose(got_params[name], want_params[name], rtol=0, atol=1e-6), name
+    # The blocks keep no activations: what stays saved is the embeddings',
+    # the final LayerNorm's and the head's (under a third here).
+    assert got_saved < 0.35 * want_saved, (got_saved, want_saved)
+    if stage == 3:
+        # The recomputed forward of each block gathers its 12 params again.
+        per_block = len(list(gpt_train.Block().parameters()))
+        assert all(g - w == gpt_train.LAYERS * per_block
+                   for g, w in zip(got_gathers, want_gathers)), (got_gathers, want_gathers)
+
+
+def test_activation_checkpointing_stage3_without_prefetch_and_with_bf16():
+    for extra in ({"overlap_comm": False}, {"stage3_max_live_parameters": 20000}):
+        want = train_counting(3, None, **extra)[0]
+        assert train_counting(3, AC_SECTION, **extra)[0] == want, extra
+    cfg = gpt_train.ds_config(3, dtype="bf16")
+    want, _ = train_losses(gpt_train.make_model(), cfg)
+    got, _ = train_losses(gpt_train.make_model(),
+                          dict(cfg, activation_checkpointing=AC_SECTION))
+    assert got == want
+
+
+def test_activation_checkpointing_module_policy_and_reports():
+    # zero's own key: class names; the outermost match only.
+    sec = dict(AC_SECTION, zero_checkpoint_modules=["LayerNorm", "Block"])
+    *_, names = train_counting(2, sec, steps=1)
+    assert names == ["blocks.0", "blocks.1", "ln_f"]
+    *_, names = train_counting(2, dict(AC_SECTION, zero_checkpoint_modules=["Linear"]),
+                               steps=1)
+    assert names == [f"blocks.{b}.{m}" for b in range(gpt_train.LAYERS)
+                     for m in ("qkv", "proj", "fc", "out")]
+    *_, names = train_counting(2, dict(AC_SECTION, zero_checkpoint_modules=[]), steps=1)
+    assert names == []
+    *_, names = train_counting(2, {"enabled": False}, steps=1)
+    assert names == []
+    with pytest.raises(zero.InvalidArgumentError, match="zero_checkpoint_modules"):
+        zt.initialize(gpt_train.make_model(), dict(
+            gpt_train.ds_config(2),
+            activation_checkpointing={"zero_checkpoint_modules": "Block"}))
+    # The DeepSpeed keys without effect are named in one warning.
+    model = gpt_train.make_model()
+    cfg = dict(gpt_train.ds_config(3), activation_checkpointing={
+        "partition_activations": True, "cpu_checkpointing": True,
+        "number_checkpoints": 4, "profile": False})
+    with pytest.warns(UserWarning) as rec:
+        engine = zt.initialize(model, cfg)
+    msgs = [str(w.message) for w in rec if "activation_checkpointing" in str(w.message)]
+    assert len(msgs) == 1, msgs
+    assert "partition_activations" in msgs[0] and "cpu_checkpointing" in msgs[0]
+    assert "number_checkpoints" in msgs[0] and "profile" not in msgs[0]
+    with engine:
+        assert "forward" in vars(model.blocks[0].qkv)  # stage 3's Linear
+        assert getattr(model.blocks[0].forward, "_zero_checkpointed", False)
+        with torch.no_grad():  # nothing to recompute: runs the forward as is
+            assert torch.isfinite(engine(*gpt_train.batches(1)[0]))
+    # close() gives the modules their own forward back.
+    assert "forward" not in vars(model.blocks[0])
+    assert "forward" not in vars(model.blocks[0].qkv)
+
+
 # ---- multi-rank: 5. broadcast from rank 0; 7. the GPT example vs DDP -------
 
 def _mpirun(np_, *worker_args):
@@ -432,6 +553,9 @@ def test_gpt_example_matches_torch_and_ddp():
 
 
 def test_gpt_example_two_ranks_matches_ddp(tmp_path):
+    """The example script (DeepSpeed's API; only its import names zero), run
+    through its own main() on 2 ranks at stages 0-3, with and without
+    activation checkpointing, against torch DDP (gloo) on the same data."""
     proc = _mpirun(2, "gpt", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for rank in (0, 1):
@@ -440,6 +564,9 @@ def test_gpt_example_two_ranks_matches_ddp(tmp_path):
             got, want = losses[f"zero{stage}"], losses["ddp"]
             assert len(got) == len(want)
             assert max(abs(a - b) for a, b in zip(got, want)) < 1e-4, (rank, stage)
+            ac = losses[f"zero{stage}_ac"]
+            assert len(ac) == len(got)
+            assert max(abs(a - b) for a, b in zip(ac, got)) <= 1e-6, (rank, stage)
 
 
 @pytest.mark.parametrize("stage", [0, 3])

@@ -4,10 +4,14 @@
         after initialize every rank holds rank 0's (through the runtime's
         communicator, or torch.distributed with --dist); trains stage 2 and 3;
         rank 0 writes OUT/broadcast_stage{s}.pt.
-    gpt OUT: the GPT example under torch DDP (gloo) and zero.torch stages 0-3;
-        every rank writes OUT/gpt_rank{r}.json with its losses; checks the
-        stage-3 state_dict against the fp32 masters at this world size.
+    gpt OUT: the GPT example under torch DDP (gloo), and the example's own
+        main() (zero.torch) at stages 0-3 with and without
+        --activation_checkpointing; every rank writes OUT/gpt_rank{r}.json
+        with its losses; checks the stage-3 state_dict against the fp32
+        masters at this world size.
 """
+import contextlib
+import io
 import json
 import os
 import sys
@@ -67,8 +71,16 @@ def gpt(out, rank, world):
         loss.backward()
         opt.step()
         result["ddp"].append(loss.item())
+    # The example as a script: its own main(), DeepSpeed's API throughout.
     for stage in range(4):
-        result[f"zero{stage}"] = gpt_train.train(stage, STEPS, rank, world)
+        for ac in (False, True):
+            argv = ["--stage", str(stage), "--steps", str(STEPS), "--json"]
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                assert gpt_train.main(argv + ["--activation_checkpointing"] * ac) == 0
+            line = json.loads(printed.getvalue())
+            assert line["rank"] == rank
+            result[f"zero{stage}" + "_ac" * ac] = line["losses"]
     # Stage 3 at this world size: the module's state dict is the runtime's.
     model = gpt_train.make_model()
     engine, _, _, _ = zt.initialize(model=model, config=gpt_train.ds_config(3, world))

@@ -42,6 +42,12 @@ after every optimizer step; stage 3: upcast when gathered), fp16 floating
 inputs of ``engine(...)`` are upcast, gradients are cast to fp16 when handed
 to the runtime (after loss scaling, so overflow is detected as in DeepSpeed).
 
+Activation checkpointing (an ``activation_checkpointing`` section in the
+config): the model's repeated blocks run under torch's non-reentrant
+``torch.utils.checkpoint`` (see _ActivationCheckpointing for which ones); in
+stage 3 their recomputation in backward gathers their params again through
+the same hooks.
+
 Gradients reach the runtime from hooks on each param's gradient accumulator
 (so stages 2-3 reduce buckets while backward goes on and never hold the whole
 gradient); after backward, trainable params whose hook did not fire are
@@ -443,6 +449,126 @@ def _broadcast_from_rank0(tensors: List[torch.Tensor], comm: Any) -> None:
             data.copy_(out.view(data.shape))
 
 
+#: ``activation_checkpointing`` keys of DeepSpeed's config and their
+#: defaults; zero.torch reports the ones set otherwise (see
+#: _ActivationCheckpointing).
+_AC_DEEPSPEED_KEYS = {
+    "partition_activations": False,
+    "cpu_checkpointing": False,
+    "contiguous_memory_optimization": False,
+    "number_checkpoints": None,
+    "synchronize_checkpoint_boundary": False,
+    "profile": False,
+}
+#: zero's own key in that section: class names of the modules to checkpoint.
+_AC_MODULES_KEY = "zero_checkpoint_modules"
+
+_AC_WHY = {
+    "partition_activations": "no model parallelism in zero.torch, so there is "
+                             "no model-parallel group to partition the "
+                             "checkpoints over",
+    "cpu_checkpointing": "zero.torch models run on the CPU, so the checkpoints "
+                         "are in host memory already",
+    "contiguous_memory_optimization": "checkpoints are torch's own tensors, not "
+                                      "copied into one buffer",
+    "number_checkpoints": "only sizes the contiguous buffer",
+    "synchronize_checkpoint_boundary": "no device streams to synchronize on the CPU",
+    "profile": "no checkpoint timers",
+}
+
+
+def _checkpoint_supports_non_reentrant() -> bool:
+    import inspect
+    import torch.utils.checkpoint as ckpt
+    try:
+        return "use_reentrant" in inspect.signature(ckpt.checkpoint).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+
+
+class _ActivationCheckpointing:
+    """The ``activation_checkpointing`` section of a ds_config, as zero.torch
+    applies it. DeepSpeed leaves checkpointing to the model code
+    (``deepspeed.checkpointing.checkpoint(fn, *args)``); zero.torch instead
+    wraps the model's repeated blocks when the section is present (and not
+    ``"enabled": false``):
+
+    * ``zero_checkpoint_modules`` (zero's own key; a list of class names):
+      every module whose class name (``type(m).__name__``) is listed, the
+      outermost only (a listed module inside another is left alone);
+    * otherwise every child of every ``torch.nn.ModuleList`` that holds
+      params (a transformer's layers), again the outermost only.
+
+    A wrapped module's ``forward`` runs under torch's non-reentrant
+    ``torch.utils.checkpoint.checkpoint`` (``use_reentrant=False``): its
+    forward keeps no activations, and its backward runs the forward again
+    (stage 3: the recomputation gathers the params again through the same
+    module hooks) only while grad is enabled.
+    """
+
+    def __init__(self, section: Any) -> None:
+        self.enabled = isinstance(section, dict) and section.get("enabled", True) is not False
+        section = section if isinstance(section, dict) else {}
+        names = section.get(_AC_MODULES_KEY)
+        if names is not None and (not isinstance(names, list) or
+                                  not all(isinstance(n, str) for n in names)):
+            raise InvalidArgumentError(
+                f"activation_checkpointing.{_AC_MODULES_KEY}: expected a list of "
+                f"module class names, got {names!r}")
+        self.module_names: Optional[List[str]] = names
+        self.no_effect = [k for k, default in _AC_DEEPSPEED_KEYS.items()
+                          if k in section and section[k] not in (default, "auto")
+                          and not (default is False and section[k] is None)]
+
+    def select(self, model: torch.nn.Module) -> List[Tuple[str, torch.nn.Module]]:
+        """(name, module) of the modules to checkpoint, in registration order."""
+        if self.module_names is not None:
+            wanted = set(self.module_names)
+            candidates = {id(m) for m in model.modules()
+                          if type(m).__name__ in wanted}
+        else:
+            candidates = set()
+            for m in model.modules():
+                if isinstance(m, torch.nn.ModuleList):
+                    candidates.update(id(c) for c in m.children()
+                                      if next(c.parameters(), None) is not None)
+        out: List[Tuple[str, torch.nn.Module]] = []
+
+        def walk(prefix: str, m: torch.nn.Module) -> None:
+            for name, child in m.named_children():
+                full = f"{prefix}.{name}" if prefix else name
+                if id(child) in candidates:
+                    out.append((full, child))  # its descendants stay unwrapped
+                else:
+                    walk(full, child)
+
+        if id(model) in candidates:
+            return [("", model)]
+        walk("", model)
+        return out
+
+    def warning(self) -> Optional[str]:
+        if not self.no_effect:
+            return None
+        return ("zero.torch: activation_checkpointing: accepted without effect: " +
+                "; ".join(f"{k} ({_AC_WHY[k]})" for k in self.no_effect))
+
+
+def _checkpointed_forward(forward: Any) -> Any:
+    """``forward`` run under torch's non-reentrant activation checkpoint
+    while grad is enabled."""
+    from torch.utils.checkpoint import checkpoint
+
+    @functools.wraps(forward)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return forward(*args, **kwargs)
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+    wrapper._zero_checkpointed = True  # type: ignore[attr-defined]
+    return wrapper
+
+
 class ZeroTorchEngine(torch.nn.Module):
     """A PyTorch module whose parameters, gradients and optimizer states live
     in a zero runtime; made by :func:`initialize`.
@@ -455,7 +581,8 @@ class ZeroTorchEngine(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, config: ConfigLike,
                  comm: Optional[Comm] = None,
                  model_parameters: Optional[Iterable[torch.nn.Parameter]] = None,
-                 overlap_grad_hooks: bool = True) -> None:
+                 overlap_grad_hooks: bool = True, *,
+                 _keep_originals: bool = False) -> None:
         super().__init__()
         for name, p in model.named_parameters():
             if p.device.type != "cpu":
@@ -471,6 +598,10 @@ class ZeroTorchEngine(torch.nn.Module):
         self._grad_accs: List[Any] = []
         self._patched_linears: List[torch.nn.Module] = []
         self._patched_dicts: List[torch.nn.Module] = []
+        # (module, its own forward attribute before wrapping, or None).
+        self._checkpointed: List[Tuple[torch.nn.Module, Any]] = []
+        #: Names of the modules run under activation checkpointing.
+        self.checkpointed_modules: List[str] = []
         self._params: List[torch.nn.Parameter] = []
         self._orig_data: List[torch.Tensor] = []
         self.zero = Engine(config, comm)
@@ -479,7 +610,14 @@ class ZeroTorchEngine(torch.nn.Module):
         except BaseException:
             self._undo_setup()
             raise
+        if not _keep_originals:
+            self._drop_originals()
         _live.add(self)
+
+    def _drop_originals(self) -> None:
+        """Once set up: the module's own tensors, kept only to give them
+        back if the setup fails, are freed (a full copy of the model)."""
+        self._orig_data = []
 
     def _setup(self, model: torch.nn.Module, trainable_set: Optional[Set[int]],
                overlap_grad_hooks: bool) -> None:
@@ -552,6 +690,7 @@ class ZeroTorchEngine(torch.nn.Module):
             self._install_stage3_hooks()
         if self.stage == 3 or self._upcast:
             self._install_state_dict_hooks()
+        self._install_activation_checkpointing()
         if overlap_grad_hooks:
             self._install_grad_hooks()
         self.optimizer: Optional[ZeroOptimizer] = (
@@ -921,7 +1060,37 @@ class ZeroTorchEngine(torch.nn.Module):
             raise FailedPreconditionError(
                 "ZeroTorchEngine is closed (used after close)")
 
+    def _install_activation_checkpointing(self) -> None:
+        """The ``activation_checkpointing`` section: wraps the selected
+        modules' forward (see _ActivationCheckpointing). After the stage-3
+        hooks, so a patched Linear forward is the one wrapped."""
+        section = self.zero.config.get("activation_checkpointing")
+        if section is None:
+            return
+        ac = _ActivationCheckpointing(section)
+        if not ac.enabled:
+            return
+        msg = ac.warning()
+        if msg and self.zero.rank == 0:
+            warnings.warn(msg, stacklevel=5)
+        if not _checkpoint_supports_non_reentrant():  # pragma: no cover
+            raise UnimplementedError(
+                "activation_checkpointing: this torch has no non-reentrant "
+                "torch.utils.checkpoint (use_reentrant=False, torch >= 1.11), "
+                "which zero.torch needs; remove the section or update torch")
+        for name, module in ac.select(self.module):
+            own = vars(module).get("forward")
+            module.forward = _checkpointed_forward(module.forward)
+            self._checkpointed.append((module, own))
+            self.checkpointed_modules.append(name)
+
     def _remove_hooks(self) -> None:
+        for m, own in reversed(self._checkpointed):
+            if own is None:
+                del m.forward
+            else:
+                m.forward = own
+        self._checkpointed.clear()
         for h in self._hooks:
             h.remove()
         self._hooks.clear()
@@ -1299,7 +1468,8 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
         raise UnimplementedError("initialize(mpu=...): model parallelism")
     engine = ZeroTorchEngine(model, config, comm=comm,
                              model_parameters=model_parameters,
-                             overlap_grad_hooks=overlap_grad_hooks)
+                             overlap_grad_hooks=overlap_grad_hooks,
+                             _keep_originals=True)
     loader = None
     if training_data is not None:
         try:
@@ -1307,4 +1477,5 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
         except BaseException:
             engine._undo_setup()
             raise
+    engine._drop_originals()
     return engine, engine.optimizer, loader, engine.lr_scheduler

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""zero.torch (ZeRO stages 1-3) against torch DDP + AdamW and DDP +
+ZeroRedundancyOptimizer (gloo) on the byte-level GPT of
+examples/python/gpt_train.py, scaled to ~7M params, at 2 and 4 ranks.
+
+    bazel build //bench:torch_gpt_bench && bazel-bin/bench/torch_gpt_bench
+    /usr/bin/python3 bench/torch_gpt_bench.py [--ranks 2,4] [--dim 384]
+        [--layers 4] [--heads 6] [--ctx 64] [--batch 1] [--steps 4]
+        [--warmup 1] [--repeat 2]
+        [--modes zero1,zero2,zero3,ddp,ddp_zero_redundancy]
+
+Modes ``zeroN_ac`` add the ds_config ``activation_checkpointing`` section
+(zero.torch recomputes each block in backward). Every (ranks, mode) runs in
+fresh processes (one ``mpirun -np RANKS`` each) so a rank's peak RSS
+(getrusage ru_maxrss) belongs to that mode alone. Same model (rank 0's
+init), same data (each rank its slice of every global batch), same AdamW.
+Prints JSON lines to stdout: a header, one line per (round, ranks, mode,
+rank): step time and the process's CPU time per step (medians over --steps
+after --warmup; CPU time counts every thread, so it is less sensitive to
+other load on the machine), peak RSS, the RSS before the model was made
+(after imports) and the growth over it, losses; then one summary per
+(ranks, mode) from its fastest of --repeat runs (rounds interleave the
+modes): the maximum over ranks and ratios against DDP at the same rank
+count (step time, CPU time, peak RSS, RSS growth) and the largest loss
+difference from DDP. Needs Debian's python3-torch, openmpi-bin and the
+``zero`` package on PYTHONPATH (or installed from //bindings/python:wheel).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(os.path.dirname(HERE), "examples", "python")
+sys.path.insert(0, HERE)
+from torch_compare import free_port, peak_rss_mb, rss_mb  # noqa: E402
+
+MODES = ["zero1", "zero2", "zero3", "ddp", "ddp_zero_redundancy"]
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One rank of one mode (launched by mpirun)."""
+    import torch
+
+    torch.set_num_threads(1)
+    sys.path.insert(0, EXAMPLES)
+    import gpt_train
+
+    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+    world = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    mode = args.worker
+    if mode.startswith("zero"):
+        import zero.torch as ds
+    else:
+        import torch.distributed as dist
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        from torch.nn.parallel import DistributedDataParallel as DDP
+    sizes = dict(ctx=args.ctx, dim=args.dim, layers=args.layers, heads=args.heads)
+    data = gpt_train.batches(args.warmup + args.steps, ctx=args.ctx,
+                             global_batch=args.batch * world)
+    baseline = rss_mb()  # imports done, no model yet
+    model = gpt_train.make_model(**sizes)
+    n_params = sum(p.numel() for p in model.parameters())
+    times: List[float] = []
+    cpu_times: List[float] = []
+    losses: List[float] = []
+    extra: Dict[str, float] = {}
+
+    if mode.startswith("zero"):
+        stage = int(mode[4])
+        cfg = gpt_train.ds_config(stage, world,
+                                  activation_checkpointing=mode.endswith("_ac"))
+        cfg["train_batch_size"] = args.batch * world
+        cfg["train_micro_batch_size_per_gpu"] = args.batch
+        # DeepSpeed's default buckets (5e8 elements) would each hold the whole
+        # model; a few 1e5 elements is what a user would tune to.
+        cfg["zero_optimization"].update(
+            reduce_bucket_size=args.bucket, allgather_bucket_size=args.bucket,
+            stage3_prefetch_bucket_size=args.bucket)
+        engine, _, _, _ = ds.initialize(model=model,
+                                        model_parameters=model.parameters(),
+                                        config=cfg)
+        assert engine.world_size == world
+        for i, (x, y) in enumerate(data):
+            xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
+            t0, c0 = time.perf_counter(), time.process_time()
+            loss = engine(xs, ys)
+            engine.backward(loss)
+            engine.step()
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            losses.append(loss.item())
+            if i >= args.warmup:
+                times.append(dt)
+                cpu_times.append(dc)
+        stats = engine.stats()
+        extra["model_state_mb"] = (stats["master_bytes"] + stats["optimizer_bytes"]
+                                   + stats["grad_bytes"] + stats["param_bytes"]) / 2**20
+        engine.destroy()
+    else:
+        dist.init_process_group(
+            "gloo", rank=rank, world_size=world,
+            init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}")
+        ddp = DDP(model)  # broadcasts rank 0's params, as zero.torch does
+        opt_args = dict(lr=gpt_train.LR, betas=(0.9, 0.999), eps=1e-8,
+                        weight_decay=0.0)
+        if mode == "ddp":
+            opt = torch.optim.AdamW(ddp.parameters(), **opt_args)
+        else:
+            opt = ZeroRedundancyOptimizer(ddp.parameters(),
+                                          optimizer_class=torch.optim.AdamW,
+                                          **opt_args)
+        for i, (x, y) in enumerate(data):
+            xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
+            t0, c0 = time.perf_counter(), time.process_time()
+            opt.zero_grad(set_to_none=True)
+            loss = ddp(xs, ys)
+            loss.backward()
+            opt.step()
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            losses.append(loss.item())
+            if i >= args.warmup:
+                times.append(dt)
+                cpu_times.append(dc)
+        dist.barrier()
+        dist.destroy_process_group()
+
+    peak = peak_rss_mb()
+    out = {"ranks": world, "mode": mode, "rank": rank, "params": n_params,
+           "step_ms": statistics.median(times) * 1e3,
+           "step_cpu_ms": statistics.median(cpu_times) * 1e3,
+           "peak_rss_mb": peak, "baseline_rss_mb": baseline,
+           "rss_growth_mb": peak - baseline, "losses": losses, **extra}
+    with open(os.path.join(args.outdir, f"{world}.{mode}.{rank}.json"), "w") as f:
+        json.dump(out, f)
+
+
+def run_mode(args: argparse.Namespace, mpirun: str, ranks: int, mode: str,
+             outdir: str, rnd: int) -> List[dict]:
+    env = dict(os.environ, BENCH_PORT=str(free_port()), OMP_NUM_THREADS="1",
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if args.mmap_threshold > 0:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in [env.get("PYTHONPATH", "")] + sys.path if p)
+    cmd = [mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
+           "--mca", "btl", "self,vader",
+           "-x", "PYTHONPATH", "-x", "BENCH_PORT", "-x", "OMP_NUM_THREADS",
+           *(["-x", "MALLOC_MMAP_THRESHOLD_"] if args.mmap_threshold > 0 else []),
+           sys.executable, os.path.abspath(__file__), "--worker", mode,
+           "--outdir", outdir, "--dim", str(args.dim), "--layers", str(args.layers),
+           "--heads", str(args.heads), "--ctx", str(args.ctx),
+           "--batch", str(args.batch), "--steps", str(args.steps),
+           "--warmup", str(args.warmup), "--bucket", str(args.bucket)]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                              timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        print(json.dumps({"ranks": ranks, "mode": mode,
+                          "error": f"timeout after {args.timeout} s"}), flush=True)
+        return []
+    if proc.returncode != 0:
+        print(json.dumps({"ranks": ranks, "mode": mode, "error": proc.returncode,
+                          "stderr": proc.stderr[-2000:]}), flush=True)
+        return []
+    rows = []
+    for r in range(ranks):
+        with open(os.path.join(outdir, f"{ranks}.{mode}.{r}.json")) as f:
+            rows.append(dict(json.load(f), run=rnd))
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def summary(rows: List[dict]) -> dict:
+    return {"run": rows[0]["run"],
+            "step_ms_max": max(r["step_ms"] for r in rows),
+            "step_cpu_ms_max": max(r["step_cpu_ms"] for r in rows),
+            "peak_rss_mb_max": max(r["peak_rss_mb"] for r in rows),
+            "rss_growth_mb_max": max(r["rss_growth_mb"] for r in rows)}
+
+
+def driver(args: argparse.Namespace) -> int:
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        print("torch_gpt_bench: mpirun not found (apt-get install openmpi-bin)",
+              file=sys.stderr)
+        return 1
+    ranks_list = [int(r) for r in args.ranks.split(",")]
+    modes = args.modes.split(",")
+    print(json.dumps({"bench": "torch_gpt_bench", "ranks": ranks_list,
+                      "model": "examples/python/gpt_train.py TinyGPT",
+                      "dim": args.dim, "layers": args.layers, "heads": args.heads,
+                      "ctx": args.ctx, "micro_batch_per_rank": args.batch,
+                      "steps": args.steps, "warmup": args.warmup,
+                      "repeat": args.repeat, "dtype": "fp32",
+                      "optimizer": "AdamW", "torch_threads_per_rank": 1,
+                      "cpus": os.cpu_count(), "zero_bucket_elements": args.bucket,
+                      "malloc_mmap_threshold": args.mmap_threshold}), flush=True)
+    t_start = time.time()
+    ok = True
+    # Rounds interleave the modes, so load from elsewhere on the machine
+    # falls on all of them; a summary takes each mode's fastest run.
+    runs: Dict[int, Dict[str, List[List[dict]]]] = {r: {} for r in ranks_list}
+    with tempfile.TemporaryDirectory() as outdir:
+        for rnd in range(args.repeat):
+            for ranks in ranks_list:
+                for mode in modes:
+                    rows = run_mode(args, mpirun, ranks, mode, outdir, rnd)
+                    if rows:
+                        runs[ranks].setdefault(mode, []).append(rows)
+                    else:
+                        ok = False
+    for ranks in ranks_list:
+        results = {mode: min(tries, key=lambda rows: summary(rows)["step_ms_max"])
+                   for mode, tries in runs[ranks].items()}
+        base = results.get("ddp")
+        bsum = summary(base) if base else None
+        for mode, rows in results.items():
+            s = {"summary": mode, "ranks": ranks, "params": rows[0]["params"],
+                 **summary(rows)}
+            if bsum:
+                s["step_time_vs_ddp"] = s["step_ms_max"] / bsum["step_ms_max"]
+                s["step_cpu_vs_ddp"] = s["step_cpu_ms_max"] / bsum["step_cpu_ms_max"]
+                s["peak_rss_vs_ddp"] = s["peak_rss_mb_max"] / bsum["peak_rss_mb_max"]
+                s["rss_growth_vs_ddp"] = s["rss_growth_mb_max"] / bsum["rss_growth_mb_max"]
+                s["loss_max_abs_diff_vs_ddp"] = max(
+                    abs(a - b) for r, rb in zip(rows, base)
+                    for a, b in zip(r["losses"], rb["losses"]))
+            print(json.dumps({k: (round(v, 3) if isinstance(v, float) and
+                                  not k.startswith("loss") else v)
+                              for k, v in s.items()}), flush=True)
+    print(json.dumps({"bench_done": True, "wall_s": round(time.time() - t_start, 1)}),
+          flush=True)
+    return 0 if ok else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", default="2,4", help="comma-separated rank counts")
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=6)
+    ap.add_argument("--ctx", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=1, help="sequences per rank per step")
+    ap.add_argument("--steps", type=int, default=4, help="timed steps (median)")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=2,
+                    help="rounds over all runs; summaries take the fastest")
+    ap.add_argument("--bucket", type=int, default=500_000,
+                    help="zero reduce/allgather/prefetch bucket, elements")
+    ap.add_argument("--mmap-threshold", type=int, default=131072,
+                    help="MALLOC_MMAP_THRESHOLD_ for every mode (fixes glibc's "
+                    "sliding threshold so freed buffers leave the peak RSS "
+                    "comparable); 0 keeps glibc's default")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--timeout", type=int, default=240, help="seconds per run")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--outdir", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return 0
+    return driver(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
