@@ -604,7 +604,13 @@ class ZeroTorchEngine(torch.nn.Module):
         self.checkpointed_modules: List[str] = []
         self._params: List[torch.nn.Parameter] = []
         self._orig_data: List[torch.Tensor] = []
-        self.zero = Engine(config, comm)
+        # The activation_checkpointing section is zero.torch's to apply (the
+        # runtime would report it as without effect); the rest goes down.
+        cfg = dict(load_config(config))
+        self._ac_section = cfg.pop("activation_checkpointing", None)
+        self.zero = Engine(cfg, comm)
+        _live_torch_engines.add(self)
+        _install_excepthook()
         try:
             self._setup(model, trainable_set, overlap_grad_hooks)
         except BaseException:
@@ -719,13 +725,18 @@ class ZeroTorchEngine(torch.nn.Module):
         if self._upcast:
             args = _upcast_inputs(args)
             kwargs = _upcast_inputs(kwargs)
-        if self.stage < 3:
-            return self.module(*args, **kwargs)
-        self._fwd_stack = []
-        if _Stage3Guard is None:
-            return self.module(*args, **kwargs)
-        with _Stage3Guard(self):
-            return self.module(*args, **kwargs)
+        try:
+            if self.stage < 3:
+                return self.module(*args, **kwargs)
+            self._fwd_stack = []
+            if _Stage3Guard is None:
+                return self.module(*args, **kwargs)
+            with _Stage3Guard(self):
+                return self.module(*args, **kwargs)
+        except BaseException as e:
+            if torch.is_grad_enabled():  # a training forward: ranks diverge
+                self._abort_peers("forward", e)
+            raise
 
     def backward(self, loss: torch.Tensor, retain_graph: bool = False,
                  scale_wrt_gas: bool = True) -> None:
@@ -738,7 +749,11 @@ class ZeroTorchEngine(torch.nn.Module):
         if scale_wrt_gas and self.gradient_accumulation_steps > 1:
             factor /= self.gradient_accumulation_steps
         scaled = loss if factor == 1.0 else loss * factor
-        scaled.backward(retain_graph=retain_graph)
+        try:
+            scaled.backward(retain_graph=retain_graph)
+        except BaseException as e:
+            self._abort_peers("backward", e)
+            raise
         # Trainable params the hooks did not hand in (no gradient, or hooks
         # off), in reverse registration order: the same on every rank.
         for i in reversed(range(len(self._params))):
@@ -1064,7 +1079,7 @@ class ZeroTorchEngine(torch.nn.Module):
         """The ``activation_checkpointing`` section: wraps the selected
         modules' forward (see _ActivationCheckpointing). After the stage-3
         hooks, so a patched Linear forward is the one wrapped."""
-        section = self.zero.config.get("activation_checkpointing")
+        section = self._ac_section
         if section is None:
             return
         ac = _ActivationCheckpointing(section)
@@ -1122,6 +1137,36 @@ class ZeroTorchEngine(torch.nn.Module):
                 p.data.copy_(self._views[i])
         elif p.data.data_ptr() != view.ctypes.data:  # not expected; stay correct
             p.data = _as_tensor(view, self.zero.dtype)
+
+    def _write_param(self, i: int, values: np.ndarray) -> None:
+        """Sets param i to ``values`` (full fp32, the same on every rank)
+        wherever the runtime holds it: the fp32 master and the working copies
+        (zero.Engine.write_master). Stages 0-2 release the resident gather
+        for the write and take it again (same address)."""
+        resident = self.stage < 3 and self._gather_count[i] > 0
+        if resident:
+            self.zero.release(self._ids[i])
+        try:
+            self.zero.write_master(self._ids[i], values)
+        finally:
+            if resident:
+                self._regather_resident(i)
+
+    def _abort_peers(self, where: str, exc: BaseException) -> None:
+        """An exception (not the runtime's own, which every rank sees) left
+        ``where`` on this rank: the step is half done here, so the ranks can
+        no longer pair their collectives. Every rank is stopped at once
+        (zero.Comm.abort: under MPI the job ends) rather than pairing
+        collectives across steps or waiting out comm_timeout_seconds."""
+        if isinstance(exc, ZeroError) or self._closed:
+            return
+        comm = self.zero.comm
+        if comm.size > 1:
+            import sys
+            import traceback
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+            sys.stderr.flush()
+            comm.abort(f"{type(exc).__name__} in zero.torch {where}: {exc}")
 
     def _hand_in(self, i: int) -> None:
         """Copies param i's gradient (if any) into the runtime and frees it."""
@@ -1260,6 +1305,34 @@ class ZeroTorchEngine(torch.nn.Module):
 _live: "weakref.WeakSet[ZeroTorchEngine]" = weakref.WeakSet()
 
 
+_previous_excepthook: Any = None
+
+
+def _abort_on_uncaught(tp: Any, value: Any, tb: Any) -> None:
+    """sys.excepthook while zero.torch engines exist: the traceback, then
+    every peer stopped (zero.Comm.abort) instead of waiting for this rank
+    until comm_timeout_seconds, and this rank not stuck in MPI_Finalize."""
+    _previous_excepthook(tp, value, tb)
+    for e in list(_live_torch_engines):
+        if not e._closed and e.zero.comm.size > 1:
+            import sys
+            sys.stderr.flush()
+            e.zero.comm.abort(f"uncaught {tp.__name__}: {value}")
+            return
+
+
+def _install_excepthook() -> None:
+    global _previous_excepthook
+    import sys
+    if _previous_excepthook is None:
+        _previous_excepthook = sys.excepthook
+        sys.excepthook = _abort_on_uncaught
+
+
+#: Live ZeroTorchEngines (weak), for the exception hook.
+_live_torch_engines: "weakref.WeakSet[ZeroTorchEngine]" = weakref.WeakSet()
+
+
 @atexit.register
 def _close_live_engines() -> None:
     for e in list(_live):
@@ -1284,12 +1357,11 @@ class GatheredParameters:
     COLLECTIVE, every rank in the same order; released on exit). Stages 0-2
     params always hold them, so nothing happens.
 
-    ``modifier_rank`` (writing params inside the context, broadcast from that
-    rank on exit) is refused with :class:`zero.UnimplementedError`: the
-    runtime's fp32 master weights, which every optimizer step starts from,
-    can be changed only by the optimizer or a checkpoint load (the C ABI has
-    no call that writes them), so a write would be lost at the next step.
-    Change the module before :func:`initialize`, or load a checkpoint."""
+    ``modifier_rank``: params may be written inside the context on that
+    rank; on exit (COLLECTIVE) its values are broadcast and every param whose
+    values changed is set in the runtime — fp32 master weights and working
+    copies (zero.Engine.write_master) — so the change survives the next
+    optimizer step. ``None``: read only; writes are not kept.""" 
 
     def __init__(self, params: Any, modifier_rank: Optional[int] = None,
                  fwd_module: Any = None, enabled: bool = True) -> None:
@@ -1304,26 +1376,40 @@ class GatheredParameters:
         if not self.enabled:
             return None
         owned = [o for o in (_owner_of(p) for p in self.params) if o is not None]
-        if self.modifier_rank is not None and owned:
-            e, i = owned[0]
-            raise UnimplementedError(
-                f"GatheredParameters(modifier_rank={self.modifier_rank}): param "
-                f"{e._names[i]!r} is managed by zero.torch, whose runtime keeps "
-                "fp32 master weights that only the optimizer or a checkpoint "
-                "load can change (the C ABI has no write call), so the write "
-                "would be lost at the next step; change the module before "
-                "zero.torch.initialize() or load a checkpoint")
+        self._owned = owned
         for e, i in owned:
             if e.stage == 3:
                 e._gather_param(i)
                 self._held.append((e, i))
+        # What each param held on entry, to tell which ones were written.
+        self._before = ([_full_values(e, i) for e, i in owned]
+                        if self.modifier_rank is not None else [])
         return None
 
     def __exit__(self, *exc: Any) -> None:
+        writes: List[Tuple[ZeroTorchEngine, int, np.ndarray]] = []
+        if self.modifier_rank is not None and exc[0] is None:
+            for (e, i), before in zip(self._owned, self._before):
+                values = _full_values(e, i)
+                if e.zero.comm.size > 1:
+                    e.zero.comm.broadcast(values, root=self.modifier_rank)
+                # The same on every rank: values and `before` agree everywhere.
+                if not np.array_equal(values, before):
+                    writes.append((e, i, values))
         held, self._held = self._held, []
         for e, i in reversed(held):
             if not e._closed and e._gather_count[i] > 0:
                 e._release_param(i)
+        for e, i, values in writes:
+            e._write_param(i, values)
+            if e._upcast:
+                e._refresh_upcast()
+
+
+def _full_values(e: "ZeroTorchEngine", i: int) -> np.ndarray:
+    """Param i's full values as the module sees them (gathered at stage 3),
+    as a new contiguous fp32 array."""
+    return e._params[i].data.detach().to(torch.float32).contiguous().numpy().copy()
 
 
 def _guard_clip(orig: Any, what: str) -> Any:
