@@ -4,6 +4,11 @@
         after initialize every rank holds rank 0's (through the runtime's
         communicator, or torch.distributed with --dist); trains stage 2 and 3;
         rank 0 writes OUT/broadcast_stage{s}.pt.
+    fail OUT STAGE WHERE: rank 1 fails at step 2 — WHERE "forward": its
+        model raises inside engine(x) and the script catches it and goes on
+        (a skipped step); "uncaught": an exception outside zero escapes the
+        script. Every rank must end promptly (the job is aborted), naming
+        rank 1 and the exception.
     gpt OUT: the GPT example under torch DDP (gloo), and the example's own
         main() (zero.torch) at stages 0-3 with and without
         --activation_checkpointing; every rank writes OUT/gpt_rank{r}.json
@@ -95,10 +100,38 @@ def gpt(out, rank, world):
         json.dump(result, f)
 
 
+def fail(out, rank, world, stage, where):
+    model = torch_model.make_model()
+    engine = zt.initialize(model, torch_model.ds_config(stage, 1, world))
+    boom = {"on": False}
+
+    def hook(module, inputs):
+        if boom["on"]:
+            raise ValueError("bad batch on purpose")
+
+    model[0].register_forward_pre_hook(hook)
+    for step, (x, y) in enumerate(torch_model.make_data(6)):
+        xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
+        if rank == 1 and step == 2:
+            if where == "uncaught":
+                raise RuntimeError("data loader died")
+            boom["on"] = True
+        try:
+            loss = torch_model.loss_fn(engine(xs), ys)
+        except ValueError:
+            boom["on"] = False
+            continue  # "skip this batch": the ranks would pair steps wrongly
+        engine.backward(loss)
+        engine.step()
+    engine.close()
+
+
 def main():
     mode, out = sys.argv[1], sys.argv[2]
     rank, world = zero.launcher_rank_and_size()
-    if mode == "broadcast":
+    if mode == "fail":
+        fail(out, rank, world, int(sys.argv[3]), sys.argv[4])
+    elif mode == "broadcast":
         broadcast(out, rank, world, "--dist" in sys.argv)
     else:
         gpt(out, rank, world)

@@ -416,11 +416,9 @@ class ZeroLRScheduler:
 
 
 def _broadcast_from_rank0(tensors: List[torch.Tensor], comm: Any) -> None:
-    """Overwrites every tensor with rank 0's values. With torch.distributed
-    initialized: its broadcast. Otherwise the runtime's communicator, which
-    offers a float32 sum: rank 0 contributes its values, the others zeros
-    (x + 0 is exact), and tensors that are not float32 travel as their bytes,
-    one byte per float32 (exact)."""
+    """Overwrites every tensor with rank 0's values: torch.distributed's
+    broadcast when it is initialized, else the runtime communicator's
+    (zero.Comm.broadcast, the tensor's bytes)."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         for t in tensors:
             data = t.data
@@ -430,23 +428,15 @@ def _broadcast_from_rank0(tensors: List[torch.Tensor], comm: Any) -> None:
         return
     if comm.size == 1:
         return
-    root = comm.rank == 0
     for t in tensors:
         data = t.data
         if data.numel() == 0:
             continue
-        if data.dtype == torch.float32:
-            arr = (data.detach().contiguous().numpy().copy() if root
-                   else np.zeros(tuple(data.shape), np.float32))
-            out = torch.from_numpy(comm.allreduce_sum(arr))
-        else:
-            raw = data.detach().contiguous().view(-1).view(torch.uint8)
-            arr = (raw.numpy().astype(np.float32) if root
-                   else np.zeros(raw.numel(), np.float32))
-            got = comm.allreduce_sum(arr).astype(np.uint8)
-            out = torch.from_numpy(got).view(data.dtype).view(data.shape)
+        raw = data.detach().contiguous().view(-1).view(torch.uint8).numpy().copy()
+        comm.broadcast(raw, root=0)
+        out = torch.from_numpy(raw).view(data.dtype).view(data.shape)
         with torch.no_grad():
-            data.copy_(out.view(data.shape))
+            data.copy_(out)
 
 
 #: ``activation_checkpointing`` keys of DeepSpeed's config and their
