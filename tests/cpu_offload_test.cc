@@ -5,10 +5,9 @@
 // run bit for bit.
 #include <gtest/gtest.h>
 
-#include <mutex>
-
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/off_host_device.h"
+#include "tests/testing/train_on_threads.h"
 
 namespace zero {
 namespace testing {
@@ -25,17 +24,6 @@ Config Cfg(int stage) {
   return c;
 }
 
-std::vector<MlpResult> Train(const Config& c, int world, const MlpSpec& spec) {
-  std::vector<MlpResult> out(world);
-  std::mutex mu;
-  RunThreads(world, [&](int rank, Communicator* comm) {
-    absl::StatusOr<MlpResult> r = TrainMlp(c, comm, spec);
-    std::lock_guard<std::mutex> l(mu);
-    EXPECT_TRUE(r.ok()) << "rank " << rank << ": " << r.status();
-    if (r.ok()) out[rank] = std::move(*r);
-  });
-  return out;
-}
 
 // ZeRO-Offload: "cpu" offload with an off-host device keeps master weights
 // and moments in host memory (off the device) and updates them on the CPU.
@@ -46,7 +34,7 @@ TEST(CpuOffloadTest, KeepsOptimizerStateOffTheDeviceBitwise) {
       c.dtype = t;
       MlpSpec dev;
       dev.make_device = [] { return std::make_unique<OffHostDevice>(); };
-      auto ref = Train(c, 3, dev);
+      auto ref = TrainAll(c, 3, dev);
       c.offload_optimizer.device = OffloadDevice::kCpu;
       size_t device_bytes[2] = {0, 0};
       for (int off = 0; off < 2; ++off) {
@@ -63,7 +51,7 @@ TEST(CpuOffloadTest, KeepsOptimizerStateOffTheDeviceBitwise) {
       const int64_t owned = ref[0].stats.padded_numel / (stage == 0 ? 1 : 3);
       EXPECT_GE(device_bytes[0] - device_bytes[1], static_cast<size_t>(12 * owned))
           << "stage " << stage;
-      auto off = Train(c, 3, dev);
+      auto off = TrainAll(c, 3, dev);
       for (int r = 0; r < 3; ++r) {
         EXPECT_EQ(MaxRelDiff(off[r], ref[r]), 0.0) << "stage " << stage << " " << DTypeName(t);
       }
@@ -73,8 +61,8 @@ TEST(CpuOffloadTest, KeepsOptimizerStateOffTheDeviceBitwise) {
       c.offload_optimizer.pin_memory = true;
       Config plain = c;
       plain.offload_optimizer.device = OffloadDevice::kNone;
-      auto ref_small = Train(plain, 3, dev);
-      auto piped = Train(c, 3, dev);
+      auto ref_small = TrainAll(plain, 3, dev);
+      auto piped = TrainAll(c, 3, dev);
       for (int r = 0; r < 3; ++r) {
         EXPECT_EQ(MaxRelDiff(piped[r], ref_small[r]), 0.0) << "pipelined, stage " << stage;
       }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,29 @@ Config Cfg(int stage) {
   c.steps_per_print = 0;
   c.comm_timeout_seconds = 30;
   return c;
+}
+
+// A finalized engine with one param "w" of 300 elements.
+std::unique_ptr<Engine> OneParamEngine(const Config& c, Communicator* comm) {
+  auto e = Engine::Create(c, comm);
+  EXPECT_TRUE(e.ok()) << e.status();
+  ParamSpec a;
+  a.name = "w";
+  a.shape = {300};
+  EXPECT_TRUE((*e)->RegisterParam(a).ok());
+  EXPECT_TRUE((*e)->Finalize().ok());
+  return std::move(*e);
+}
+
+// Up to `steps` steps of handing in w's gradient; the first failure.
+absl::Status TrySteps(Engine* e, int steps) {
+  absl::Status s = absl::OkStatus();
+  for (int i = 0; i < steps && s.ok(); ++i) {
+    s = e->GradBuffer(0).status();
+    if (s.ok()) s = e->GradReady(0);
+    if (s.ok()) s = e->Step().status();
+  }
+  return s;
 }
 
 TEST(FailureTest, MismatchedParamsFailOnEveryRankNamingTheParam) {
@@ -61,26 +85,13 @@ TEST(FailureTest, DeadPeerBecomesTimeoutOnSurvivors) {
     RunThreads(3, [&](int rank, Communicator* comm) {
       Config c = Cfg(stage);
       c.comm_timeout_seconds = 1.0;
-      auto e = Engine::Create(c, comm);
-      ASSERT_TRUE(e.ok());
-      ParamSpec a;
-      a.name = "w";
-      a.shape = {300};
-      ASSERT_TRUE((*e)->RegisterParam(a).ok());
-      ASSERT_TRUE((*e)->Finalize().ok());
+      std::unique_ptr<Engine> e = OneParamEngine(c, comm);
       if (rank == 1) return;  // dies after finalize
       auto t0 = std::chrono::steady_clock::now();
-      absl::Status s = absl::OkStatus();
-      for (int i = 0; i < 3 && s.ok(); ++i) {
-        auto g = (*e)->GradBuffer(0);
-        s = g.status();
-        if (s.ok()) s = (*e)->GradReady(0);
-        if (s.ok()) s = (*e)->Step().status();
-      }
-      st[rank] = s;
+      st[rank] = TrySteps(e.get(), 3);
       secs[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       // Later calls fail at once, naming the earlier failure.
-      auto again = (*e)->Step();
+      auto again = e->Step();
       EXPECT_FALSE(again.ok());
     });
     for (int r : {0, 2}) {
@@ -102,25 +113,13 @@ TEST(FailureTest, AbortedRankFailsPeersPromptlyNamingIt) {
     RunThreads(3, [&](int rank, Communicator* comm) {
       Config c = Cfg(stage);
       c.comm_timeout_seconds = 60;
-      auto e = Engine::Create(c, comm);
-      ASSERT_TRUE(e.ok());
-      ParamSpec a;
-      a.name = "w";
-      a.shape = {300};
-      ASSERT_TRUE((*e)->RegisterParam(a).ok());
-      ASSERT_TRUE((*e)->Finalize().ok());
+      std::unique_ptr<Engine> e = OneParamEngine(c, comm);
       if (rank == 2) {
         comm->Abort("ValueError: bad batch");  // the user's communicator
         return;
       }
       auto t0 = std::chrono::steady_clock::now();
-      absl::Status s = absl::OkStatus();
-      for (int i = 0; i < 3 && s.ok(); ++i) {
-        s = (*e)->GradBuffer(0).status();
-        if (s.ok()) s = (*e)->GradReady(0);
-        if (s.ok()) s = (*e)->Step().status();
-      }
-      st[rank] = s;
+      st[rank] = TrySteps(e.get(), 3);
       secs[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     });
     for (int r : {0, 1}) {
