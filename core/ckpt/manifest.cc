@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <climits>
+#include <cstdint>
+#include <stdexcept>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -169,6 +172,28 @@ std::string ManifestToJson(const Manifest& m) {
   return out;
 }
 
+namespace {
+
+// Integers from the manifest: a float or an out-of-range value is an error
+// (nlohmann's conversion of one would be undefined behaviour).
+int64_t I64(const ordered_json& v) {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+    throw std::invalid_argument(absl::StrCat("expected a 64-bit integer, got ", v.dump()));
+  }
+  return v.get<int64_t>();
+}
+
+int I32(const ordered_json& v) {
+  const int64_t x = I64(v);
+  if (x < INT32_MIN || x > INT32_MAX) {
+    throw std::invalid_argument(absl::StrCat("expected a 32-bit integer, got ", v.dump()));
+  }
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
 absl::StatusOr<Manifest> ParseManifest(const std::string& text,
                                        const std::string& path) {
   auto bad = [&](const std::string& what) {
@@ -180,7 +205,7 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text,
   std::string where = "format_version";
   try {
     if (j.value("format", "") != "zero-checkpoint") return bad("not a zero checkpoint manifest");
-    m.format_version = j.at("format_version").get<int>();
+    m.format_version = I32(j.at("format_version"));
     if (m.format_version != kFormatVersion) {
       return absl::FailedPreconditionError(absl::StrCat(
           path, ": format_version ", m.format_version, " is not supported (this build reads ",
@@ -188,8 +213,8 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text,
     }
     where = "header";
     m.tag = j.at("tag").get<std::string>();
-    m.world_size = j.at("world_size").get<int>();
-    m.stage = j.at("stage").get<int>();
+    m.world_size = I32(j.at("world_size"));
+    m.stage = I32(j.at("stage"));
     auto dt = ParseDType(j.at("dtype").get<std::string>());
     if (!dt.ok()) return bad(absl::StrCat("dtype: ", dt.status().message()));
     m.dtype = *dt;
@@ -199,41 +224,41 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text,
       if (k <= kMaster) return bad(absl::StrCat("optimizer_states: unknown state ", s.dump()));
       m.states.push_back(k);
     }
-    m.sub_group_size = j.at("sub_group_size").get<int64_t>();
-    m.global_step = j.at("global_step").get<int64_t>();
-    m.skipped_steps = j.at("skipped_steps").get<int64_t>();
-    m.micro_step = j.at("micro_step").get<int64_t>();
+    m.sub_group_size = I64(j.at("sub_group_size"));
+    m.global_step = I64(j.at("global_step"));
+    m.skipped_steps = I64(j.at("skipped_steps"));
+    m.micro_step = I64(j.at("micro_step"));
     where = "loss_scaler";
     const auto& ls = j.at("loss_scaler");
     m.scaler_dynamic = ls.at("dynamic").get<bool>();
     m.scaler.cur_scale = ls.at("cur_scale").get<double>();
-    m.scaler.cur_iter = ls.at("cur_iter").get<int64_t>();
-    m.scaler.last_overflow_iter = ls.at("last_overflow_iter").get<int64_t>();
-    m.scaler.cur_hysteresis = ls.at("cur_hysteresis").get<int>();
+    m.scaler.cur_iter = I64(ls.at("cur_iter"));
+    m.scaler.last_overflow_iter = I64(ls.at("last_overflow_iter"));
+    m.scaler.cur_hysteresis = I32(ls.at("cur_hysteresis"));
     m.config_json = j.value("config", ordered_json::object()).dump();
     where = "params";
     for (const auto& jp : j.at("params")) {
       ParamRecord p;
       p.name = jp.at("name").get<std::string>();
       where = absl::StrCat("param '", p.name, "'");
-      p.shape = jp.at("shape").get<std::vector<int64_t>>();
+      for (const auto& d : jp.at("shape")) p.shape.push_back(I64(d));
       auto pd = ParseDType(jp.at("dtype").get<std::string>());
       if (!pd.ok()) return bad(absl::StrCat(where, ": ", pd.status().message()));
       p.dtype = *pd;
       p.trainable = jp.at("trainable").get<bool>();
-      p.numel = jp.at("numel").get<int64_t>();
+      p.numel = I64(jp.at("numel"));
       for (const auto& s : jp.at("slices")) {
         if (!s.is_array() || s.size() != 3) return bad(absl::StrCat(where, ": slice ", s.dump(), " is not [rank, offset, numel]"));
-        p.slices.push_back({s[0].get<int>(), s[1].get<int64_t>(), s[2].get<int64_t>()});
+        p.slices.push_back({I32(s[0]), I64(s[1]), I64(s[2])});
       }
       m.params.push_back(std::move(p));
     }
     where = "files";
     for (const auto& jf : j.at("files")) {
       FileRecord f;
-      f.rank = jf.at("rank").get<int>();
+      f.rank = I32(jf.at("rank"));
       f.file = jf.at("file").get<std::string>();
-      f.bytes = jf.at("bytes").get<int64_t>();
+      f.bytes = I64(jf.at("bytes"));
       f.index_xxh3 = std::stoull(jf.at("index_xxh3").get<std::string>(), nullptr, 16);
       m.files.push_back(f);
     }
@@ -256,7 +281,10 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text,
     int64_t n = 1;
     for (int64_t d : p.shape) {
       if (d < 1) return bad(absl::StrCat("param '", p.name, "': shape ", ShapeString(p.shape), " has a dimension < 1"));
-      n *= d;
+      if (__builtin_mul_overflow(n, d, &n)) {
+        return bad(absl::StrCat("param '", p.name, "': shape ", ShapeString(p.shape),
+                                " has more elements than a 64-bit count holds"));
+      }
     }
     if (n != p.numel) {
       return bad(absl::StrCat("param '", p.name, "': shape ", ShapeString(p.shape), " has ", n,
@@ -269,7 +297,8 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text,
     std::sort(s.begin(), s.end(), [](const RankSlice& a, const RankSlice& b) { return a.offset < b.offset; });
     int64_t at = 0;
     for (const RankSlice& r : s) {
-      if (r.rank < 0 || r.rank >= m.world_size || r.offset != at || r.numel < 1) {
+      if (r.rank < 0 || r.rank >= m.world_size || r.offset != at || r.numel < 1 ||
+          r.numel > p.numel - at) {
         return bad(absl::StrCat("param '", p.name, "': slices do not cover [0, ", p.numel,
                                 ") exactly once (slice [rank ", r.rank, ", offset ", r.offset,
                                 ", numel ", r.numel, "])"));
