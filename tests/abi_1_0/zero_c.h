@@ -1,0 +1,349 @@
+/* FIXTURE: zero_c.h exactly as published in version 1.0 (commit 5544a06).
+ * //tests:old_client_test compiles the C example against it and runs it
+ * on the current library. Never edit. */
+/* zero_c.h - the C ABI of the zero runtime (ZeRO sharded data parallelism).
+ *
+ * This header is the only public interface; Python and Rust bind to it.
+ * Conventions (read these first):
+ *  1. Handles are opaque (zero_comm_t, zero_engine_t). Every handle has a
+ *     create and a destroy call; destroy accepts NULL and does nothing.
+ *  2. Every call returns a zero_status. ZERO_OK is 0. On any other value,
+ *     zero_last_error() holds a message naming the problem; it is
+ *     thread-local and valid until the next zero_* call on that thread.
+ *  3. Structs passed in begin with `size_t struct_size`; fill them from their
+ *     ZERO_*_INIT macro so fields added in later versions keep defaults.
+ *  4. Pointer arguments must not be NULL unless the contract says so; a NULL
+ *     is reported as ZERO_INVALID_ARGUMENT, never a crash.
+ *  5. Booleans are int32_t: 0 is false, anything else true.
+ *  6. Memory handed out by the engine (param and gradient buffers) belongs to
+ *     the engine; each call says how long the pointer stays valid.
+ *  7. Calls marked COLLECTIVE must be made by every rank of the communicator,
+ *     in the same order; a peer that never arrives yields ZERO_TIMEOUT after
+ *     comm_timeout_seconds on every rank that did arrive.
+ *  8. No C++ exception ever crosses this boundary.
+ */
+#ifndef ZERO_C_H_
+#define ZERO_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define ZERO_API __declspec(dllexport)
+#else
+#define ZERO_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Version of this header. zero_version() returns the library's; a program
+ * should refuse to run when the majors differ. */
+#define ZERO_VERSION_MAJOR 1
+#define ZERO_VERSION_MINOR 0
+#define ZERO_VERSION_PATCH 0
+#define ZERO_VERSION_CODE \
+  (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
+
+/* ---- Types -------------------------------------------------------------- */
+
+typedef struct zero_comm_t zero_comm_t;     /* a group of ranks */
+typedef struct zero_engine_t zero_engine_t; /* one sharded training state */
+
+typedef enum zero_status {
+  ZERO_OK = 0,
+  ZERO_INVALID_ARGUMENT = 1,   /* bad value: config key, shape, NULL, id */
+  ZERO_FAILED_PRECONDITION = 2,/* call in the wrong state or order */
+  ZERO_NOT_FOUND = 3,          /* unknown param name, missing file */
+  ZERO_OUT_OF_MEMORY = 4,      /* allocation or live-parameter budget */
+  ZERO_TIMEOUT = 5,            /* a collective's peer did not arrive */
+  ZERO_IO_ERROR = 6,           /* file system failure */
+  ZERO_DATA_LOSS = 7,          /* corrupt or truncated data */
+  ZERO_UNIMPLEMENTED = 8,      /* feature not built in (e.g. CUDA) */
+  ZERO_INTERNAL = 9,           /* a bug in zero: please report */
+  ZERO_ABORTED = 10,           /* the communicator broke earlier */
+  ZERO_MISMATCH = 11           /* ranks disagree (params, config) */
+} zero_status;
+
+typedef enum zero_dtype {
+  ZERO_DTYPE_F32 = 0,
+  ZERO_DTYPE_F16 = 1, /* IEEE half */
+  ZERO_DTYPE_BF16 = 2 /* bfloat16 */
+} zero_dtype;
+
+typedef enum zero_optimizer {
+  ZERO_OPTIMIZER_ADAM = 0,  /* decoupled weight decay unless adam_w_mode=0 */
+  ZERO_OPTIMIZER_ADAMW = 1, /* always decoupled weight decay */
+  ZERO_OPTIMIZER_SGD = 2    /* momentum, nesterov, L2 weight decay */
+} zero_optimizer;
+
+/* ---- Library ------------------------------------------------------------ */
+
+/* The library's version as ZERO_VERSION_CODE would spell it. */
+ZERO_API int32_t zero_version(void);
+
+/* A static description of a status code; never NULL. */
+ZERO_API const char* zero_status_string(zero_status status);
+
+/* The message of the last failed call on this thread ("" if none). */
+ZERO_API const char* zero_last_error(void);
+
+/* ---- Communicators ------------------------------------------------------ */
+
+/* A one-rank communicator that needs no MPI. */
+ZERO_API zero_status zero_comm_create_self(zero_comm_t** out);
+
+/* An MPI communicator. `mpi_comm` points to an MPI_Comm owned by the caller
+ * (it must outlive the handle) or is NULL for MPI_COMM_WORLD. Initializes MPI
+ * (MPI_THREAD_MULTIPLE) if nobody has; then zero finalizes it at exit.
+ * ZERO_UNIMPLEMENTED if the library was built without MPI. */
+ZERO_API zero_status zero_comm_create_mpi(const void* mpi_comm,
+                                          zero_comm_t** out);
+
+/* `world_size` communicators of one in-process group, one per thread:
+ * out[r] is rank r. Each handle must be used from one thread at a time. */
+ZERO_API zero_status zero_comm_create_threads(int32_t world_size,
+                                              zero_comm_t** out);
+
+ZERO_API zero_status zero_comm_rank(const zero_comm_t* comm, int32_t* rank);
+ZERO_API zero_status zero_comm_size(const zero_comm_t* comm, int32_t* size);
+
+/* COLLECTIVE. Waits for every rank. */
+ZERO_API zero_status zero_comm_barrier(zero_comm_t* comm);
+
+/* COLLECTIVE. In-place sum of `count` floats over all ranks (for losses and
+ * metrics in examples; the engine does its own communication). */
+ZERO_API zero_status zero_comm_allreduce_sum_f32(zero_comm_t* comm,
+                                                 float* data, size_t count);
+
+/* Destroys a communicator; engines using it must be destroyed first. */
+ZERO_API void zero_comm_destroy(zero_comm_t* comm);
+
+/* ---- Configuration ------------------------------------------------------ */
+
+/* Engine options from C. A DeepSpeed ds_config.json text is the other way
+ * (zero_engine_create_json); both produce the same internal config. Integer
+ * fields set to -1 and float fields set to a negative value take the
+ * DeepSpeed default, as ZERO_CONFIG_INIT does. */
+typedef struct zero_config {
+  size_t struct_size;
+  int32_t stage;                       /* ZeRO stage 0..3 */
+  zero_dtype dtype;                    /* working params and gradients */
+  zero_optimizer optimizer;
+  float lr;                            /* default 1e-3 */
+  float beta1, beta2, eps;             /* Adam: 0.9, 0.999, 1e-8 */
+  float weight_decay;                  /* default 0 */
+  float momentum;                      /* SGD: default 0 */
+  int32_t gradient_accumulation_steps; /* default 1 */
+  float gradient_clipping;             /* global L2 norm; 0 = off */
+  int64_t reduce_bucket_size;          /* elements; default 5e8 */
+  int64_t allgather_bucket_size;       /* elements; default 5e8 */
+  int32_t overlap_comm;                /* -1 = default (on for stage 3) */
+  int64_t sub_group_size;              /* elements; default 1e9 */
+  int64_t stage3_max_live_parameters;  /* elements; default 1e9 */
+  int64_t stage3_prefetch_bucket_size; /* elements; default 5e7 */
+  int64_t stage3_param_persistence_threshold; /* elements; default 1e5 */
+  float loss_scale;                    /* fp16: 0 = dynamic, else static */
+  int32_t initial_scale_power;         /* fp16: default 16 */
+  int32_t loss_scale_window;           /* fp16: default 1000 */
+  int32_t hysteresis;                  /* fp16: default 2 */
+  float min_loss_scale;                /* fp16: default 1 */
+  int32_t steps_per_print;             /* default 10; 0 = never */
+  double comm_timeout_seconds;         /* default 300 */
+} zero_config;
+
+#define ZERO_CONFIG_INIT                                                     \
+  {                                                                          \
+    sizeof(zero_config), 0, ZERO_DTYPE_F32, ZERO_OPTIMIZER_ADAMW, -1.0f,     \
+        -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1, 0.0f, -1, -1, -1, -1, -1, -1, \
+        -1, -1.0f, -1, -1, -1, -1.0f, -1, -1.0                               \
+  }
+
+/* ---- Engine ------------------------------------------------------------- */
+
+/* Description of one parameter for zero_engine_register_param. */
+typedef struct zero_param_desc {
+  size_t struct_size;
+  const char* name;     /* unique; copied */
+  int32_t ndim;         /* 0..8 */
+  const int64_t* shape; /* ndim sizes, each >= 1; copied */
+  zero_dtype dtype;     /* trainable params: the engine's dtype */
+  const float* init;    /* numel fp32 initial values, copied; NULL = zeros */
+  int32_t trainable;    /* 0: frozen, no gradient or optimizer state */
+} zero_param_desc;
+
+#define ZERO_PARAM_DESC_INIT \
+  { sizeof(zero_param_desc), NULL, 0, NULL, ZERO_DTYPE_F32, NULL, 1 }
+
+/* What zero_engine_step did. */
+typedef struct zero_step_info {
+  size_t struct_size;
+  int32_t boundary;      /* 1: last micro-step, the optimizer ran or skipped */
+  int32_t skipped;       /* 1: fp16 overflow, step skipped on every rank */
+  int64_t global_step;   /* optimizer steps taken, skipped ones excluded */
+  int64_t skipped_steps; /* overflow skips so far */
+  double loss_scale;     /* scale for the next backward (1 unless fp16) */
+  double grad_norm;      /* global L2 norm of unscaled gradients */
+  double lr;             /* learning rate the optimizer used */
+} zero_step_info;
+
+#define ZERO_STEP_INFO_INIT {sizeof(zero_step_info), 0, 0, 0, 0, 0.0, 0.0, 0.0}
+
+/* Bytes held per category on this rank, and elements this rank sent per
+ * collective kind (counted as in the ZeRO paper: all-gather and
+ * reduce-scatter of n elements send n(W-1)/W, all-reduce 2n(W-1)/W). */
+typedef struct zero_stats {
+  size_t struct_size;
+  int32_t rank, world_size, stage;
+  int64_t trainable_numel;   /* Psi: trainable elements, unpadded */
+  int64_t padded_numel;      /* trainable elements after group padding */
+  int64_t master_bytes;      /* fp32 master weights held here */
+  int64_t optimizer_bytes;   /* optimizer states held here */
+  int64_t grad_bytes;        /* gradient storage held here */
+  int64_t param_bytes;       /* working params held here, resident */
+  int64_t frozen_bytes;      /* frozen params (whole on every rank) */
+  int64_t buffer_bytes;      /* buckets and stage-3 gathered params now */
+  int64_t live_gathered_bytes;      /* stage 3: gathered now */
+  int64_t live_gathered_high_water; /* stage 3: most gathered at once */
+  int64_t sent_allgather;           /* elements */
+  int64_t sent_reduce_scatter;      /* elements */
+  int64_t sent_allreduce;           /* elements */
+  int64_t sent_broadcast;           /* elements */
+  int64_t sent_control;             /* scalars (norm, overflow, checks) */
+  int64_t collective_calls;
+  int64_t global_step, skipped_steps, micro_step;
+  int64_t sent_bytes_allgather;      /* the same traffic in bytes */
+  int64_t sent_bytes_reduce_scatter;
+  int64_t sent_bytes_allreduce;
+} zero_stats;
+
+#define ZERO_STATS_INIT                                                       \
+  {                                                                           \
+    sizeof(zero_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+        0, 0, 0, 0, 0, 0, 0                                                   \
+  }
+
+/* Creates an engine from a zero_config. The engine keeps a reference to
+ * `comm`, which must outlive it. */
+ZERO_API zero_status zero_engine_create(const zero_config* config,
+                                        zero_comm_t* comm,
+                                        zero_engine_t** out);
+
+/* Creates an engine from the text of a DeepSpeed ds_config.json. Unknown keys,
+ * wrong types and values out of range fail with the key path in the message. */
+ZERO_API zero_status zero_engine_create_json(const char* json_text,
+                                             zero_comm_t* comm,
+                                             zero_engine_t** out);
+
+/* Registers a parameter before finalize; *out_id receives its id (0, 1, ...
+ * in registration order). Every rank registers the same params in the same
+ * order with the same initial values. */
+ZERO_API zero_status zero_engine_register_param(zero_engine_t* engine,
+                                                const zero_param_desc* desc,
+                                                int32_t* out_id);
+
+/* COLLECTIVE. Lays out and allocates the shards. Fails with ZERO_MISMATCH on
+ * every rank, naming the first differing param, if ranks registered
+ * different params. */
+ZERO_API zero_status zero_engine_finalize(zero_engine_t* engine);
+
+/* Number of registered params and the id of a param by name. */
+ZERO_API zero_status zero_engine_num_params(const zero_engine_t* engine,
+                                            int32_t* count);
+ZERO_API zero_status zero_engine_find_param(const zero_engine_t* engine,
+                                            const char* name, int32_t* id);
+/* The param's element count. */
+ZERO_API zero_status zero_engine_param_numel(const zero_engine_t* engine,
+                                             int32_t id, int64_t* numel);
+
+/* COLLECTIVE in stage 3 (every rank gathers the same params in the same
+ * order). *data receives the full working copy (the param's dtype), valid
+ * until the matching zero_engine_release. Gathers nest (reference counted).
+ * Read-only: the optimizer owns the values. */
+ZERO_API zero_status zero_engine_gather(zero_engine_t* engine, int32_t id,
+                                        void** data);
+
+/* Ends one gather of `id`; in stage 3 frees the full copy when unused. */
+ZERO_API zero_status zero_engine_release(zero_engine_t* engine, int32_t id);
+
+/* *grad receives a zero-filled buffer of numel elements (the param's dtype)
+ * for this micro-step's gradient of a trainable param: write or add into it,
+ * then call zero_engine_grad_ready. Valid until zero_engine_grad_ready;
+ * asking again before grad_ready returns the same buffer.
+ * The engine averages gradients over ranks and sums them over micro-steps:
+ * divide each micro-step's loss by gradient_accumulation_steps (as
+ * DeepSpeed's backward does) and multiply it by zero_engine_loss_scale. */
+ZERO_API zero_status zero_engine_grad_buffer(zero_engine_t* engine,
+                                             int32_t id, void** grad);
+
+/* COLLECTIVE in stages 2-3 and at the boundary micro-step in stage 0 (ranks
+ * hand in the same params in the same order). Hands the gradient over. */
+ZERO_API zero_status zero_engine_grad_ready(zero_engine_t* engine,
+                                            int32_t id);
+
+/* The working dtype of trainable params (from fp16/bf16 in the config). */
+ZERO_API zero_status zero_engine_dtype(const zero_engine_t* engine,
+                                       zero_dtype* dtype);
+
+/* The loss scale to multiply the loss by before backward (1 unless fp16). */
+ZERO_API zero_status zero_engine_loss_scale(const zero_engine_t* engine,
+                                            double* scale);
+
+/* COLLECTIVE. Ends a micro-step; on every gradient_accumulation_steps-th
+ * call, reduces, unscales, clips and applies the optimizer (or skips on fp16
+ * overflow). Gradients not handed in count as zero. `info` may be NULL. */
+ZERO_API zero_status zero_engine_step(zero_engine_t* engine,
+                                      zero_step_info* info);
+
+/* Adds to the sample count behind the samples/s of the periodic print. */
+ZERO_API zero_status zero_engine_report_samples(zero_engine_t* engine,
+                                                int64_t samples);
+
+/* COLLECTIVE (every rank calls it; stage 0 copies locally). Copies the
+ * param's full fp32 master weights into `out` (numel floats). */
+ZERO_API zero_status zero_engine_read_master(zero_engine_t* engine,
+                                             int32_t id, float* out);
+
+/* Fills `stats` (struct_size set by ZERO_STATS_INIT). */
+ZERO_API zero_status zero_engine_stats(const zero_engine_t* engine,
+                                       zero_stats* stats);
+
+/* Frees the engine and everything it allocated. */
+ZERO_API void zero_engine_destroy(zero_engine_t* engine);
+
+/* ---- Checkpoints -------------------------------------------------------- */
+
+/* Options of zero_engine_load; fill from ZERO_LOAD_OPTIONS_INIT. */
+typedef struct zero_load_options {
+  size_t struct_size;
+  int32_t load_optimizer_states; /* default 1; 0: moments start at zero */
+  int32_t allow_missing; /* default 0; 1: params the checkpoint lacks keep
+                            their values */
+} zero_load_options;
+
+#define ZERO_LOAD_OPTIONS_INIT {sizeof(zero_load_options), 1, 0}
+
+/* COLLECTIVE. Writes DIR/TAG atomically, then points DIR/latest at it; a
+ * failed save leaves earlier tags whole. Refused mid-accumulation. */
+ZERO_API zero_status zero_engine_save(zero_engine_t* engine, const char* dir,
+                                      const char* tag);
+
+/* COLLECTIVE. Loads DIR/TAG (NULL: latest; any world size or stage) with
+ * steps and loss scale; options NULL = defaults; fails alike on every rank. */
+ZERO_API zero_status zero_engine_load(zero_engine_t* engine, const char* dir,
+                                      const char* tag,
+                                      const zero_load_options* options);
+
+/* Writes every param of DIR/TAG (NULL: latest) as one safetensors file of
+ * `dtype` (fp32 master values, or rounded); needs no engine. */
+ZERO_API zero_status zero_checkpoint_export_safetensors(const char* dir,
+                                                        const char* tag,
+                                                        const char* out_path,
+                                                        zero_dtype dtype);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ZERO_C_H_ */
