@@ -122,6 +122,13 @@ ZERO_PIN_FIELD(zero_param_info, shape, 24, 64);
 ZERO_PIN_FIELD(zero_param_info, dtype, 88, 4);
 ZERO_PIN_FIELD(zero_param_info, trainable, 92, 4);
 
+ZERO_PIN_SIZE(zero_safetensors_options, 40, 8);
+ZERO_PIN_FIELD(zero_safetensors_options, struct_size, 0, 8);
+ZERO_PIN_FIELD(zero_safetensors_options, prefix_strip, 8, 8);
+ZERO_PIN_FIELD(zero_safetensors_options, prefix_add, 16, 8);
+ZERO_PIN_FIELD(zero_safetensors_options, bytes_read, 24, 8);
+ZERO_PIN_FIELD(zero_safetensors_options, allow_missing, 32, 4);
+
 // First published sizes (zero_c.h convention 3a): struct_size below these is
 // refused; they never change.
 
@@ -131,6 +138,8 @@ static_assert(zero_capi::AbiStruct<zero_step_info>::kFirstSize == 56, "zero_step
 static_assert(zero_capi::AbiStruct<zero_stats>::kFirstSize == 176, "zero_stats 1.0");
 static_assert(zero_capi::AbiStruct<zero_load_options>::kFirstSize == 16, "zero_load_options 1.0");
 static_assert(zero_capi::AbiStruct<zero_param_info>::kFirstSize == 96, "zero_param_info 1.1");
+static_assert(zero_capi::AbiStruct<zero_safetensors_options>::kFirstSize == 40,
+              "zero_safetensors_options 1.4");
 
 // Enum values are ABI too.
 static_assert(ZERO_OK == 0 && ZERO_INVALID_ARGUMENT == 1 && ZERO_FAILED_PRECONDITION == 2 &&

@@ -56,6 +56,7 @@ zero_status BadStruct(const char* call, const absl::Status& s) {
 constexpr zero_config kConfigDefaults = ZERO_CONFIG_INIT;
 constexpr zero_param_desc kParamDescDefaults = ZERO_PARAM_DESC_INIT;
 constexpr zero_load_options kLoadOptionsDefaults = ZERO_LOAD_OPTIONS_INIT;
+constexpr zero_safetensors_options kSafetensorsOptionsDefaults = ZERO_SAFETENSORS_OPTIONS_INIT;
 
 zero_status Null(const char* call, const char* what) {
   g_last_error = absl::StrCat(call, ": ", what, " is NULL");
@@ -575,6 +576,28 @@ zero_status zero_engine_load(zero_engine_t* engine, const char* dir, const char*
   }
   return Guard([&] {
     return Report(engine->engine->Load(dir, tag != nullptr ? tag : "", o));
+  });
+}
+
+zero_status zero_engine_load_safetensors(zero_engine_t* engine, const char* path,
+                                         const zero_safetensors_options* options) {
+  ZERO_CHECK_ARG("zero_engine_load_safetensors", engine);
+  ZERO_CHECK_ARG("zero_engine_load_safetensors", path);
+  zero::PretrainedOptions o;
+  int64_t* bytes_read = nullptr;
+  if (options != nullptr) {
+    auto read = ReadStruct(options, kSafetensorsOptionsDefaults);
+    if (!read.ok()) return BadStruct("zero_engine_load_safetensors", read.status());
+    o.allow_missing = read->allow_missing != 0;
+    if (read->prefix_strip != nullptr) o.prefix_strip = read->prefix_strip;
+    if (read->prefix_add != nullptr) o.prefix_add = read->prefix_add;
+    bytes_read = read->bytes_read;
+  }
+  return Guard([&] {
+    zero::PretrainedStats stats;
+    zero_status st = Report(engine->engine->LoadSafetensors(path, o, &stats));
+    if (st == ZERO_OK && bytes_read != nullptr) *bytes_read = stats.bytes_read;
+    return st;
   });
 }
 

@@ -141,6 +141,12 @@ int main(void) {
     EXPECT(is_error(zero_engine_load(engine, NULL, NULL, &lo), ZERO_INVALID_ARGUMENT, "dir"));
     EXPECT(is_error(zero_engine_load(engine, "/nonexistent/zero", NULL, NULL), ZERO_NOT_FOUND,
                     "latest"));
+    EXPECT(is_error(zero_engine_load_safetensors(NULL, "m.safetensors", NULL),
+                    ZERO_INVALID_ARGUMENT, "engine"));
+    EXPECT(is_error(zero_engine_load_safetensors(engine, NULL, NULL), ZERO_INVALID_ARGUMENT,
+                    "path"));
+    EXPECT(is_error(zero_engine_load_safetensors(engine, "/nonexistent/m.safetensors", NULL),
+                    ZERO_NOT_FOUND, "m.safetensors"));
     EXPECT(is_error(zero_checkpoint_export_safetensors("d", NULL, NULL, ZERO_DTYPE_F32),
                     ZERO_INVALID_ARGUMENT, "out_path"));
   }

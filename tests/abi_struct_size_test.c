@@ -37,6 +37,7 @@ static const size_t kFirstStep = ROUND8(END(zero_step_info, lr));
 static const size_t kFirstStats = ROUND8(END(zero_stats, micro_step));
 static const size_t kFirstLoad = ROUND8(END(zero_load_options, allow_missing));
 static const size_t kFirstInfo = ROUND8(END(zero_param_info, trainable));
+static const size_t kFirstSafetensors = ROUND8(END(zero_safetensors_options, allow_missing));
 
 /* The caller's memory: one struct of any kind and room past it. */
 static union {
@@ -46,6 +47,7 @@ static union {
   zero_stats stats;
   zero_load_options load;
   zero_param_info info;
+  zero_safetensors_options st;
   unsigned char bytes[512];
 } buf;
 
@@ -151,6 +153,23 @@ static void test_load_options(void) {
                  kFirstLoad - 1));
 }
 
+static void test_safetensors_options(void) {
+  const zero_safetensors_options init = ZERO_SAFETENSORS_OPTIONS_INIT;
+  const size_t size = sizeof(zero_safetensors_options);
+  const char* path = "/nonexistent/zero_abi_struct_size.safetensors";
+  /* Accepted options get as far as the missing file. */
+  fill(&init, size, kFirstSafetensors, 0, 0);
+  EXPECT(zero_engine_load_safetensors(engine, path, &buf.st) == ZERO_NOT_FOUND);
+  fill(&init, size, size + EXTRA, 0, 0);
+  EXPECT(zero_engine_load_safetensors(engine, path, &buf.st) == ZERO_NOT_FOUND);
+  fill(&init, size, size + EXTRA, 0, 1);
+  EXPECT(refused(zero_engine_load_safetensors(engine, path, &buf.st), "zero_safetensors_options",
+                 size + EXTRA));
+  fill(&init, size, kFirstSafetensors - 1, 0, 0);
+  EXPECT(refused(zero_engine_load_safetensors(engine, path, &buf.st), "zero_safetensors_options",
+                 kFirstSafetensors - 1));
+}
+
 static void test_step_info(void) {
   const zero_step_info init = ZERO_STEP_INFO_INIT;
   const size_t size = sizeof(zero_step_info);
@@ -244,6 +263,7 @@ int main(void) {
   test_param_desc();
   test_step_info(); /* ends the accumulation the gradient above began */
   test_load_options();
+  test_safetensors_options();
   test_stats();
   test_param_info();
 

@@ -10,7 +10,7 @@
  *  3. Every public struct begins with `size_t struct_size`; fill it from its
  *     ZERO_*_INIT macro (or zero all of it and set struct_size to its
  *     sizeof). One rule for every struct, read by the library (zero_config,
- *     zero_param_desc, zero_load_options) or filled by it (zero_step_info,
+ *     zero_param_desc, zero_load_options, zero_safetensors_options) or filled by it (zero_step_info,
  *     zero_stats, zero_param_info):
  *     a. struct_size below the struct's first published size (noted at each
  *        struct; its size in the version that introduced it) is
@@ -61,7 +61,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 3
+#define ZERO_VERSION_MINOR 4
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -401,6 +401,41 @@ ZERO_API zero_status zero_checkpoint_export_safetensors(const char* dir,
                                                         const char* tag,
                                                         const char* out_path,
                                                         zero_dtype dtype);
+
+/* ---- Pretrained weights (1.4) ------------------------------------------ */
+
+/* Options of zero_engine_load_safetensors; fill from
+ * ZERO_SAFETENSORS_OPTIONS_INIT. First published size (1.4): through
+ * allow_missing. */
+typedef struct zero_safetensors_options {
+  size_t struct_size;
+  const char* prefix_strip; /* NULL: none; a file tensor's name loses this
+                               leading text ("model." for HF checkpoints) */
+  const char* prefix_add;   /* NULL: none; then gains this one; the result is
+                               the param name it loads into */
+  int64_t* bytes_read;      /* NULL, or receives the tensor bytes this rank
+                               read (only the elements it holds) */
+  int32_t allow_missing;    /* default 0; 1: params the file lacks keep their
+                               values */
+} zero_safetensors_options;
+
+#define ZERO_SAFETENSORS_OPTIONS_INIT \
+  { sizeof(zero_safetensors_options), NULL, NULL, NULL, 0 }
+
+/* COLLECTIVE (1.4). After finalize, every param released, not
+ * mid-accumulation: sets params from `path`, a .safetensors file or a
+ * Hugging Face *.safetensors.index.json ("weight_map": tensor -> shard file
+ * beside it). F32, F16 and BF16 tensors load (widened to fp32 exactly); each
+ * rank reads only the elements it holds (its owned fp32 master range, and its
+ * working copy: whole in stages 0-2, its slice in stage 3, whole for
+ * persistent and frozen params). Validates every name, shape and dtype on
+ * every rank before writing anything, and fails alike on every rank: a
+ * missing tensor is ZERO_NOT_FOUND naming the param, a wrong shape or dtype
+ * ZERO_INVALID_ARGUMENT naming tensor, file and both shapes, a corrupt or
+ * truncated file ZERO_DATA_LOSS naming it. Tensors no param takes are listed
+ * in one warning line on rank 0. options NULL = defaults. */
+ZERO_API zero_status zero_engine_load_safetensors(zero_engine_t* engine, const char* path,
+                                                  const zero_safetensors_options* options);
 
 /* ---- Introspection (1.1) ------------------------------------------------ */
 

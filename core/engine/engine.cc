@@ -321,4 +321,32 @@ absl::Status Engine::Load(const std::string& dir, const std::string& tag,
   return checkpoint_->Load(dir, tag, options);
 }
 
+absl::Status Engine::LoadSafetensors(const std::string& path, const PretrainedOptions& options,
+                                     PretrainedStats* stats) {
+  RETURN_IF_ERROR(Check(true, "load_safetensors"));
+  absl::Status pre;
+  if (boundary_->counters().micro_step != 0 || !reducer_->idle()) {
+    pre = absl::FailedPreconditionError(
+        "load_safetensors: gradients of an accumulation are pending; load right after the "
+        "step() that ends it");
+  }
+  for (const ParamRecord& p : params_.all()) {
+    if (pre.ok() && p.gather_refs > 0) {
+      pre = absl::FailedPreconditionError(absl::StrCat(
+          "load_safetensors: param '", p.name, "' is gathered; release every param first"));
+    }
+  }
+  if (pre.ok() && coordinator_ != nullptr) coordinator_->FreeAll();  // would go stale
+  PretrainedTargets t;
+  t.ctx = &ctx_;
+  t.params = &params_;
+  t.sharded = sharded_.get();
+  t.store = store_.get();
+  t.coordinator = coordinator_.get();
+  absl::Status s = ctx_.stream->Wait(ctx_.stream->Submit(
+      [&]() -> absl::Status { return LoadPretrained(t, path, options, pre, stats); }));
+  (void)ctx_.stream->Drain();
+  return s;
+}
+
 }  // namespace zero

@@ -28,6 +28,7 @@
 #include "core/engine/engine_stats.h"
 #include "core/engine/optimizer_boundary.h"
 #include "core/engine/param_registry.h"
+#include "core/engine/pretrained_loader.h"
 #include "core/partition/layout.h"
 
 namespace zero {
@@ -94,6 +95,13 @@ class Engine {
                     const ckpt::SaveOptions& options = {});
   absl::Status Load(const std::string& dir, const std::string& tag,
                     const ckpt::LoadOptions& options = {});
+
+  // COLLECTIVE. Pretrained weights from a .safetensors file or a Hugging
+  // Face *.safetensors.index.json (docs/ARCHITECTURE.md, "Pretrained
+  // weights"): each rank reads only the elements it holds. After Finalize,
+  // every param released, not mid-accumulation; fails alike on every rank.
+  absl::Status LoadSafetensors(const std::string& path, const PretrainedOptions& options = {},
+                               PretrainedStats* stats = nullptr);
 
  private:
   Engine(const Config& config, std::unique_ptr<Communicator> comm);

@@ -168,4 +168,11 @@ absl::Status ParamCoordinator::RefreshPersistent() {
   return absl::OkStatus();
 }
 
+void ParamCoordinator::WritePersistentRange(int id, int64_t offset, int64_t count,
+                                            const float* values) {
+  if (!persistent(id)) return;
+  ctx_->device->UploadF32(values, static_cast<char*>(persistent_[id].data()) + offset * ctx_->es(),
+                          ctx_->dtype(), count);
+}
+
 }  // namespace zero

@@ -46,6 +46,10 @@ class ParamCoordinator {
   // the comm stream.
   absl::Status RefreshPersistent();
 
+  // Elements [offset, offset+count) of persistent param `id` set from fp32
+  // `values`; nothing for other params.
+  void WritePersistentRange(int id, int64_t offset, int64_t count, const float* values);
+
   int64_t live_bytes() const { return live_bytes_; }
   int64_t live_high_water() const { return live_high_water_; }
   int64_t persistent_bytes() const;

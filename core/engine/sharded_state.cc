@@ -224,4 +224,35 @@ int64_t ShardedState::param_file_bytes() const {
   return n;
 }
 
+absl::Status ShardedState::WriteWorkingRange(int li, int64_t offset, int64_t count,
+                                             const float* values) {
+  Device* d = ctx_->device;
+  const DType t = ctx_->dtype();
+  const size_t es = ctx_->es();
+  if (ctx_->stage() <= 2) {
+    d->UploadF32(values, static_cast<char*>(WorkingPtr(li)) + offset * es, t, count);
+    return absl::OkStatus();
+  }
+  const ParamPlace& pl = ctx_->layout.place(li);
+  const GroupShard& gs = groups_[pl.group];
+  const int64_t lo = std::max(pl.offset + offset, gs.owned_begin);
+  const int64_t hi = std::min(pl.offset + offset + count, gs.owned_begin + gs.owned_len);
+  if (hi <= lo) return absl::OkStatus();
+  const float* src = values + (lo - pl.offset - offset);
+  if (params_on_nvme()) {
+    std::vector<char> cast((hi - lo) * es);
+    d->UploadF32(src, cast.data(), t, hi - lo);
+    return param_files_[pl.group]->WriteCommitted((lo - gs.owned_begin) * es, (hi - lo) * es,
+                                                  cast.data());
+  }
+  d->UploadF32(src, OwnedWorking(pl.group, lo - gs.owned_begin), t, hi - lo);
+  return absl::OkStatus();
+}
+
+void ShardedState::WriteFrozenRange(int id, int64_t offset, int64_t count, const float* values) {
+  const ParamRecord& p = params_->at(id);
+  ctx_->device->UploadF32(values, static_cast<char*>(frozen_[id].data()) + offset * DTypeSize(p.dtype),
+                          p.dtype, count);
+}
+
 }  // namespace zero

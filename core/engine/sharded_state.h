@@ -66,6 +66,13 @@ class ShardedState {
   // Frozen param `id` set from fp32 values.
   void WriteFrozen(int id, const float* values);
 
+  // Elements [offset, offset+count) of param `li` from `values` (that many
+  // fp32): stages 0-2 into the whole working copy; stage 3 the part inside
+  // this rank's owned slice (memory or param file), the rest ignored.
+  absl::Status WriteWorkingRange(int li, int64_t offset, int64_t count, const float* values);
+  // Elements [offset, offset+count) of frozen param `id`.
+  void WriteFrozenRange(int id, int64_t offset, int64_t count, const float* values);
+
   int64_t working_bytes() const;
   int64_t grad_bytes() const;
   int64_t frozen_bytes() const;

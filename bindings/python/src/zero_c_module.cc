@@ -329,6 +329,21 @@ class Engine {
     CheckNoGil([&] { return zero_engine_load(e, dir.c_str(), tag ? tag->c_str() : nullptr, &options); });
   }
 
+  // Returns the tensor bytes this rank read.
+  int64_t LoadSafetensors(const std::string& path, bool allow_missing,
+                          const std::optional<std::string>& prefix_strip,
+                          const std::optional<std::string>& prefix_add) {
+    zero_engine_t* e = get();
+    zero_safetensors_options options = ZERO_SAFETENSORS_OPTIONS_INIT;
+    int64_t bytes_read = 0;
+    options.allow_missing = allow_missing ? 1 : 0;
+    options.prefix_strip = prefix_strip ? prefix_strip->c_str() : nullptr;
+    options.prefix_add = prefix_add ? prefix_add->c_str() : nullptr;
+    options.bytes_read = &bytes_read;
+    CheckNoGil([&] { return zero_engine_load_safetensors(e, path.c_str(), &options); });
+    return bytes_read;
+  }
+
   py::dict Stats() const {
     zero_stats st = ZERO_STATS_INIT;
     Check(zero_engine_stats(get(), &st));
@@ -420,6 +435,8 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("save", &Engine::Save, py::arg("dir"), py::arg("tag"))
       .def("load", &Engine::Load, py::arg("dir"), py::arg("tag"),
            py::arg("load_optimizer_states"), py::arg("allow_missing"))
+      .def("load_safetensors", &Engine::LoadSafetensors, py::arg("path"),
+           py::arg("allow_missing"), py::arg("prefix_strip"), py::arg("prefix_add"))
       .def("stats", &Engine::Stats)
       .def("close", &Engine::Destroy)
       .def_property_readonly("closed", &Engine::closed);

@@ -347,6 +347,34 @@ class Engine:
         self._c.load(os.fspath(dir), None if tag is None else str(tag),
                      bool(load_optimizer_states), bool(allow_missing))
 
+    def load_safetensors(self, path: PathLike, allow_missing: bool = False,
+                         prefix_strip: Optional[str] = None,
+                         prefix_add: Optional[str] = None) -> int:
+        """COLLECTIVE. Sets params from pretrained weights: ``path`` is a
+        ``.safetensors`` file or a Hugging Face ``model.safetensors.index.json``
+        (its ``weight_map`` names shard files beside it). F32, F16 and BF16
+        tensors load, widened to fp32 exactly. Each rank reads only the
+        elements it holds (its owned master range and its working copy).
+        Call it after finalize with every param released, not
+        mid-accumulation.
+
+        Args:
+            allow_missing: True lets params the file lacks keep their values
+                (otherwise :class:`zero.NotFoundError` names them).
+            prefix_strip, prefix_add: a tensor named ``N`` in the file loads
+                into the param ``prefix_add + N`` with a leading
+                ``prefix_strip`` removed first (e.g. ``"model."``).
+
+        Returns the tensor bytes this rank read. A wrong shape or dtype
+        raises :class:`zero.InvalidArgumentError` naming tensor, file and
+        shapes; a corrupt or truncated file :class:`zero.DataLossError`.
+        Everything is validated on every rank before anything is written;
+        fails alike on every rank. Tensors no param takes are listed in one
+        warning line on rank 0.
+        """
+        return self._c.load_safetensors(os.fspath(path), bool(allow_missing),
+                                        prefix_strip, prefix_add)
+
     def stats(self) -> Dict[str, int]:
         """Bytes per category on this rank and elements sent per collective
         (the fields of ``zero_stats``, in its order: ``zero._abi_tables.STATS_FIELDS``)."""

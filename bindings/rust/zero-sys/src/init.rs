@@ -109,6 +109,17 @@ pub const fn zero_load_options_init() -> zero_load_options {
     }
 }
 
+/// `ZERO_SAFETENSORS_OPTIONS_INIT`: [`zero_safetensors_options`] as the header initializes it.
+pub const fn zero_safetensors_options_init() -> zero_safetensors_options {
+    zero_safetensors_options {
+        struct_size: core::mem::size_of::<zero_safetensors_options>(),
+        prefix_strip: core::ptr::null(),
+        prefix_add: core::ptr::null(),
+        bytes_read: core::ptr::null_mut(),
+        allow_missing: 0,
+    }
+}
+
 /// `ZERO_PARAM_INFO_INIT`: [`zero_param_info`] as the header initializes it.
 pub const fn zero_param_info_init() -> zero_param_info {
     zero_param_info {
