@@ -371,12 +371,13 @@ zero_status zero_engine_register_param_init(zero_engine_t* engine, const zero_pa
   if (spec_in == nullptr) return Null(call, "spec");
   auto read = ReadStruct(spec_in, kInitSpecDefaults);
   if (!read.ok()) return BadStruct(call, read.status());
-  if (read->kind < ZERO_INIT_ZEROS || read->kind > ZERO_INIT_FAN_IN_UNIFORM) {
-    g_last_error = absl::StrCat(call, ": spec kind ", read->kind, " not in 0..7");
+  const int64_t kind = static_cast<int64_t>(read->kind);
+  if (kind < ZERO_INIT_ZEROS || kind > ZERO_INIT_FAN_IN_UNIFORM) {
+    g_last_error = absl::StrCat(call, ": spec kind ", kind, " not in 0..7");
     return ZERO_INVALID_ARGUMENT;
   }
   zero::InitSpec s;
-  s.kind = static_cast<zero::InitKind>(read->kind);
+  s.kind = static_cast<zero::InitKind>(kind);
   s.seed = read->seed;
   s.value = read->value;
   s.low = read->low;

@@ -64,7 +64,7 @@ int main(void) {
                   "spec"));
   EXPECT(is_error(zero_engine_register_param_fill(engine, &d, NULL, NULL, &id),
                   ZERO_INVALID_ARGUMENT, "fill"));
-  spec.kind = 99;
+  spec.kind = (zero_init_kind)99;
   EXPECT(is_error(zero_engine_register_param_init(engine, &d, &spec, &id), ZERO_INVALID_ARGUMENT,
                   "kind"));
   spec.kind = ZERO_INIT_NORMAL;

@@ -315,7 +315,7 @@ typedef enum zero_init_kind {
  * must give it. First published size (1.4): through fan_in. */
 typedef struct zero_init_spec {
   size_t struct_size;
-  int32_t kind;     /* zero_init_kind */
+  zero_init_kind kind;
   uint64_t seed;
   double value;     /* CONSTANT */
   double low;       /* UNIFORM, TRUNC_NORMAL */

@@ -114,7 +114,7 @@ void GenerateInit(const InitSpec& s, uint64_t h, const std::vector<int64_t>& sha
       return;
     case InitKind::kTruncNormal:
       for (int64_t k = 0; k < count; ++k) {
-        double x = s.mean;  // after 64 rejected pairs: the mean (never reached in practice)
+        double x = s.mean;  // after 64 rejected draws: the mean (never reached in practice)
         for (uint32_t attempt = 0; attempt < 32; ++attempt) {
           const math::Philox4x32 r = Draw(s.seed, h, offset + k, attempt);
           const double y0 = s.mean + s.std * Normal(r.v[0], r.v[1]);

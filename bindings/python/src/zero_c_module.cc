@@ -216,7 +216,7 @@ class Engine {
                             double a, int64_t fan_in) {
     zero_param_desc desc = Desc(name, shape, dtype, trainable);
     zero_init_spec spec = ZERO_INIT_SPEC_INIT;
-    spec.kind = kind;
+    spec.kind = static_cast<zero_init_kind>(kind);
     spec.seed = seed;
     spec.value = value;
     spec.low = low;

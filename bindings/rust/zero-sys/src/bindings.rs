@@ -1489,7 +1489,7 @@ pub type zero_init_kind = core::ffi::c_uint;
 #[derive(Debug, Copy, Clone)]
 pub struct zero_init_spec {
     pub struct_size: usize,
-    pub kind: i32,
+    pub kind: zero_init_kind,
     pub seed: u64,
     pub value: f64,
     pub low: f64,
