@@ -10,8 +10,8 @@
  *  3. Every public struct begins with `size_t struct_size`; fill it from its
  *     ZERO_*_INIT macro (or zero all of it and set struct_size to its
  *     sizeof). One rule for every struct, read by the library (zero_config,
- *     zero_param_desc, zero_load_options) or filled by it (zero_step_info,
- *     zero_stats, zero_param_info):
+ *     zero_param_desc, zero_load_options, zero_init_spec) or filled by it
+ *     (zero_step_info, zero_stats, zero_param_info):
  *     a. struct_size below the struct's first published size (noted at each
  *        struct; its size in the version that introduced it) is
  *        ZERO_INVALID_ARGUMENT.
