@@ -128,6 +128,17 @@ ZERO_PIN_FIELD(zero_safetensors_options, prefix_strip, 8, 8);
 ZERO_PIN_FIELD(zero_safetensors_options, prefix_add, 16, 8);
 ZERO_PIN_FIELD(zero_safetensors_options, bytes_read, 24, 8);
 ZERO_PIN_FIELD(zero_safetensors_options, allow_missing, 32, 4);
+ZERO_PIN_SIZE(zero_init_spec, 80, 8);
+ZERO_PIN_FIELD(zero_init_spec, struct_size, 0, 8);
+ZERO_PIN_FIELD(zero_init_spec, kind, 8, 4);
+ZERO_PIN_FIELD(zero_init_spec, seed, 16, 8);
+ZERO_PIN_FIELD(zero_init_spec, value, 24, 8);
+ZERO_PIN_FIELD(zero_init_spec, low, 32, 8);
+ZERO_PIN_FIELD(zero_init_spec, high, 40, 8);
+ZERO_PIN_FIELD(zero_init_spec, mean, 48, 8);
+ZERO_PIN_FIELD(zero_init_spec, std, 56, 8);
+ZERO_PIN_FIELD(zero_init_spec, a, 64, 8);
+ZERO_PIN_FIELD(zero_init_spec, fan_in, 72, 8);
 
 // First published sizes (zero_c.h convention 3a): struct_size below these is
 // refused; they never change.
@@ -140,6 +151,11 @@ static_assert(zero_capi::AbiStruct<zero_load_options>::kFirstSize == 16, "zero_l
 static_assert(zero_capi::AbiStruct<zero_param_info>::kFirstSize == 96, "zero_param_info 1.1");
 static_assert(zero_capi::AbiStruct<zero_safetensors_options>::kFirstSize == 40,
               "zero_safetensors_options 1.4");
+static_assert(zero_capi::AbiStruct<zero_init_spec>::kFirstSize == 80, "zero_init_spec 1.4");
+static_assert(ZERO_INIT_ZEROS == 0 && ZERO_INIT_ONES == 1 && ZERO_INIT_CONSTANT == 2 &&
+                  ZERO_INIT_UNIFORM == 3 && ZERO_INIT_NORMAL == 4 && ZERO_INIT_TRUNC_NORMAL == 5 &&
+                  ZERO_INIT_KAIMING_UNIFORM == 6 && ZERO_INIT_FAN_IN_UNIFORM == 7,
+              "zero_init_kind values changed");
 
 // Enum values are ABI too.
 static_assert(ZERO_OK == 0 && ZERO_INVALID_ARGUMENT == 1 && ZERO_FAILED_PRECONDITION == 2 &&

@@ -55,6 +55,7 @@ zero_status BadStruct(const char* call, const absl::Status& s) {
 
 constexpr zero_config kConfigDefaults = ZERO_CONFIG_INIT;
 constexpr zero_param_desc kParamDescDefaults = ZERO_PARAM_DESC_INIT;
+constexpr zero_init_spec kInitSpecDefaults = ZERO_INIT_SPEC_INIT;
 constexpr zero_load_options kLoadOptionsDefaults = ZERO_LOAD_OPTIONS_INIT;
 constexpr zero_safetensors_options kSafetensorsOptionsDefaults = ZERO_SAFETENSORS_OPTIONS_INIT;
 
@@ -313,23 +314,30 @@ zero_status zero_engine_create_json(const char* json_text, zero_comm_t* comm,
   });
 }
 
-zero_status zero_engine_register_param(zero_engine_t* engine,
-                                       const zero_param_desc* desc_in,
-                                       int32_t* out_id) {
-  ZERO_CHECK_ARG("zero_engine_register_param", engine);
-  if (desc_in == nullptr) return Null("zero_engine_register_param", "desc");
-  ZERO_CHECK_ARG("zero_engine_register_param", out_id);
+namespace {
+
+zero_status RegisterParam(const char* call, zero_engine_t* engine,
+                          const zero_param_desc* desc_in, const zero::InitSpec* init_spec,
+                          zero_fill_fn fill, void* user, int32_t* out_id) {
+  ZERO_CHECK_ARG(call, engine);
+  if (desc_in == nullptr) return Null(call, "desc");
+  ZERO_CHECK_ARG(call, out_id);
   auto read = ReadStruct(desc_in, kParamDescDefaults);
-  if (!read.ok()) return BadStruct("zero_engine_register_param", read.status());
+  if (!read.ok()) return BadStruct(call, read.status());
   const zero_param_desc* desc = &*read;
-  ZERO_CHECK_ARG("zero_engine_register_param", desc->name);
+  ZERO_CHECK_ARG(call, desc->name);
+  if ((init_spec != nullptr || fill != nullptr) && desc->init != nullptr) {
+    g_last_error = absl::StrCat(call, " '", desc->name,
+                                "': desc->init must be NULL (one init source)");
+    return ZERO_INVALID_ARGUMENT;
+  }
   if (desc->ndim < 0 || desc->ndim > ZERO_MAX_DIMS || (desc->ndim > 0 && desc->shape == nullptr)) {
-    g_last_error = absl::StrCat("zero_engine_register_param '", desc->name, "': ndim ", desc->ndim,
+    g_last_error = absl::StrCat(call, " '", desc->name, "': ndim ", desc->ndim,
                                 " needs 0..", ZERO_MAX_DIMS, " dims and a non-NULL shape");
     return ZERO_INVALID_ARGUMENT;
   }
   if (!ValidDType(desc->dtype)) {
-    g_last_error = absl::StrCat("zero_engine_register_param '", desc->name, "': dtype ",
+    g_last_error = absl::StrCat(call, " '", desc->name, "': dtype ",
                                 static_cast<int>(desc->dtype), " not in 0..2");
     return ZERO_INVALID_ARGUMENT;
   }
@@ -339,12 +347,54 @@ zero_status zero_engine_register_param(zero_engine_t* engine,
     spec.shape.assign(desc->shape, desc->shape + desc->ndim);
     spec.dtype = ToDType(desc->dtype);
     spec.init = desc->init;
+    spec.init_spec = init_spec;
+    spec.fill = fill;
+    spec.fill_user = user;
     spec.trainable = desc->trainable != 0;
     auto id = engine->engine->RegisterParam(spec);
     if (!id.ok()) return Report(id.status());
     *out_id = *id;
     return Report(absl::OkStatus());
   });
+}
+
+}  // namespace
+
+zero_status zero_engine_register_param(zero_engine_t* engine, const zero_param_desc* desc,
+                                       int32_t* out_id) {
+  return RegisterParam("zero_engine_register_param", engine, desc, nullptr, nullptr, nullptr,
+                       out_id);
+}
+
+zero_status zero_engine_register_param_init(zero_engine_t* engine, const zero_param_desc* desc,
+                                            const zero_init_spec* spec_in, int32_t* out_id) {
+  const char* call = "zero_engine_register_param_init";
+  if (spec_in == nullptr) return Null(call, "spec");
+  auto read = ReadStruct(spec_in, kInitSpecDefaults);
+  if (!read.ok()) return BadStruct(call, read.status());
+  const int64_t kind = static_cast<int64_t>(read->kind);
+  if (kind < ZERO_INIT_ZEROS || kind > ZERO_INIT_FAN_IN_UNIFORM) {
+    g_last_error = absl::StrCat(call, ": spec kind ", kind, " not in 0..7");
+    return ZERO_INVALID_ARGUMENT;
+  }
+  zero::InitSpec s;
+  s.kind = static_cast<zero::InitKind>(kind);
+  s.seed = read->seed;
+  s.value = read->value;
+  s.low = read->low;
+  s.high = read->high;
+  s.mean = read->mean;
+  s.std = read->std;
+  s.a = read->a;
+  s.fan_in = read->fan_in;
+  return RegisterParam(call, engine, desc, &s, nullptr, nullptr, out_id);
+}
+
+zero_status zero_engine_register_param_fill(zero_engine_t* engine, const zero_param_desc* desc,
+                                            zero_fill_fn fill, void* user, int32_t* out_id) {
+  const char* call = "zero_engine_register_param_fill";
+  if (fill == nullptr) return Null(call, "fill");
+  return RegisterParam(call, engine, desc, nullptr, fill, user, out_id);
 }
 
 zero_status zero_engine_finalize(zero_engine_t* engine) {

@@ -38,6 +38,7 @@ static const size_t kFirstStats = ROUND8(END(zero_stats, micro_step));
 static const size_t kFirstLoad = ROUND8(END(zero_load_options, allow_missing));
 static const size_t kFirstInfo = ROUND8(END(zero_param_info, trainable));
 static const size_t kFirstSafetensors = ROUND8(END(zero_safetensors_options, allow_missing));
+static const size_t kFirstInitSpec = ROUND8(END(zero_init_spec, fan_in)); /* 1.4 */
 
 /* The caller's memory: one struct of any kind and room past it. */
 static union {
@@ -48,6 +49,7 @@ static union {
   zero_load_options load;
   zero_param_info info;
   zero_safetensors_options st;
+  zero_init_spec spec;
   unsigned char bytes[512];
 } buf;
 
@@ -134,6 +136,29 @@ static void test_param_desc(void) {
   EXPECT(refused(zero_engine_register_param(fresh_engine, &buf.desc, &id), "zero_param_desc",
                  sizeof(size_t)));
   EXPECT(zero_engine_num_params(fresh_engine, &count) == ZERO_OK && count == 2);
+}
+
+static void test_init_spec(void) {
+  static const int64_t shape[2] = {4, 3};
+  const size_t size = sizeof(zero_init_spec);
+  const zero_init_spec init = ZERO_INIT_SPEC_INIT;
+  zero_param_desc d = ZERO_PARAM_DESC_INIT;
+  int32_t id = -1;
+  d.ndim = 2;
+  d.shape = shape;
+  d.name = "s_first";
+  fill(&init, size, kFirstInitSpec, 0, 0);
+  EXPECT(zero_engine_register_param_init(fresh_engine, &d, &buf.spec, &id) == ZERO_OK);
+  d.name = "s_newer";
+  fill(&init, size, size + EXTRA, 0, 0);
+  EXPECT(zero_engine_register_param_init(fresh_engine, &d, &buf.spec, &id) == ZERO_OK);
+  d.name = "s_refused";
+  fill(&init, size, size + EXTRA, 0, 1);
+  EXPECT(refused(zero_engine_register_param_init(fresh_engine, &d, &buf.spec, &id),
+                 "zero_init_spec", size + EXTRA));
+  fill(&init, size, kFirstInitSpec - 1, 0, 0);
+  EXPECT(refused(zero_engine_register_param_init(fresh_engine, &d, &buf.spec, &id),
+                 "zero_init_spec", kFirstInitSpec - 1));
 }
 
 static void test_load_options(void) {
@@ -266,6 +291,7 @@ int main(void) {
   test_safetensors_options();
   test_stats();
   test_param_info();
+  test_init_spec();
 
   zero_engine_destroy(fresh_engine);
   zero_engine_destroy(engine);

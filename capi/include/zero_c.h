@@ -10,8 +10,9 @@
  *  3. Every public struct begins with `size_t struct_size`; fill it from its
  *     ZERO_*_INIT macro (or zero all of it and set struct_size to its
  *     sizeof). One rule for every struct, read by the library (zero_config,
- *     zero_param_desc, zero_load_options, zero_safetensors_options) or filled by it (zero_step_info,
- *     zero_stats, zero_param_info):
+ *     zero_param_desc, zero_load_options, zero_safetensors_options,
+ *     zero_init_spec) or filled by it (zero_step_info, zero_stats,
+ *     zero_param_info):
  *     a. struct_size below the struct's first published size (noted at each
  *        struct; its size in the version that introduced it) is
  *        ZERO_INVALID_ARGUMENT.
@@ -292,6 +293,75 @@ ZERO_API zero_status zero_engine_create_json(const char* json_text,
 ZERO_API zero_status zero_engine_register_param(zero_engine_t* engine,
                                                 const zero_param_desc* desc,
                                                 int32_t* out_id);
+
+/* What a zero_init_spec draws (1.4). Values never change. */
+typedef enum zero_init_kind {
+  ZERO_INIT_ZEROS = 0,
+  ZERO_INIT_ONES = 1,
+  ZERO_INIT_CONSTANT = 2,        /* value */
+  ZERO_INIT_UNIFORM = 3,         /* U(low, high) */
+  ZERO_INIT_NORMAL = 4,          /* N(mean, std); nn.Embedding: N(0, 1) */
+  ZERO_INIT_TRUNC_NORMAL = 5,    /* N(mean, std) within [low, high] */
+  ZERO_INIT_KAIMING_UNIFORM = 6, /* U(-b, b), b = sqrt(6/((1+a^2) fan_in));
+                                    a = sqrt(5): nn.Linear's weight default */
+  ZERO_INIT_FAN_IN_UNIFORM = 7   /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)):
+                                    nn.Linear's bias default */
+} zero_init_kind;
+
+/* Initial values described, not copied (1.4): element i of a param is a
+ * function of (seed, the param's name, i) alone (Philox4x32-10), the same at
+ * every world size and stage, and each rank computes only the elements it
+ * holds. Fields a kind does not use are ignored. fan_in 0 takes it from the
+ * shape as torch does (shape[1] * prod(shape[2:])); a 1-D param (a bias)
+ * must give it. First published size (1.4): through fan_in. */
+typedef struct zero_init_spec {
+  size_t struct_size;
+  zero_init_kind kind;
+  uint64_t seed;
+  double value;     /* CONSTANT */
+  double low;       /* UNIFORM, TRUNC_NORMAL */
+  double high;      /* UNIFORM, TRUNC_NORMAL */
+  double mean;      /* NORMAL, TRUNC_NORMAL */
+  double std;       /* NORMAL, TRUNC_NORMAL */
+  double a;         /* KAIMING_UNIFORM's negative slope */
+  int64_t fan_in;   /* KAIMING_UNIFORM, FAN_IN_UNIFORM; 0 = from the shape */
+} zero_init_spec;
+
+#define ZERO_INIT_SPEC_INIT                                                 \
+  {                                                                         \
+    sizeof(zero_init_spec), ZERO_INIT_ZEROS, 0, 0.0, 0.0, 1.0, 0.0, 1.0,    \
+        2.23606797749978969641, 0                                           \
+  }
+
+/* Registers a parameter whose initial values `spec` describes (1.4);
+ * desc->init must be NULL. As zero_engine_register_param otherwise. The
+ * registry keeps the spec, never numel values. */
+ZERO_API zero_status zero_engine_register_param_init(zero_engine_t* engine,
+                                                     const zero_param_desc* desc,
+                                                     const zero_init_spec* spec,
+                                                     int32_t* out_id);
+
+/* fill(user, name, offset, count, out): write elements [offset,
+ * offset+count) of param `name` (flat, row-major) as fp32 into out[0..count);
+ * return 0, or non-zero for an error. Called during zero_engine_finalize,
+ * on the calling thread, in pieces of at most 2^20 elements, only for
+ * elements this rank holds: its owned slices (stages 1-3), a whole param
+ * for stages 0-2's working copy, stage 3's persistent params and frozen
+ * params. A piece may be asked for twice on one rank (working copy and
+ * fp32 master). */
+typedef int32_t (*zero_fill_fn)(void* user, const char* name, int64_t offset,
+                                int64_t count, float* out);
+
+/* Registers a parameter whose initial values `fill` produces at finalize
+ * (1.4); desc->init must be NULL; `user` is passed back and must stay valid
+ * until finalize returns. A non-zero return fails zero_engine_finalize with
+ * ZERO_INVALID_ARGUMENT on every rank, naming the param, the range and the
+ * lowest failing rank (finalize then agrees once more over the ranks, when
+ * any param has a fill callback; every rank must register it with one). */
+ZERO_API zero_status zero_engine_register_param_fill(zero_engine_t* engine,
+                                                     const zero_param_desc* desc,
+                                                     zero_fill_fn fill, void* user,
+                                                     int32_t* out_id);
 
 /* COLLECTIVE. Lays out and allocates the shards. Fails with ZERO_MISMATCH on
  * every rank, naming the first differing param, if ranks registered

@@ -141,13 +141,18 @@ absl::Status Engine::CreateParts() {
       const int64_t lo = std::max(pl.offset, gs.owned_begin + a);
       const int64_t hi = std::min(pl.offset + pl.numel, gs.owned_begin + b);
       if (hi <= lo) continue;
-      fn(lo - gs.owned_begin, hi - lo, params_.by_layout(li).init.data() + (lo - pl.offset));
+      params_.ProduceInit(params_.by_layout(li), lo - pl.offset, hi - lo,
+                          [&](int64_t done, int64_t n, const float* src) {
+                            fn(lo - gs.owned_begin + done, n, src);
+                          });
     }
   }));
   if (ctx_.stage() == 3) {
     coordinator_ = std::make_unique<ParamCoordinator>(&ctx_, &params_, sharded_.get());
     RETURN_IF_ERROR(coordinator_->AllocatePersistent());
   }
+  // A failing fill callback fails finalize on every rank, naming the param.
+  RETURN_IF_ERROR(ctx_.Fail(params_.AgreeInitErrors(ctx_.ctrl, stream_.get())));
   params_.DropInitValues();
   reducer_ = std::make_unique<GradientReducer>(&ctx_, &params_, sharded_.get());
   RETURN_IF_ERROR(reducer_->Allocate());

@@ -19,7 +19,10 @@ absl::Status ParamCoordinator::AllocatePersistent() {
     const ParamRecord& p = params_->at(id);
     if (p.numel >= ctx_->config.stage3_param_persistence_threshold) continue;
     ASSIGN_OR_RETURN(persistent_[id], DeviceBuffer::Make(ctx_->device, p.numel * es));
-    ctx_->device->UploadF32(p.init.data(), persistent_[id].data(), ctx_->dtype(), p.numel);
+    char* dst = static_cast<char*>(persistent_[id].data());
+    params_->ProduceInit(p, 0, p.numel, [&](int64_t done, int64_t n, const float* src) {
+      ctx_->device->UploadF32(src, dst + done * es, ctx_->dtype(), n);
+    });
   }
   return absl::OkStatus();
 }

@@ -48,10 +48,26 @@ absl::StatusOr<int> ParamRegistry::Register(const ParamSpec& spec) {
   p.dtype = spec.dtype;
   p.numel = numel;
   p.trainable = spec.trainable;
+  const int sources = (spec.init != nullptr) + (spec.init_spec != nullptr) + (spec.fill != nullptr);
+  if (sources > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register_param '", spec.name, "': give one init source (values, spec or fill callback)"));
+  }
   if (spec.init) {
+    p.source = InitSource::kValues;
     p.init.assign(spec.init, spec.init + numel);
+  } else if (spec.fill) {
+    p.source = InitSource::kFill;
+    p.fill = spec.fill;
+    p.fill_user = spec.fill_user;
   } else {
-    p.init.assign(numel, 0.0f);
+    // No source is zeros: the spec's default, generated where needed.
+    p.source = InitSource::kSpec;
+    if (spec.init_spec) {
+      RETURN_IF_ERROR(ValidateInitSpec(*spec.init_spec, spec.name, spec.shape));
+      p.spec = *spec.init_spec;
+    }
+    p.name_hash = ParamNameHash(spec.name);
   }
   params_.push_back(std::move(p));
   by_name_[spec.name] = size() - 1;
@@ -106,7 +122,71 @@ int64_t ParamRegistry::LargestMatrix() const {
 }
 
 void ParamRegistry::DropInitValues() {
-  for (ParamRecord& p : params_) std::vector<float>().swap(p.init);
+  for (ParamRecord& p : params_) {
+    std::vector<float>().swap(p.init);
+    p.fill = nullptr;
+    p.fill_user = nullptr;
+  }
+}
+
+void ParamRegistry::ProduceInit(const ParamRecord& p, int64_t offset, int64_t count,
+                                const InitSink& fn) const {
+  if (count <= 0) return;
+  if (p.source == InitSource::kValues) {
+    fn(0, count, p.init.data() + offset);
+    return;
+  }
+  std::vector<float> buf(static_cast<size_t>(std::min(count, kInitChunk)));
+  for (int64_t done = 0; done < count; done += kInitChunk) {
+    const int64_t n = std::min(kInitChunk, count - done);
+    if (p.source == InitSource::kSpec) {
+      GenerateInit(p.spec, p.name_hash, p.shape, offset + done, n, buf.data());
+    } else {
+      int32_t rc = init_error_.ok() ? p.fill(p.fill_user, p.name.c_str(), offset + done, n, buf.data())
+                                    : 0;
+      if (rc != 0) {
+        init_error_ = absl::InvalidArgumentError(absl::StrCat(
+            "finalize: the fill callback of param '", p.name, "' returned ", rc,
+            " for elements [", offset + done, ", ", offset + done + n, ")"));
+      }
+      if (!init_error_.ok()) std::fill(buf.begin(), buf.begin() + n, 0.0f);
+    }
+    fn(done, n, buf.data());
+  }
+}
+
+int64_t ParamRegistry::init_bytes() const {
+  int64_t n = 0;
+  for (const ParamRecord& p : params_) n += static_cast<int64_t>(p.init.capacity() * sizeof(float));
+  return n;
+}
+
+bool ParamRegistry::has_fill() const {
+  for (const ParamRecord& p : params_) {
+    if (p.source == InitSource::kFill) return true;
+  }
+  return false;
+}
+
+absl::Status ParamRegistry::AgreeInitErrors(Communicator* ctrl, CommStream* stream) const {
+  if (ctrl->world_size() == 1 || !has_fill()) return init_error_;
+  const int world = ctrl->world_size(), rank = ctrl->rank();
+  auto h = stream->Submit([&]() -> absl::Status {
+    ScopedCountingKind k(ctrl, CollectiveKind::kControl);
+    double who = -static_cast<double>(init_error_.ok() ? world : rank);
+    RETURN_IF_ERROR(ctrl->AllReduce(&who, 1, ReduceOp::kMax));
+    const int culprit = static_cast<int>(-who);
+    if (culprit == world) return absl::OkStatus();
+    std::string msg = rank == culprit ? std::string(init_error_.message()) : std::string();
+    int64_t len = static_cast<int64_t>(msg.size());
+    RETURN_IF_ERROR(ctrl->Broadcast(&len, sizeof(len), culprit));
+    msg.resize(len);
+    if (len > 0) RETURN_IF_ERROR(ctrl->Broadcast(&msg[0], len, culprit));
+    return absl::InvalidArgumentError(absl::StrCat(msg, " on rank ", culprit));
+  });
+  absl::Status s = stream->Wait(h);
+  (void)stream->Drain();
+  return s;
 }
 
 absl::Status ParamRegistry::VerifyRanksAgree(Communicator* ctrl, CommStream* stream) const {
@@ -116,7 +196,8 @@ absl::Status ParamRegistry::VerifyRanksAgree(Communicator* ctrl, CommStream* str
   for (const ParamRecord& p : params_) {
     mine.push_back(absl::StrCat(p.name, " ", ShapeText(p.shape), " ",
                                 DTypeName(p.dtype),
-                                p.trainable ? " trainable" : " frozen"));
+                                p.trainable ? " trainable" : " frozen",
+                                p.source == InitSource::kFill ? " fill" : ""));
   }
   const std::string text = absl::StrJoin(mine, "\n");
   constexpr size_t kNone = std::numeric_limits<int32_t>::max();

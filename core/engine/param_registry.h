@@ -5,6 +5,7 @@
 #define ZERO_CORE_ENGINE_PARAM_REGISTRY_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "core/comm/comm_stream.h"
 #include "core/comm/communicator.h"
 #include "core/common/dtype.h"
+#include "core/engine/init_spec.h"
 #include "core/partition/layout.h"
 
 namespace zero {
@@ -25,9 +27,16 @@ struct ParamSpec {
   std::string name;
   std::vector<int64_t> shape;
   DType dtype = DType::kF32;
-  const float* init = nullptr;  // numel values or null for zeros; copied
+  // One init source: `init` values (numel, copied), or `init_spec`
+  // (copied), or `fill` (called at finalize); none of them: zeros.
+  const float* init = nullptr;
+  const InitSpec* init_spec = nullptr;
+  FillFn fill = nullptr;
+  void* fill_user = nullptr;
   bool trainable = true;
 };
+
+enum class InitSource { kValues, kSpec, kFill };
 
 struct ParamRecord {
   std::string name;
@@ -36,7 +45,14 @@ struct ParamRecord {
   int64_t numel = 0;
   bool trainable = true;
   int li = -1;              // index in the layout (trainable params)
-  std::vector<float> init;  // until finalize
+  // ONE init source, until finalize: values (a full copy), a spec, or a
+  // fill callback; specs and callbacks hold no numel-sized buffer.
+  InitSource source = InitSource::kSpec;
+  std::vector<float> init;  // kValues
+  InitSpec spec;            // kSpec (zeros when nothing was given)
+  uint64_t name_hash = 0;   // kSpec
+  FillFn fill = nullptr;    // kFill
+  void* fill_user = nullptr;
   int gather_refs = 0;      // the caller's outstanding gathers
 };
 
@@ -67,6 +83,23 @@ class ParamRegistry {
   int64_t LargestMatrix() const;
   void DropInitValues();
 
+  // The fp32 initial values of elements [offset, offset+count) of `p`,
+  // handed to fn(done, n, src) in pieces of at most kInitChunk elements
+  // (values: one piece pointing into the copy). A failing fill callback
+  // hands zeros and records the first error (InitError) instead of
+  // returning: every rank reaches AgreeInitErrors.
+  static constexpr int64_t kInitChunk = int64_t{1} << 20;
+  using InitSink = std::function<void(int64_t done, int64_t n, const float* src)>;
+  void ProduceInit(const ParamRecord& p, int64_t offset, int64_t count,
+                   const InitSink& fn) const;
+  // Bytes of initial values the registry holds (kValues copies).
+  int64_t init_bytes() const;
+  bool has_fill() const;
+  // COLLECTIVE when some param has a fill callback (every rank knows, as
+  // VerifyRanksAgree compares the source): the lowest failing rank's first
+  // fill error, on every rank. Otherwise this rank's own (always OK).
+  absl::Status AgreeInitErrors(Communicator* ctrl, CommStream* stream) const;
+
   // COLLECTIVE over `ctrl` (run on `stream`). Rank 0's descriptions are
   // broadcast; the earliest difference anywhere fails every rank alike
   // (a MismatchError naming rank 0's entry and the first differing rank's).
@@ -77,6 +110,7 @@ class ParamRegistry {
   std::vector<ParamRecord> params_;
   std::unordered_map<std::string, int> by_name_;
   std::vector<int> trainable_ids_;
+  mutable absl::Status init_error_;
 };
 
 }  // namespace zero

@@ -52,23 +52,38 @@ absl::Status ShardedState::Allocate() {
     const int64_t lo = std::max(pl.offset, gs.owned_begin);
     const int64_t hi = std::min(pl.offset + pl.numel, gs.owned_begin + gs.owned_len);
     if (stage <= 2) {
-      d->UploadF32(p.init.data(), gs.working.data<char>() + pl.offset * es, t, p.numel);
+      char* dst = gs.working.data<char>() + pl.offset * es;
+      params_->ProduceInit(p, 0, p.numel, [&](int64_t done, int64_t n, const float* src) {
+        d->UploadF32(src, dst + done * es, t, n);
+      });
     } else if (hi > lo && nvme_params) {
-      std::vector<char> cast((hi - lo) * es);
-      d->UploadF32(p.init.data() + (lo - pl.offset), cast.data(), t, hi - lo);
-      RETURN_IF_ERROR(param_files_[pl.group]->WriteCommitted(
-          (lo - gs.owned_begin) * es, (hi - lo) * es, cast.data()));
+      std::vector<char> cast(std::min(hi - lo, ParamRegistry::kInitChunk) * es);
+      absl::Status ws;
+      params_->ProduceInit(p, lo - pl.offset, hi - lo, [&](int64_t done, int64_t n, const float* src) {
+        d->UploadF32(src, cast.data(), t, n);
+        if (ws.ok()) {
+          ws = param_files_[pl.group]->WriteCommitted((lo - gs.owned_begin + done) * es, n * es,
+                                                      cast.data());
+        }
+      });
+      RETURN_IF_ERROR(ws);
     } else if (hi > lo) {
-      d->UploadF32(p.init.data() + (lo - pl.offset),
-                   gs.working.data<char>() + (lo - gs.owned_begin) * es, t, hi - lo);
+      char* dst = gs.working.data<char>() + (lo - gs.owned_begin) * es;
+      params_->ProduceInit(p, lo - pl.offset, hi - lo, [&](int64_t done, int64_t n, const float* src) {
+        d->UploadF32(src, dst + done * es, t, n);
+      });
     }
   }
   frozen_.resize(params_->size());
   for (int id = 0; id < params_->size(); ++id) {
     const ParamRecord& p = params_->at(id);
     if (p.trainable) continue;
-    ASSIGN_OR_RETURN(frozen_[id], DeviceBuffer::Make(d, p.numel * DTypeSize(p.dtype)));
-    d->UploadF32(p.init.data(), frozen_[id].data(), p.dtype, p.numel);
+    const size_t fes = DTypeSize(p.dtype);
+    ASSIGN_OR_RETURN(frozen_[id], DeviceBuffer::Make(d, p.numel * fes));
+    char* dst = static_cast<char*>(frozen_[id].data());
+    params_->ProduceInit(p, 0, p.numel, [&](int64_t done, int64_t n, const float* src) {
+      d->UploadF32(src, dst + done * fes, p.dtype, n);
+    });
   }
   return absl::OkStatus();
 }

@@ -19,6 +19,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -208,9 +209,60 @@ class Engine {
     return id;
   }
 
+  // kind..fan_in: a zero_init_spec's fields (1.4).
+  int32_t RegisterParamInit(const std::string& name, const std::vector<int64_t>& shape,
+                            int32_t dtype, bool trainable, int32_t kind, uint64_t seed,
+                            double value, double low, double high, double mean, double std,
+                            double a, int64_t fan_in) {
+    zero_param_desc desc = Desc(name, shape, dtype, trainable);
+    zero_init_spec spec = ZERO_INIT_SPEC_INIT;
+    spec.kind = static_cast<zero_init_kind>(kind);
+    spec.seed = seed;
+    spec.value = value;
+    spec.low = low;
+    spec.high = high;
+    spec.mean = mean;
+    spec.std = std;
+    spec.a = a;
+    spec.fan_in = fan_in;
+    int32_t id = -1;
+    Check(zero_engine_register_param_init(get(), &desc, &spec, &id));
+    return id;
+  }
+
+  // fill(name, offset, count) returns a buffer of count float32 values; it
+  // runs during finalize, with the GIL taken for it.
+  int32_t RegisterParamFill(const std::string& name, const std::vector<int64_t>& shape,
+                            int32_t dtype, bool trainable, py::object fill) {
+    zero_param_desc desc = Desc(name, shape, dtype, trainable);
+    auto f = std::make_unique<PyFill>();
+    f->fn = std::move(fill);
+    int32_t id = -1;
+    Check(zero_engine_register_param_fill(get(), &desc, &PyFill::Call, f.get(), &id));
+    fills_.push_back(std::move(f));
+    return id;
+  }
+
   void Finalize() {
     zero_engine_t* e = get();
-    CheckNoGil([&] { return zero_engine_finalize(e); });
+    zero_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = zero_engine_finalize(e);
+    }
+    if (s != ZERO_OK) {
+      // The Python exception a fill callback raised, after the runtime's text.
+      std::string msg = zero_last_error();
+      for (const auto& f : fills_) {
+        if (!f->error.empty()) {
+          msg += " (" + f->error + ")";
+          break;
+        }
+      }
+      fills_.clear();
+      Raise(s, msg);
+    }
+    fills_.clear();
   }
 
   int32_t NumParams() const {
@@ -355,6 +407,45 @@ class Engine {
   }
 
  private:
+  struct PyFill {
+    py::object fn;
+    std::string error;
+    static int32_t Call(void* user, const char* name, int64_t offset, int64_t count, float* out) {
+      auto* f = static_cast<PyFill*>(user);
+      py::gil_scoped_acquire gil;
+      try {
+        py::buffer b = f->fn(name, offset, count);
+        py::buffer_info info = b.request();
+        if (info.itemsize != 4 || info.size != count) {
+          f->error = "fill returned " + std::to_string(info.size) + " items of " +
+                     std::to_string(info.itemsize) + " bytes, not " + std::to_string(count) +
+                     " float32";
+          return 2;
+        }
+        std::memcpy(out, info.ptr, static_cast<size_t>(count) * sizeof(float));
+        return 0;
+      } catch (py::error_already_set& e) {
+        f->error = e.what();
+        return 1;
+      } catch (const std::exception& e) {
+        f->error = e.what();
+        return 1;
+      }
+    }
+  };
+
+  static zero_param_desc Desc(const std::string& name, const std::vector<int64_t>& shape,
+                              int32_t dtype, bool trainable) {
+    zero_param_desc desc = ZERO_PARAM_DESC_INIT;
+    desc.name = name.c_str();
+    desc.ndim = static_cast<int32_t>(shape.size());
+    desc.shape = shape.data();
+    desc.dtype = static_cast<zero_dtype>(dtype);
+    desc.trainable = trainable ? 1 : 0;
+    return desc;
+  }
+
+  std::vector<std::unique_ptr<PyFill>> fills_;
   zero_engine_t* engine_ = nullptr;
   std::shared_ptr<CommHandle> comm_;  // keeps the C comm alive
 };
@@ -416,6 +507,12 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("register_param", &Engine::RegisterParam, py::arg("name"),
            py::arg("shape"), py::arg("dtype"), py::arg("init"),
            py::arg("trainable"))
+      .def("register_param_init", &Engine::RegisterParamInit, py::arg("name"),
+           py::arg("shape"), py::arg("dtype"), py::arg("trainable"), py::arg("kind"),
+           py::arg("seed"), py::arg("value"), py::arg("low"), py::arg("high"),
+           py::arg("mean"), py::arg("std"), py::arg("a"), py::arg("fan_in"))
+      .def("register_param_fill", &Engine::RegisterParamFill, py::arg("name"),
+           py::arg("shape"), py::arg("dtype"), py::arg("trainable"), py::arg("fill"))
       .def("finalize", &Engine::Finalize)
       .def("num_params", &Engine::NumParams)
       .def("find_param", &Engine::FindParam, py::arg("name"))

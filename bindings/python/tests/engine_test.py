@@ -262,3 +262,65 @@ def test_comm_broadcast_and_abort_over_threads():
         np.testing.assert_array_equal(got[r], [1, 1, 1, 1])
     for r in (0, 1):
         assert errors[r] and "rank 2 failed: ValueError: bad batch" in errors[r], errors
+
+
+def _init_model(eng, calls):
+    def fill(name, offset, count):
+        calls.append((offset, count))
+        return np.arange(offset, offset + count, dtype=np.float64) * 0.5
+    eng.register_param("w", shape=(40, 8), init=zero.InitSpec.kaiming_uniform(seed=3))
+    eng.register_param("b", shape=(40,), init=zero.InitSpec.fan_in_uniform(8, seed=3))
+    eng.register_param("ln", shape=(8,), init=zero.InitSpec.ones())
+    eng.register_param("f", shape=(300,), init=fill)
+    eng.finalize()
+
+
+def test_register_by_init_spec_and_fill_is_the_same_at_every_world():
+    want = {}
+    with zero.Engine(config(0)) as eng:
+        _init_model(eng, [])
+        for n in ("w", "b", "ln", "f"):
+            want[n] = eng.read_master(n).copy()
+    assert np.all(np.abs(want["w"]) <= 1 / np.sqrt(8)) and want["w"].std() > 0.1
+    assert np.all(np.abs(want["b"]) <= 1 / np.sqrt(8))
+    np.testing.assert_array_equal(want["ln"], np.ones(8))
+    np.testing.assert_array_equal(want["f"], np.arange(300) * 0.5)
+    world = 3
+    comms = zero.Comm.threads(world)
+    got = [None] * world
+    calls = [[] for _ in range(world)]
+    errors = []
+
+    def rank_main(r):
+        try:
+            with zero.Engine(config(3), comm=comms[r]) as eng:
+                _init_model(eng, calls[r])
+                got[r] = {n: eng.read_master(n).copy() for n in want}
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for r in range(world):
+        for n in want:
+            np.testing.assert_array_equal(got[r][n], want[n])
+        # Stage 3: each rank fills only part of "f".
+        assert sum(c for _, c in calls[r]) < 300 * 2
+
+
+def test_a_raising_fill_fails_finalize_naming_the_param():
+    def fill(name, offset, count):
+        raise ValueError("no such file")
+    with zero.Engine(config(0)) as eng:
+        eng.register_param("broken", shape=(4,), init=fill)
+        with pytest.raises(zero.InvalidArgumentError, match="'broken'.*no such file"):
+            eng.finalize()
+    with zero.Engine(config(0)) as eng:
+        with pytest.raises(zero.InvalidArgumentError):
+            eng.register_param("x", np.zeros(4), init=zero.InitSpec.zeros())
+        with pytest.raises(zero.InvalidArgumentError):
+            eng.register_param("x", shape=(4,), init=zero.InitSpec.kaiming_uniform())

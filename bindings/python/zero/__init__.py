@@ -26,7 +26,7 @@ except ImportError as _err:
     raise ImportError(_msg) from None
 from .comm import Comm, launched_by_mpi, launcher_rank_and_size
 from .dtypes import DType, bf16_to_float32, float32_to_bf16
-from .engine import Engine, ParamInfo, StepInfo, load_config
+from .engine import Engine, InitSpec, ParamInfo, StepInfo, load_config
 from .checkpoint import export_safetensors
 from .errors import (AbortedError, DataLossError, FailedPreconditionError,
                      InternalError, InvalidArgumentError, IOError,
@@ -53,7 +53,7 @@ if version() // 10000 != HEADER_VERSION // 10000:
         f"{HEADER_VERSION} the extension was built against")
 
 __all__ = [
-    "Comm", "DType", "Engine", "ParamInfo", "StepInfo", "load_config",
+    "Comm", "DType", "Engine", "InitSpec", "ParamInfo", "StepInfo", "load_config",
     "export_safetensors",
     "bf16_to_float32", "float32_to_bf16", "launched_by_mpi",
     "launcher_rank_and_size", "version",

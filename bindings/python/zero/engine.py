@@ -73,6 +73,69 @@ class _View:
         }
 
 
+
+@dataclasses.dataclass(frozen=True)
+class InitSpec:
+    """Initial values described, not copied (C ABI 1.4, ``zero_init_spec``).
+
+    Element i of a param is a function of (seed, the param's name, i) alone
+    (Philox4x32-10), the same at every world size and stage; each rank
+    computes only the elements it holds. Build one with the class methods.
+    """
+    kind: int = 0  # zero_init_kind
+    seed: int = 0
+    value: float = 0.0
+    low: float = 0.0
+    high: float = 1.0
+    mean: float = 0.0
+    std: float = 1.0
+    a: float = 5.0 ** 0.5
+    fan_in: int = 0  # 0: from the shape (shape[1] * prod(shape[2:]))
+
+    # zero_init_kind's values (zero_c.h); they never change.
+    ZEROS, ONES, CONSTANT, UNIFORM, NORMAL, TRUNC_NORMAL, KAIMING_UNIFORM, \
+        FAN_IN_UNIFORM = range(8)
+
+    @classmethod
+    def zeros(cls) -> "InitSpec":
+        return cls(kind=cls.ZEROS)
+
+    @classmethod
+    def ones(cls) -> "InitSpec":
+        """LayerNorm's weight."""
+        return cls(kind=cls.ONES)
+
+    @classmethod
+    def constant(cls, value: float) -> "InitSpec":
+        return cls(kind=cls.CONSTANT, value=float(value))
+
+    @classmethod
+    def uniform(cls, low: float, high: float, seed: int = 0) -> "InitSpec":
+        return cls(kind=cls.UNIFORM, low=float(low), high=float(high), seed=seed)
+
+    @classmethod
+    def normal(cls, mean: float = 0.0, std: float = 1.0, seed: int = 0) -> "InitSpec":
+        """nn.Embedding's weight: normal(0, 1)."""
+        return cls(kind=cls.NORMAL, mean=float(mean), std=float(std), seed=seed)
+
+    @classmethod
+    def trunc_normal(cls, mean: float = 0.0, std: float = 1.0, low: float = -2.0,
+                     high: float = 2.0, seed: int = 0) -> "InitSpec":
+        return cls(kind=cls.TRUNC_NORMAL, mean=float(mean), std=float(std),
+                   low=float(low), high=float(high), seed=seed)
+
+    @classmethod
+    def kaiming_uniform(cls, a: float = 5.0 ** 0.5, fan_in: int = 0,
+                        seed: int = 0) -> "InitSpec":
+        """nn.Linear's weight default (a = sqrt(5))."""
+        return cls(kind=cls.KAIMING_UNIFORM, a=float(a), fan_in=int(fan_in), seed=seed)
+
+    @classmethod
+    def fan_in_uniform(cls, fan_in: int, seed: int = 0) -> "InitSpec":
+        """nn.Linear's bias default: U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+        return cls(kind=cls.FAN_IN_UNIFORM, fan_in=int(fan_in), seed=seed)
+
+
 class Engine:
     """One sharded training state (a ``zero_engine_t``) on this rank.
 
@@ -119,7 +182,8 @@ class Engine:
     def register_param(self, name: str, value: Any = None, *,
                        shape: Optional[Sequence[int]] = None,
                        trainable: bool = True,
-                       dtype: Optional[DType] = None) -> int:
+                       dtype: Optional[DType] = None,
+                       init: Any = None) -> int:
         """Registers a parameter before :meth:`finalize`; returns its id.
 
         Args:
@@ -132,24 +196,58 @@ class Engine:
                 optimizer state; the LoRA case).
             dtype: element type of the working copy; default the engine's
                 (trainable params must use the engine's dtype).
+            init: instead of ``value`` (``shape`` required): an
+                :class:`InitSpec`, or a callable ``fill(name, offset, count)``
+                returning ``count`` values of the flat param from ``offset``,
+                called during :meth:`finalize` only for elements this rank
+                holds; an exception in it fails finalize on every rank.
         """
-        init: Optional[np.ndarray] = None
+        if init is not None:
+            if value is not None:
+                raise InvalidArgumentError(
+                    f"register_param({name!r}): give value or init, not both")
+            if shape is None:
+                raise InvalidArgumentError(
+                    f"register_param({name!r}): init needs a shape")
+            shape_i = [int(s) for s in shape]
+            dt_i = int(self.dtype if dtype is None else DType(dtype))
+            if isinstance(init, InitSpec):
+                pid = self._c.register_param_init(
+                    name, shape_i, dt_i, bool(trainable), int(init.kind), int(init.seed),
+                    float(init.value), float(init.low), float(init.high),
+                    float(init.mean), float(init.std), float(init.a), int(init.fan_in))
+            elif callable(init):
+                user = init
+
+                def fill(pname: str, offset: int, count: int) -> np.ndarray:
+                    out = np.ascontiguousarray(
+                        np.asarray(user(pname, offset, count), dtype=np.float32).reshape(-1))
+                    return out
+                pid = self._c.register_param_fill(name, shape_i, dt_i, bool(trainable), fill)
+            else:
+                raise InvalidArgumentError(
+                    f"register_param({name!r}): init must be a zero.InitSpec or a callable")
+            return self._remember(name, pid)
+        init_v: Optional[np.ndarray] = None
         if value is not None:
             # order="C", not ascontiguousarray: that makes 0-d values 1-d.
-            init = np.asarray(value, dtype=np.float32, order="C")
-            if shape is not None and tuple(shape) != init.shape:
+            init_v = np.asarray(value, dtype=np.float32, order="C")
+            if shape is not None and tuple(shape) != init_v.shape:
                 raise InvalidArgumentError(
                     f"register_param({name!r}): shape {tuple(shape)} differs "
-                    f"from the value's shape {init.shape}")
-            shape = init.shape
+                    f"from the value's shape {init_v.shape}")
+            shape = init_v.shape
         elif shape is None:
             raise InvalidArgumentError(
                 f"register_param({name!r}): give a value or a shape")
         shape_t = tuple(int(s) for s in shape)
         dt = self.dtype if dtype is None else DType(dtype)
-        address = 0 if init is None else init.ctypes.data
+        address = 0 if init_v is None else init_v.ctypes.data
         pid = self._c.register_param(name, list(shape_t), int(dt), address,
                                      bool(trainable))
+        return self._remember(name, pid)
+
+    def _remember(self, name: str, pid: int) -> int:
         # The runtime is the record; this is a cache of what it registered.
         info = self.param_info(pid)
         while len(self._params) <= pid:

@@ -7,6 +7,7 @@ pub const ZERO_VERSION_CODE: u32 = 10400;
 pub const ZERO_MAX_DIMS: u32 = 8;
 pub type __int32_t = core::ffi::c_int;
 pub type __int64_t = core::ffi::c_long;
+pub type __uint64_t = core::ffi::c_ulong;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct zero_comm_t {
@@ -1472,6 +1473,238 @@ extern "C" {
     pub fn zero_engine_register_param(
         engine: *mut zero_engine_t,
         desc: *const zero_param_desc,
+        out_id: *mut i32,
+    ) -> zero_status;
+}
+pub const ZERO_INIT_ZEROS: zero_init_kind = 0;
+pub const ZERO_INIT_ONES: zero_init_kind = 1;
+pub const ZERO_INIT_CONSTANT: zero_init_kind = 2;
+pub const ZERO_INIT_UNIFORM: zero_init_kind = 3;
+pub const ZERO_INIT_NORMAL: zero_init_kind = 4;
+pub const ZERO_INIT_TRUNC_NORMAL: zero_init_kind = 5;
+pub const ZERO_INIT_KAIMING_UNIFORM: zero_init_kind = 6;
+pub const ZERO_INIT_FAN_IN_UNIFORM: zero_init_kind = 7;
+pub type zero_init_kind = core::ffi::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct zero_init_spec {
+    pub struct_size: usize,
+    pub kind: zero_init_kind,
+    pub seed: u64,
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+    pub mean: f64,
+    pub std: f64,
+    pub a: f64,
+    pub fan_in: i64,
+}
+#[test]
+fn bindgen_test_layout_zero_init_spec() {
+    assert_eq!(
+        ::core::mem::size_of::<zero_init_spec>(),
+        80usize,
+        concat!("Size of: ", stringify!(zero_init_spec))
+    );
+    assert_eq!(
+        ::core::mem::align_of::<zero_init_spec>(),
+        8usize,
+        concat!("Alignment of ", stringify!(zero_init_spec))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_init_spec>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_init_spec),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_kind() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_init_spec>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).kind) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_init_spec),
+                "::",
+                stringify!(kind)
+            )
+        );
+    }
+    test_field_kind();
+    fn test_field_seed() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_init_spec>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).seed) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_init_spec),
+                "::",
+                stringify!(seed)
+            )
+        );
+    }
+    test_field_seed();
+    fn test_field_value() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_init_spec>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).value) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_init_spec),
+                "::",
+                stringify!(value)
+            )
+        );
+    }
+    test_field_value();
+    fn test_field_low() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_init_spec>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).low) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_init_spec),
+                "::",
+                stringify!(low)
+            )
+        );
+    }
+    test_field_low();
+    fn test_field_high() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_init_spec>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).high) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_init_spec),
+                "::",
+                stringify!(high)
+            )
+        );
+    }
+    test_field_high();
+    fn test_field_mean() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_init_spec>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).mean) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_init_spec),
+                "::",
+                stringify!(mean)
+            )
+        );
+    }
+    test_field_mean();
+    fn test_field_std() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_init_spec>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).std) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_init_spec),
+                "::",
+                stringify!(std)
+            )
+        );
+    }
+    test_field_std();
+    fn test_field_a() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_init_spec>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).a) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_init_spec),
+                "::",
+                stringify!(a)
+            )
+        );
+    }
+    test_field_a();
+    fn test_field_fan_in() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_init_spec>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).fan_in) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_init_spec),
+                "::",
+                stringify!(fan_in)
+            )
+        );
+    }
+    test_field_fan_in();
+}
+extern "C" {
+    pub fn zero_engine_register_param_init(
+        engine: *mut zero_engine_t,
+        desc: *const zero_param_desc,
+        spec: *const zero_init_spec,
+        out_id: *mut i32,
+    ) -> zero_status;
+}
+pub type zero_fill_fn = ::core::option::Option<
+    unsafe extern "C" fn(
+        user: *mut core::ffi::c_void,
+        name: *const core::ffi::c_char,
+        offset: i64,
+        count: i64,
+        out: *mut f32,
+    ) -> i32,
+>;
+extern "C" {
+    pub fn zero_engine_register_param_fill(
+        engine: *mut zero_engine_t,
+        desc: *const zero_param_desc,
+        fill: zero_fill_fn,
+        user: *mut core::ffi::c_void,
         out_id: *mut i32,
     ) -> zero_status;
 }

@@ -100,6 +100,22 @@ pub const fn zero_stats_init() -> zero_stats {
     }
 }
 
+/// `ZERO_INIT_SPEC_INIT`: [`zero_init_spec`] as the header initializes it.
+pub const fn zero_init_spec_init() -> zero_init_spec {
+    zero_init_spec {
+        struct_size: core::mem::size_of::<zero_init_spec>(),
+        kind: ZERO_INIT_ZEROS,
+        seed: 0,
+        value: 0.0,
+        low: 0.0,
+        high: 1.0,
+        mean: 0.0,
+        std: 1.0,
+        a: 2.23606797749978969641,
+        fan_in: 0,
+    }
+}
+
 /// `ZERO_LOAD_OPTIONS_INIT`: [`zero_load_options`] as the header initializes it.
 pub const fn zero_load_options_init() -> zero_load_options {
     zero_load_options {

@@ -33,7 +33,136 @@ pub struct ParamDesc<'a> {
     shape: &'a [usize],
     dtype: Option<DType>,
     init: Option<&'a [f32]>,
+    init_spec: Option<InitSpec>,
     trainable: bool,
+}
+
+/// Initial values described, not copied (C ABI 1.4, `zero_init_spec`):
+/// element i of a param is a function of (seed, the param's name, i) alone
+/// (Philox4x32-10), the same at every world size and stage; each rank
+/// computes only the elements it holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum InitSpec {
+    /// All zeros (also what a param with no init gets).
+    Zeros,
+    /// All ones (LayerNorm's weight).
+    Ones,
+    /// Every element `value`.
+    Constant(f64),
+    /// U(low, high).
+    Uniform {
+        /// Lower bound.
+        low: f64,
+        /// Upper bound.
+        high: f64,
+        /// Philox key.
+        seed: u64,
+    },
+    /// N(mean, std); nn.Embedding's weight is N(0, 1).
+    Normal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        std: f64,
+        /// Philox key.
+        seed: u64,
+    },
+    /// N(mean, std) restricted to [low, high].
+    TruncNormal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        std: f64,
+        /// Lower bound.
+        low: f64,
+        /// Upper bound.
+        high: f64,
+        /// Philox key.
+        seed: u64,
+    },
+    /// U(-b, b), b = sqrt(6 / ((1 + a^2) fan_in)); a = sqrt(5) is
+    /// nn.Linear's weight default.
+    KaimingUniform {
+        /// Negative slope.
+        a: f64,
+        /// Inputs per output; 0 takes it from the shape.
+        fan_in: i64,
+        /// Philox key.
+        seed: u64,
+    },
+    /// U(-1/sqrt(fan_in), 1/sqrt(fan_in)): nn.Linear's bias default.
+    FanInUniform {
+        /// Inputs of the layer.
+        fan_in: i64,
+        /// Philox key.
+        seed: u64,
+    },
+}
+
+impl InitSpec {
+    /// torch's nn.Linear weight default.
+    pub fn linear_weight(seed: u64) -> InitSpec {
+        InitSpec::KaimingUniform {
+            a: 5f64.sqrt(),
+            fan_in: 0,
+            seed,
+        }
+    }
+
+    /// torch's nn.Linear bias default for a layer of `fan_in` inputs.
+    pub fn linear_bias(fan_in: i64, seed: u64) -> InitSpec {
+        InitSpec::FanInUniform { fan_in, seed }
+    }
+
+    fn raw(&self) -> sys::zero_init_spec {
+        let mut r = sys::zero_init_spec_init();
+        match *self {
+            InitSpec::Zeros => r.kind = sys::ZERO_INIT_ZEROS,
+            InitSpec::Ones => r.kind = sys::ZERO_INIT_ONES,
+            InitSpec::Constant(v) => {
+                r.kind = sys::ZERO_INIT_CONSTANT;
+                r.value = v;
+            }
+            InitSpec::Uniform { low, high, seed } => {
+                r.kind = sys::ZERO_INIT_UNIFORM;
+                r.low = low;
+                r.high = high;
+                r.seed = seed;
+            }
+            InitSpec::Normal { mean, std, seed } => {
+                r.kind = sys::ZERO_INIT_NORMAL;
+                r.mean = mean;
+                r.std = std;
+                r.seed = seed;
+            }
+            InitSpec::TruncNormal {
+                mean,
+                std,
+                low,
+                high,
+                seed,
+            } => {
+                r.kind = sys::ZERO_INIT_TRUNC_NORMAL;
+                r.mean = mean;
+                r.std = std;
+                r.low = low;
+                r.high = high;
+                r.seed = seed;
+            }
+            InitSpec::KaimingUniform { a, fan_in, seed } => {
+                r.kind = sys::ZERO_INIT_KAIMING_UNIFORM;
+                r.a = a;
+                r.fan_in = fan_in;
+                r.seed = seed;
+            }
+            InitSpec::FanInUniform { fan_in, seed } => {
+                r.kind = sys::ZERO_INIT_FAN_IN_UNIFORM;
+                r.fan_in = fan_in;
+                r.seed = seed;
+            }
+        }
+        r
+    }
 }
 
 impl<'a> ParamDesc<'a> {
@@ -45,8 +174,16 @@ impl<'a> ParamDesc<'a> {
             shape,
             dtype: None,
             init: None,
+            init_spec: None,
             trainable: true,
         }
+    }
+
+    /// Initial values described by `spec` instead of copied (C ABI 1.4);
+    /// not with [`ParamDesc::init`].
+    pub fn init_spec(mut self, spec: InitSpec) -> ParamDesc<'a> {
+        self.init_spec = Some(spec);
+        self
     }
 
     /// The param's dtype (default: the engine's, [`Engine::dtype`]); a
@@ -309,7 +446,23 @@ impl<'c> Engine<'c> {
         let mut id = -1;
         // SAFETY: every pointer in `raw_desc` is valid for the call; `init`
         // holds exactly numel floats (checked above). The library copies.
-        check(unsafe { sys::zero_engine_register_param(self.raw.as_ptr(), &raw_desc, &mut id) })?;
+        match desc.init_spec {
+            Some(spec) => {
+                let raw_spec = spec.raw();
+                // SAFETY: as above; `raw_spec` is a full zero_init_spec.
+                check(unsafe {
+                    sys::zero_engine_register_param_init(
+                        self.raw.as_ptr(),
+                        &raw_desc,
+                        &raw_spec,
+                        &mut id,
+                    )
+                })?
+            }
+            None => check(unsafe {
+                sys::zero_engine_register_param(self.raw.as_ptr(), &raw_desc, &mut id)
+            })?,
+        }
         if id != self.params.len() as i32 {
             return Err(Error::new(
                 Status::Internal,

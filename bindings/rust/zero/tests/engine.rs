@@ -286,3 +286,40 @@ fn broadcast_and_abort_over_thread_ranks() {
         }
     }
 }
+
+#[test]
+fn init_spec_registers_described_values() {
+    use zero::InitSpec;
+    let read = |stage: u32| {
+        let comm = Communicator::new_self().unwrap();
+        let mut engine = Engine::new(&sgd(stage, 0.1), &comm).unwrap();
+        let w = engine
+            .register_param(ParamDesc::new("w", &[16, 4]).init_spec(InitSpec::linear_weight(7)))
+            .unwrap();
+        let b = engine
+            .register_param(ParamDesc::new("b", &[16]).init_spec(InitSpec::linear_bias(4, 7)))
+            .unwrap();
+        let c = engine
+            .register_param(ParamDesc::new("c", &[3]).init_spec(InitSpec::Constant(0.25)))
+            .unwrap();
+        engine.finalize().unwrap();
+        let mut out = Vec::new();
+        for id in [w, b, c] {
+            let mut v = vec![0f32; engine.param_numel(id).unwrap()];
+            engine.read_master(id, &mut v).unwrap();
+            out.push(v);
+        }
+        out
+    };
+    let at0 = read(0);
+    assert_eq!(at0, read(3));
+    assert!(at0[0].iter().all(|x| x.abs() <= 0.5) && at0[0][0] != at0[0][1]);
+    assert!(at0[1].iter().all(|x| x.abs() <= 0.5));
+    assert_eq!(at0[2], vec![0.25f32; 3]);
+    // A 1-D param needs fan_in for kaiming.
+    let comm = Communicator::new_self().unwrap();
+    let mut engine = Engine::new(&sgd(0, 0.1), &comm).unwrap();
+    assert!(engine
+        .register_param(ParamDesc::new("x", &[4]).init_spec(InitSpec::linear_weight(0)))
+        .is_err());
+}
