@@ -197,7 +197,15 @@ def test_bf16_params_are_bf16_views_and_stages_agree():
     torch_model.assert_params_close(finals[3], finals[0], rtol=1e-2)
 
 
-def test_cuda_or_meta_params_are_refused():
+def test_meta_params_are_initialized_from_module_defaults():
+    # Meta params are accepted since issue 13 (torch_meta_test covers them);
+    # a frozen meta param stays frozen.
     model = torch_model.make_model().to("meta")
-    with pytest.raises(ValueError, match="CPU"):
-        zt.initialize(model, torch_model.ds_config(0))
+    engine = zt.initialize(model, torch_model.ds_config(0))
+    try:
+        sd = engine.full_state_dict()
+        assert torch.equal(sd["1.weight"], torch.ones(torch_model.HIDDEN))
+        assert not model[1].weight.requires_grad
+        assert engine.zero.param("1.weight").trainable is False
+    finally:
+        engine.destroy()

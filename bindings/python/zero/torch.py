@@ -48,6 +48,11 @@ config): the model's repeated blocks run under torch's non-reentrant
 stage 3 their recomputation in backward gathers their params again through
 the same hooks.
 
+Params on the ``meta`` device (``zero.torch.Init()``, ``device="meta"``) are
+registered with init specs inferred from their modules (torch's defaults) or
+the user's ``init_fn``, so no rank ever holds a whole param outside a gather;
+``pretrained=`` loads safetensors after registration (see ``initialize``).
+
 Gradients reach the runtime from hooks on each param's gradient accumulator
 (so stages 2-3 reduce buckets while backward goes on and never hold the whole
 gradient); after backward, trainable params whose hook did not fire are
@@ -88,7 +93,7 @@ from .engine import ConfigLike, Engine, StepInfo, load_config
 from .errors import (FailedPreconditionError, InvalidArgumentError,
                      UnimplementedError, ZeroError)
 
-__all__ = ["initialize", "ZeroTorchEngine", "GatheredParameters"]
+__all__ = ["initialize", "ZeroTorchEngine", "GatheredParameters", "Init"]
 
 #: The file save_checkpoint writes client_state to, inside DIR/TAG.
 CLIENT_STATE_FILE = "client_state.pt"
@@ -572,9 +577,13 @@ class ZeroTorchEngine(torch.nn.Module):
                  comm: Optional[Comm] = None,
                  model_parameters: Optional[Iterable[torch.nn.Parameter]] = None,
                  overlap_grad_hooks: bool = True, *,
+                 init_fn: Any = None, pretrained: Any = None,
+                 init_seed: int = 0,
                  _keep_originals: bool = False) -> None:
         super().__init__()
         for name, p in model.named_parameters():
+            if p.device.type == "meta":
+                continue  # described, not copied (_meta_init_spec)
             if p.device.type != "cpu":
                 raise ValueError(
                     f"zero.torch: param {name!r} is on {p.device}; the runtime "
@@ -594,6 +603,14 @@ class ZeroTorchEngine(torch.nn.Module):
         self.checkpointed_modules: List[str] = []
         self._params: List[torch.nn.Parameter] = []
         self._orig_data: List[torch.Tensor] = []
+        # Meta params replaced by CPU ones: (module, key, the meta param).
+        self._replaced: List[Tuple[torch.nn.Module, str, torch.nn.Parameter]] = []
+        self._init_fn = init_fn
+        self._pretrained = pretrained
+        self._init_seed = int(init_seed)
+        self._meta_new: Dict[int, Any] = {}
+        self._meta_specs: Dict[int, Any] = {}
+        self._meta_map: Dict[int, torch.nn.Parameter] = {}
         # The activation_checkpointing section is zero.torch's to apply (the
         # runtime would report it as without effect); the rest goes down.
         cfg = dict(load_config(config))
@@ -609,6 +626,27 @@ class ZeroTorchEngine(torch.nn.Module):
         if not _keep_originals:
             self._drop_originals()
         _live.add(self)
+
+    def _replace_meta_params(self, model: torch.nn.Module) -> None:
+        """Meta params cannot take CPU storage (``p.data = ...`` refuses the
+        device change), so each becomes a new CPU Parameter (a one-element
+        placeholder of its shape until set up), in every module that holds
+        it (tied params stay tied). ``_meta_new``: id(new) -> its spec."""
+        specs = self._meta_specs
+        new: Dict[int, torch.nn.Parameter] = {}
+        for m in model.modules():
+            for key, p in list(m._parameters.items()):
+                if p is None or id(p) not in specs:
+                    continue
+                q = new.get(id(p))
+                if q is None:
+                    q = torch.nn.Parameter(_placeholder(p.shape, self.compute_dtype),
+                                           requires_grad=p.requires_grad)
+                    new[id(p)] = q
+                    self._meta_new[id(q)] = specs[id(p)]
+                self._replaced.append((m, key, p))
+                m._parameters[key] = q
+        self._meta_map = new
 
     def _drop_originals(self) -> None:
         """Once set up: the module's own tensors, kept only to give them
@@ -636,12 +674,42 @@ class ZeroTorchEngine(torch.nn.Module):
         self._fwd_stack: List[torch.nn.Module] = []
         self._busy = 0  # > 0 while hooks move params (the guard stands back)
 
+        for bname, b in model.named_buffers():
+            if b.device.type == "meta":
+                raise InvalidArgumentError(
+                    f"zero.torch.initialize: buffer {bname!r} is on the meta "
+                    "device; zero.torch infers initial values for params only. "
+                    "Create buffers with real values (outside zero.torch.Init, "
+                    "or with device=\"cpu\") before initialize")
+        # Meta params: an init spec (or the user's init_fn) each, inferred
+        # from the owning module before anything changes.
+        specs: Dict[int, Any] = {}
+        padding_rows: List[Tuple[torch.nn.Parameter, int]] = []
+        for mname, m in model.named_modules():
+            for key, p in m._parameters.items():
+                if p is None or not p.is_meta or id(p) in specs:
+                    continue
+                full = f"{mname}.{key}" if mname else key
+                if self._init_fn is not None:
+                    specs[id(p)] = self._init_fn
+                else:
+                    specs[id(p)] = _meta_init_spec(m, key, p, full,
+                                                   self._init_seed)
+                    pad = getattr(m, "padding_idx", None)
+                    if isinstance(m, torch.nn.Embedding) and pad is not None:
+                        padding_rows.append((p, int(pad)))
+        if specs:
+            self._meta_specs = specs
+            self._replace_meta_params(model)
+            padding_rows = [(self._meta_map[id(p)], r) for p, r in padding_rows]
+
         # Every rank starts from rank 0's values, as DeepSpeed's engine
         # broadcasts them (ranks seeded differently would otherwise train
-        # different models and average their gradients).
+        # different models and average their gradients). Meta params are
+        # the same everywhere by construction (a spec is rank-independent).
         named = list(model.named_parameters())
-        _broadcast_from_rank0([p for _, p in named] + list(model.buffers()),
-                              self.zero.comm)
+        _broadcast_from_rank0([p for _, p in named if id(p) not in self._meta_new]
+                              + list(model.buffers()), self.zero.comm)
 
         self._names: List[str] = []
         self._ids: List[int] = []
@@ -650,8 +718,13 @@ class ZeroTorchEngine(torch.nn.Module):
         for name, p in named:
             trainable = p.requires_grad and (
                 trainable_set is None or id(p) in trainable_set)
-            init = p.detach().to(torch.float32).cpu().contiguous().numpy()
-            pid = self.zero.register_param(name, init, trainable=trainable)
+            spec = self._meta_new.get(id(p))
+            if spec is not None:
+                pid = self.zero.register_param(name, shape=tuple(p.shape),
+                                               trainable=trainable, init=spec)
+            else:
+                init = p.detach().to(torch.float32).cpu().contiguous().numpy()
+                pid = self.zero.register_param(name, init, trainable=trainable)
             self._index[id(p)] = len(self._params)
             self._names.append(name)
             self._params.append(p)
@@ -659,6 +732,15 @@ class ZeroTorchEngine(torch.nn.Module):
             self._ids.append(pid)
             self._trainable.append(trainable)
         self.zero.finalize()
+        # nn.Embedding(padding_idx=...): its row is zero (no spec says
+        # that): the param is whole on the rank for this one write.
+        for p, row in padding_rows:
+            pid = self._ids[self._index[id(p)]]
+            values = self.zero.read_master(pid)
+            values[row] = 0.0
+            self.zero.write_master(pid, values)
+        if self._pretrained is not None:
+            self.zero.load_safetensors(os.fspath(self._pretrained))
         for p, t in zip(self._params, self._trainable):
             if not t:
                 p.requires_grad_(False)
@@ -700,7 +782,11 @@ class ZeroTorchEngine(torch.nn.Module):
         self._closed = True
         self._remove_hooks()
         for p, data in zip(self._params, self._orig_data):
-            p.data = data
+            if id(p) not in self._meta_new:
+                p.data = data
+        for m, key, old in reversed(self._replaced):
+            m._parameters[key] = old
+        self._replaced = []
         _live.discard(self)
         try:
             self.zero.close()
@@ -1341,6 +1427,98 @@ def _owner_of(p: Any) -> Optional[Tuple[ZeroTorchEngine, int]]:
     return None
 
 
+_NORM_TYPES = (torch.nn.LayerNorm, torch.nn.GroupNorm,
+               torch.nn.modules.batchnorm._NormBase)
+_FAN_IN_TYPES = (torch.nn.Linear, torch.nn.modules.conv._ConvNd)
+
+
+def _meta_init_spec(m: torch.nn.Module, key: str, p: torch.Tensor,
+                    full: str, seed: int) -> Any:
+    """The zero.InitSpec torch's own reset_parameters would draw from for
+    param ``key`` of module ``m`` (a meta param named ``full``):
+
+    * nn.Linear, nn.Conv*d, nn.ConvTranspose*d: weight kaiming_uniform
+      (a = sqrt(5)), bias U(+-1/sqrt(fan_in)), fan_in from the weight's shape
+      as torch computes it (Linear: in_features; Conv: in_channels/groups *
+      prod(kernel_size));
+    * nn.Embedding: weight normal(0, 1) (padding_idx's row is zeroed after
+      finalize);
+    * nn.LayerNorm, nn.GroupNorm, nn.BatchNorm*: weight ones, bias zeros.
+
+    Anything else raises naming the param and module type (pass init_fn)."""
+    from .engine import InitSpec
+    if isinstance(m, _FAN_IN_TYPES):
+        w = m._parameters.get("weight")
+        if key == "weight":
+            return InitSpec.kaiming_uniform(a=math.sqrt(5), seed=seed)
+        if key == "bias" and w is not None and w.dim() >= 2:
+            fan_in = int(w.shape[1]) * int(np.prod(w.shape[2:], dtype=np.int64))
+            return InitSpec.fan_in_uniform(fan_in, seed=seed)
+    elif isinstance(m, torch.nn.Embedding) and key == "weight":
+        return InitSpec.normal(0.0, 1.0, seed=seed)
+    elif isinstance(m, _NORM_TYPES):
+        if key == "weight":
+            return InitSpec.ones()
+        if key == "bias":
+            return InitSpec.zeros()
+    raise InvalidArgumentError(
+        f"zero.torch.initialize: param {full!r} (shape {tuple(p.shape)}) of "
+        f"module type {type(m).__module__}.{type(m).__qualname__} is on the "
+        "meta device and zero.torch does not know that module's default "
+        "initialization; pass init_fn=fn(name, offset, count) -> values, or "
+        "build that module with real values")
+
+
+#: Factory functions that zero.torch.Init sends to the meta device.
+_FACTORIES = {
+    torch.empty, torch.zeros, torch.ones, torch.full, torch.rand, torch.randn,
+    torch.randint, torch.empty_strided, torch.arange, torch.eye,
+    torch.linspace, torch.tensor,
+}
+
+
+class Init:
+    """Builds a model without memory for its params (as
+    ``deepspeed.zero.Init``): within the context, torch factory functions
+    (``torch.empty``, ``zeros``, ``randn``, ...) called without a ``device``
+    make ``meta`` tensors, so ``torch.nn.Linear(...)`` and friends get meta
+    params and their ``reset_parameters`` does nothing. ``initialize`` then
+    registers each meta param with an init spec inferred from its module
+    (see ``initialize``'s ``init_fn``); each rank computes only the
+    elements it holds. Buffers made inside the context are meta too and are
+    refused by ``initialize``: make them with ``device="cpu"``, or outside.
+    (``torch.device("meta")`` as a context, in torch >= 2.0, does the same.)
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        if _TorchFunctionMode is None:
+            raise UnimplementedError(
+                "zero.torch.Init needs torch.overrides.TorchFunctionMode "
+                "(torch >= 1.13); build modules with device=\"meta\" instead")
+        self.enabled = enabled
+        self._mode: Any = None
+
+    def __enter__(self) -> "Init":
+        if self.enabled:
+            self._mode = _MetaMode()
+            self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            mode.__exit__(*exc)
+
+
+if _TorchFunctionMode is not None:
+    class _MetaMode(_TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func in _FACTORIES and kwargs.get("device") is None:
+                kwargs["device"] = "meta"
+            return func(*args, **kwargs)
+
+
 class GatheredParameters:
     """As ``deepspeed.zero.GatheredParameters``: within the context the
     given params hold their full working values (stage 3: gathered on entry,
@@ -1467,7 +1645,9 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
                collate_fn: Any = None, config: Optional[ConfigLike] = None,
                config_params: Optional[ConfigLike] = None, *,
                comm: Optional[Comm] = None,
-               overlap_grad_hooks: bool = True) -> Any:
+               overlap_grad_hooks: bool = True,
+               init_fn: Any = None, pretrained: Any = None,
+               init_seed: int = 0) -> Any:
     """Moves ``model``'s state into a zero runtime, as ``deepspeed.initialize``.
 
     DeepSpeed's form (keywords, or ``args`` first)::
@@ -1498,6 +1678,21 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
         overlap_grad_hooks: hand gradients over from autograd hooks as
             backward produces them (default); False hands them in after
             backward, in reverse registration order.
+        init_fn, init_seed: models larger than one rank. Params on the
+            ``meta`` device (``device="meta"``, ``zero.torch.Init()``) are
+            never materialized whole: each is registered with an init spec
+            (zero.InitSpec, seed ``init_seed``) inferred from its module as
+            torch's defaults (see _meta_init_spec: Linear, Conv*, Embedding,
+            LayerNorm/GroupNorm/BatchNorm; other module types raise naming
+            the param), and each rank computes only the elements it holds.
+            ``init_fn(name, offset, count) -> values`` instead fills every
+            meta param (called during finalize for this rank's elements).
+            Values come from the runtime's generator: same distributions as
+            torch's, not the same numbers. Meta buffers are refused.
+        pretrained: a ``.safetensors`` file or a Hugging Face
+            ``model.safetensors.index.json``, loaded after the params are
+            registered (zero.Engine.load_safetensors; each rank reads only
+            what it holds); every param must be in it.
 
     A failure leaves no engine behind and the module with its own tensors.
     """
@@ -1512,7 +1707,9 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
             raise InvalidArgumentError("initialize(model, config): no config")
         return ZeroTorchEngine(args, cfg, comm=comm,
                                model_parameters=model_parameters,
-                               overlap_grad_hooks=overlap_grad_hooks)
+                               overlap_grad_hooks=overlap_grad_hooks,
+                               init_fn=init_fn, pretrained=pretrained,
+                               init_seed=init_seed)
     if not isinstance(model, torch.nn.Module):
         raise InvalidArgumentError(
             f"initialize: model must be a torch.nn.Module, got {type(model).__name__}")
@@ -1545,7 +1742,8 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
     engine = ZeroTorchEngine(model, config, comm=comm,
                              model_parameters=model_parameters,
                              overlap_grad_hooks=overlap_grad_hooks,
-                             _keep_originals=True)
+                             init_fn=init_fn, pretrained=pretrained,
+                             init_seed=init_seed, _keep_originals=True)
     loader = None
     if training_data is not None:
         try:
