@@ -4,9 +4,18 @@
  *   mlp_train [--config ds_config.json] [--stage S] [--steps N]
  *             [--hidden H] [--lr LR] [--dump FILE] [--quiet]
  *             [--save-dir DIR --save-at K] [--resume DIR]
+ *             [--init-spec] [--load FILE.safetensors]
  *
  * --save-at K saves a checkpoint DIR/stepK after K steps; --resume DIR loads
  * DIR/latest (any world size or stage) and runs the steps that remain.
+ *
+ * Models larger than one rank (C ABI 1.4): --init-spec registers the params
+ * with init specs (torch's nn.Linear defaults: kaiming_uniform(a=sqrt(5))
+ * weights, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) biases) instead of host
+ * arrays, so no rank ever materializes the model; each rank draws only the
+ * elements it holds, the same at every world size. --load FILE.safetensors
+ * sets the params from pretrained weights after finalize (each rank reads
+ * only what it holds).
  *
  * Under mpirun every rank takes its slice of each global batch. The data, the
  * initial values and the arithmetic (double precision, fixed loop order) are
@@ -21,6 +30,14 @@
 #include <time.h>
 
 #include "zero_c.h"
+
+/* Init specs and zero_engine_load_safetensors came with 1.4; built against
+ * an older header the example is the 1.0 one. */
+#if ZERO_VERSION_MAJOR > 1 || (ZERO_VERSION_MAJOR == 1 && ZERO_VERSION_MINOR >= 4)
+#define MLP_HAS_1_4 1
+#else
+#define MLP_HAS_1_4 0
+#endif
 
 #define CHECK(call)                                                        \
   do {                                                                     \
@@ -160,6 +177,8 @@ int main(int argc, char** argv) {
   const char* names[4] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
   int ndims[4] = {2, 1, 2, 1};
   int gas;
+  int init_spec = 0;
+  const char* load_path = NULL;
 
   for (i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--config") && i + 1 < argc) config_path = argv[++i];
@@ -172,8 +191,13 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--save-dir") && i + 1 < argc) save_dir = argv[++i];
     else if (!strcmp(argv[i], "--save-at") && i + 1 < argc) save_at = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--resume") && i + 1 < argc) resume = argv[++i];
+#if MLP_HAS_1_4
+    else if (!strcmp(argv[i], "--init-spec")) init_spec = 1;
+    else if (!strcmp(argv[i], "--load") && i + 1 < argc) load_path = argv[++i];
+#endif
     else {
-      fprintf(stderr, "usage: %s [--config F] [--stage S] [--steps N] [--hidden H] [--lr LR] [--dump F] [--quiet] [--save-dir D --save-at K] [--resume D]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--config F] [--stage S] [--steps N] [--hidden H] [--lr LR] [--dump F] [--quiet] [--save-dir D --save-at K] [--resume D]%s\n", argv[0],
+              MLP_HAS_1_4 ? " [--init-spec] [--load F.safetensors]" : "");
       return 2;
     }
   }
@@ -230,19 +254,44 @@ int main(int argc, char** argv) {
     fan_in[2] = hidden; fan_in[3] = hidden;
     for (i = 0; i < 4; ++i) {
       int64_t k;
-      float* init = (float*)malloc(sizeof(float) * (size_t)numel[i]);
+      float* init;
       zero_param_desc d = ZERO_PARAM_DESC_INIT;
-      for (k = 0; k < numel[i]; ++k) init[k] = (float)(uniform(&ps) / sqrt(fan_in[i]));
       d.name = names[i];
       d.ndim = ndims[i];
       d.shape = shapes[i];
       d.dtype = dtype;
+#if MLP_HAS_1_4
+      if (init_spec) {
+        /* Described, not copied: nothing of numel size on any rank. */
+        zero_init_spec spec = ZERO_INIT_SPEC_INIT;
+        spec.seed = 42;
+        if (ndims[i] == 2) {
+          spec.kind = ZERO_INIT_KAIMING_UNIFORM; /* a = sqrt(5), fan_in = shape[1] */
+        } else {
+          spec.kind = ZERO_INIT_FAN_IN_UNIFORM;
+          spec.fan_in = (int64_t)fan_in[i];
+        }
+        CHECK(zero_engine_register_param_init(engine, &d, &spec, &ids[i]));
+        continue;
+      }
+#endif
+      init = (float*)malloc(sizeof(float) * (size_t)numel[i]);
+      for (k = 0; k < numel[i]; ++k) init[k] = (float)(uniform(&ps) / sqrt(fan_in[i]));
       d.init = init;
       CHECK(zero_engine_register_param(engine, &d, &ids[i]));
       free(init);
     }
   }
   CHECK(zero_engine_finalize(engine));
+#if MLP_HAS_1_4
+  if (load_path) {
+    /* Pretrained weights: names must match the params (fc1.weight, ...). */
+    CHECK(zero_engine_load_safetensors(engine, load_path, NULL)); /* collective */
+  }
+#else
+  (void)init_spec;
+  (void)load_path;
+#endif
   if (resume) {
     zero_stats st = ZERO_STATS_INIT;
     CHECK(zero_engine_load(engine, resume, NULL, NULL)); /* latest, defaults */

@@ -344,6 +344,77 @@ pub struct Engine<'c> {
     raw: NonNull<sys::zero_engine_t>,
     comm: &'c Communicator,
     params: Vec<ParamMeta>,
+    // Fill closures of register_param_fill, boxed so the pointers handed to
+    // the runtime stay put; kept until finalize returns (or the engine drops).
+    #[allow(clippy::vec_box)] // the Vec may move; each Box must not
+    fills: Vec<Box<FillState<'c>>>,
+}
+
+/// The closure type of [`Engine::register_param_fill`].
+type FillFn<'c> = dyn FnMut(&str, i64, &mut [f32]) -> std::result::Result<(), String> + 'c;
+
+struct FillState<'c> {
+    name: String,
+    fill: Box<FillFn<'c>>,
+    // The first error or panic message, reported by finalize.
+    error: Option<String>,
+}
+
+// Called by the runtime during zero_engine_finalize, on the calling thread.
+unsafe extern "C" fn fill_trampoline(
+    user: *mut std::os::raw::c_void,
+    name: *const std::os::raw::c_char,
+    offset: i64,
+    count: i64,
+    out: *mut f32,
+) -> i32 {
+    // Nothing may unwind into C: a panic is caught and becomes an error.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if user.is_null() || (count > 0 && out.is_null()) || count < 0 {
+            return 1;
+        }
+        // SAFETY: `user` is the FillState registered with this callback,
+        // boxed and alive until finalize returns; finalize borrows the engine
+        // mutably, so nothing else touches it meanwhile.
+        let state = unsafe { &mut *(user as *mut FillState<'_>) };
+        let name = if name.is_null() {
+            state.name.clone()
+        } else {
+            // SAFETY: the runtime passes a NUL-terminated name.
+            unsafe { std::ffi::CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let out: &mut [f32] = if count == 0 {
+            &mut []
+        } else {
+            // SAFETY: the runtime passes `count` writable floats at `out`.
+            unsafe { std::slice::from_raw_parts_mut(out, count as usize) }
+        };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            (state.fill)(&name, offset, out)
+        }));
+        let msg = match r {
+            Ok(Ok(())) => return 0,
+            Ok(Err(msg)) => msg,
+            Err(payload) => {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string payload".to_string());
+                format!("panicked: {what}")
+            }
+        };
+        if state.error.is_none() {
+            state.error = Some(format!(
+                "fill for param '{name}' [{offset}, {}): {msg}",
+                offset + count
+            ));
+        }
+        1
+    }));
+    result.unwrap_or(1)
 }
 
 impl std::fmt::Debug for Engine<'_> {
@@ -382,6 +453,7 @@ impl<'c> Engine<'c> {
             raw,
             comm,
             params: Vec::new(),
+            fills: Vec::new(),
         })
     }
 
@@ -407,6 +479,63 @@ impl<'c> Engine<'c> {
     /// Registers a parameter before [`finalize`](Engine::finalize). Every rank
     /// registers the same params in the same order with the same values.
     pub fn register_param(&mut self, desc: ParamDesc<'_>) -> Result<ParamId> {
+        self.register(desc, None)
+    }
+
+    /// Registers a parameter whose initial values `fill` produces during
+    /// [`finalize`](Engine::finalize) (`zero_engine_register_param_fill`, C
+    /// ABI 1.4), so no rank ever holds the whole model unless it must.
+    ///
+    /// `fill(name, offset, out)` writes elements `[offset, offset +
+    /// out.len())` of the param (flat, row-major) as fp32. The runtime asks
+    /// only for the elements this rank holds, in pieces of at most 2^20
+    /// elements, and may ask for a piece twice. Returning `Err` (or
+    /// panicking: the panic is caught, never unwinding into C) fails
+    /// `finalize` on every rank with an error naming the param and the
+    /// closure's message. The closure is dropped when `finalize` returns.
+    /// `desc` must have neither [`ParamDesc::init`] nor
+    /// [`ParamDesc::init_spec`]. Every rank registers the param with a fill.
+    ///
+    /// ```
+    /// # fn main() -> zero::Result<()> {
+    /// let comm = zero::Communicator::new_self()?;
+    /// let mut engine = zero::Engine::new(&zero::Config::builder().stage(3).build(), &comm)?;
+    /// let w = engine.register_param_fill(zero::ParamDesc::new("w", &[2, 3]), |_name, offset, out| {
+    ///     for (i, v) in out.iter_mut().enumerate() {
+    ///         *v = (offset + i as i64) as f32;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// engine.finalize()?;
+    /// assert_eq!(engine.master(w)?, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    /// # Ok(()) }
+    /// ```
+    pub fn register_param_fill<F>(&mut self, desc: ParamDesc<'_>, fill: F) -> Result<ParamId>
+    where
+        F: FnMut(&str, i64, &mut [f32]) -> std::result::Result<(), String> + 'c,
+    {
+        if desc.init.is_some() || desc.init_spec.is_some() {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "param '{}': a fill closure excludes init and init_spec",
+                    desc.name
+                ),
+            ));
+        }
+        let state = Box::new(FillState {
+            name: desc.name.to_string(),
+            fill: Box::new(fill),
+            error: None,
+        });
+        self.register(desc, Some(state))
+    }
+
+    fn register(
+        &mut self,
+        desc: ParamDesc<'_>,
+        fill: Option<Box<FillState<'c>>>,
+    ) -> Result<ParamId> {
         let numel = desc.numel()?;
         if let Some(init) = desc.init {
             if init.len() != numel {
@@ -446,8 +575,23 @@ impl<'c> Engine<'c> {
         let mut id = -1;
         // SAFETY: every pointer in `raw_desc` is valid for the call; `init`
         // holds exactly numel floats (checked above). The library copies.
-        match desc.init_spec {
-            Some(spec) => {
+        match (fill, desc.init_spec) {
+            (Some(mut state), _) => {
+                let user = &mut *state as *mut FillState<'c> as *mut std::os::raw::c_void;
+                // SAFETY: as above; `user` points into a Box kept in
+                // `self.fills` until finalize returns or the engine drops.
+                check(unsafe {
+                    sys::zero_engine_register_param_fill(
+                        self.raw.as_ptr(),
+                        &raw_desc,
+                        Some(fill_trampoline),
+                        user,
+                        &mut id,
+                    )
+                })?;
+                self.fills.push(state);
+            }
+            (None, Some(spec)) => {
                 let raw_spec = spec.raw();
                 // SAFETY: as above; `raw_spec` is a full zero_init_spec.
                 check(unsafe {
@@ -459,7 +603,7 @@ impl<'c> Engine<'c> {
                     )
                 })?
             }
-            None => check(unsafe {
+            (None, None) => check(unsafe {
                 sys::zero_engine_register_param(self.raw.as_ptr(), &raw_desc, &mut id)
             })?,
         }
@@ -479,9 +623,71 @@ impl<'c> Engine<'c> {
 
     /// COLLECTIVE. Lays out and allocates the shards. Fails with
     /// [`Status::Mismatch`] on every rank if ranks registered different params.
+    /// Fill closures ([`register_param_fill`](Engine::register_param_fill))
+    /// run here; a failing one fails finalize on every rank, and on the rank
+    /// where it failed the message also carries the closure's error.
     pub fn finalize(&mut self) -> Result<()> {
-        // SAFETY: the handle is live and used by this thread only.
-        check(unsafe { sys::zero_engine_finalize(self.raw.as_ptr()) })
+        // SAFETY: the handle is live and used by this thread only; the fill
+        // states in `self.fills` outlive the call.
+        let r = check(unsafe { sys::zero_engine_finalize(self.raw.as_ptr()) });
+        let fills = std::mem::take(&mut self.fills);
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let local: Vec<String> = fills.into_iter().filter_map(|f| f.error).collect();
+                if local.is_empty() {
+                    Err(e)
+                } else {
+                    Err(Error::new(
+                        e.status(),
+                        format!("{} ({})", e.message(), local.join("; ")),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// COLLECTIVE (`zero_engine_load_safetensors`, C ABI 1.4). After
+    /// [`finalize`](Engine::finalize), with no param gathered: sets params
+    /// from `path`, a `.safetensors` file or a Hugging Face
+    /// `*.safetensors.index.json`. F32, F16 and BF16 tensors load; each rank
+    /// reads only the elements it holds. Every name, shape and dtype is
+    /// checked before anything is written: a missing tensor is
+    /// [`Status::NotFound`] naming the param (unless
+    /// [`allow_missing`](LoadSafetensorsOptions::allow_missing)), a wrong
+    /// shape or dtype [`Status::InvalidArgument`], a corrupt file
+    /// [`Status::DataLoss`]. Returns the tensor bytes this rank read.
+    pub fn load_safetensors(
+        &mut self,
+        path: impl AsRef<std::path::Path>,
+        options: &LoadSafetensorsOptions,
+    ) -> Result<i64> {
+        let invalid = |what: &str, v: &str| {
+            Error::new(
+                Status::InvalidArgument,
+                format!("{what} {v:?} contains a NUL byte"),
+            )
+        };
+        let path_str = path.as_ref().to_string_lossy().into_owned();
+        let c_path = CString::new(path_str.as_str()).map_err(|_| invalid("path", &path_str))?;
+        let opt_c = |v: &Option<String>, what: &str| -> Result<Option<CString>> {
+            v.as_deref()
+                .map(|s| CString::new(s).map_err(|_| invalid(what, s)))
+                .transpose()
+        };
+        let strip = opt_c(&options.prefix_strip, "prefix_strip")?;
+        let add = opt_c(&options.prefix_add, "prefix_add")?;
+        let mut bytes: i64 = 0;
+        let mut raw = sys::zero_safetensors_options_init();
+        raw.prefix_strip = strip.as_ref().map_or(ptr::null(), |c| c.as_ptr());
+        raw.prefix_add = add.as_ref().map_or(ptr::null(), |c| c.as_ptr());
+        raw.bytes_read = &mut bytes;
+        raw.allow_missing = options.allow_missing as i32;
+        // SAFETY: live handle; every pointer in `raw` is valid for the call.
+        check(unsafe {
+            sys::zero_engine_load_safetensors(self.raw.as_ptr(), c_path.as_ptr(), &raw)
+        })?;
+        Ok(bytes)
     }
 
     /// Number of registered params.
@@ -743,6 +949,26 @@ impl Drop for Engine<'_> {
         // SAFETY: we own the handle; guards borrow `self`, so none is alive.
         unsafe { sys::zero_engine_destroy(self.raw.as_ptr()) }
     }
+}
+
+/// Options of [`Engine::load_safetensors`] (`zero_safetensors_options`).
+///
+/// ```
+/// let opts = zero::LoadSafetensorsOptions {
+///     prefix_strip: Some("model.".into()),
+///     ..Default::default()
+/// };
+/// # let _ = opts;
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadSafetensorsOptions {
+    /// `true`: params the file lacks keep their values (default `false`).
+    pub allow_missing: bool,
+    /// A file tensor's name loses this leading text (`"model."` for Hugging
+    /// Face checkpoints).
+    pub prefix_strip: Option<String>,
+    /// Then gains this one; the result is the param name it loads into.
+    pub prefix_add: Option<String>,
 }
 
 /// A param's values, typed by its dtype.

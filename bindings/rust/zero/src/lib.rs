@@ -34,8 +34,8 @@ pub use checkpoint::{export_safetensors, LoadOptions};
 pub use comm::Communicator;
 pub use config::{Config, ConfigBuilder, DType, Optimizer};
 pub use engine::{
-    Engine, Gathered, GradBuffer, InitSpec, ParamData, ParamDesc, ParamId, ParamInfo, Stats,
-    StepInfo,
+    Engine, Gathered, GradBuffer, InitSpec, LoadSafetensorsOptions, ParamData, ParamDesc, ParamId,
+    ParamInfo, Stats, StepInfo,
 };
 pub use error::{Error, Result, Status};
 
