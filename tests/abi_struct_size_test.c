@@ -8,20 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tests/testing/c_expect.h"
 #include "zero_c.h"
-
-static int passed = 0, failed = 0;
-
-#define EXPECT(cond)                                                   \
-  do {                                                                 \
-    if (cond) {                                                        \
-      ++passed;                                                        \
-    } else {                                                           \
-      ++failed;                                                        \
-      printf("FAILED %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, \
-             #cond, zero_last_error());                                \
-    }                                                                  \
-  } while (0)
 
 /* Bytes a "newer client" appends past this library's struct. */
 #define EXTRA 24

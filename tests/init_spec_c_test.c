@@ -7,24 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tests/testing/c_expect.h"
 #include "zero_c.h"
 
-static int passed = 0, failed = 0;
-
-#define EXPECT(cond)                                                   \
-  do {                                                                 \
-    if (cond) {                                                        \
-      ++passed;                                                        \
-    } else {                                                           \
-      ++failed;                                                        \
-      printf("FAILED %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, \
-             #cond, zero_last_error());                                \
-    }                                                                  \
-  } while (0)
-
-static int is_error(zero_status got, zero_status want, const char* word) {
-  return got == want && strstr(zero_last_error(), word) != NULL;
-}
 
 static int calls = 0;
 
