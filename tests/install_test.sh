@@ -4,9 +4,10 @@
 # link libzero_c.so.1, the linker's libzero_c.so) and lib/pkgconfig/zero.pc;
 # the C example compiled with `cc $(pkg-config --cflags --libs zero)` needs
 # libzero_c.so.1, loads it from the prefix and trains bit for bit like the
-# Bazel-built example, on one rank and on 3 MPI ranks.
+# Bazel-built example, on one rank and on 3 MPI ranks; so does the example
+# compiled against the 1.0 header (tests/abi_1_0).
 set -euo pipefail
-install_sh="$1"; lib="$2"; header="$3"; pc_in="$4"; src="$5"; ref="$6"; run_mpi="$7"
+install_sh="$1"; lib="$2"; header="$3"; pc_in="$4"; src="$5"; ref="$6"; run_mpi="$7"; header_1_0="$8"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 prefix="$tmp/prefix"
 pass=0
@@ -53,6 +54,14 @@ for stage in 0 3; do
   n=$((n + 2))
 done
 ok "$n trainings (stages 0 and 3, 1 and 3 ranks) bitwise equal to the Bazel build"
+
+# An old client: the same program built against the 1.0 header, linked with
+# the installed library's pkg-config flags, runs on it to the same bits.
+old_app="$tmp/mlp_train_1_0"
+eval "cc -std=c99 -O2 -o \"\$old_app\" -I\"$(dirname "$header_1_0")\" \"\$src\" $(pkg-config --libs zero) -lm"
+"$old_app" --config "$tmp/c3.json" --steps 6 --quiet --dump "$tmp/old_3.bin" > /dev/null
+cmp "$tmp/old_3.bin" "$tmp/ref_3.bin" || die "the 1.0 client on the installed library differs"
+ok "a 1.0 client linked against the install trains to the same bits"
 
 # Installing again over the same prefix (an upgrade) is fine.
 bash "$install_sh" --lib "$lib" --header "$header" --pc-in "$pc_in" "$prefix" > /dev/null

@@ -14,7 +14,7 @@
 set -uo pipefail
 bin="$1"; run_mpi="$2"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-TIMEOUT=4      # comm_timeout_seconds of every job
+TIMEOUT=5      # comm_timeout_seconds of every job
 STEPS=10; EVERY=3
 pass=0
 die() { echo "FAILED: $1"; echo "$pass passed, 1 failed"; exit 1; }
