@@ -31,7 +31,13 @@ flags=$(pkg-config --cflags --libs zero)
 echo "pkg-config --cflags --libs zero: $flags"
 ok "pkg-config: zero $version"
 
-# Outside Bazel: the compiler, pkg-config and the prefix, nothing else.
+# Outside Bazel: the compiler, pkg-config and the prefix, nothing else. (A
+# sanitizer build of the library (--config=asan/tsan) needs its runtime
+# first in the program, so the program is built with the same -fsanitize.)
+san=""
+readelf -d "$lib" | grep 'NEEDED.*libasan' > /dev/null && san="-fsanitize=address,undefined"
+readelf -d "$lib" | grep 'NEEDED.*libtsan' > /dev/null && san="-fsanitize=thread"
+flags="$san $flags"
 app="$tmp/mlp_train_installed"
 eval "cc -std=c99 -O2 -Wall -Wextra -pedantic -o \"\$app\" \"\$src\" $flags -lm"
 readelf -d "$app" | grep 'NEEDED.*\[libzero_c\.so\.1\]' >/dev/null || die "the program does not need libzero_c.so.1"
@@ -58,7 +64,7 @@ ok "$n trainings (stages 0 and 3, 1 and 3 ranks) bitwise equal to the Bazel buil
 # An old client: the same program built against the 1.0 header, linked with
 # the installed library's pkg-config flags, runs on it to the same bits.
 old_app="$tmp/mlp_train_1_0"
-eval "cc -std=c99 -O2 -o \"\$old_app\" -I\"$(dirname "$header_1_0")\" \"\$src\" $(pkg-config --libs zero) -lm"
+eval "cc -std=c99 -O2 -o \"\$old_app\" -I\"$(dirname "$header_1_0")\" \"\$src\" $san $(pkg-config --libs zero) -lm"
 "$old_app" --config "$tmp/c3.json" --steps 6 --quiet --dump "$tmp/old_3.bin" > /dev/null
 cmp "$tmp/old_3.bin" "$tmp/ref_3.bin" || die "the 1.0 client on the installed library differs"
 ok "a 1.0 client linked against the install trains to the same bits"
