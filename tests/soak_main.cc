@@ -35,6 +35,15 @@ namespace zero {
 namespace testing {
 namespace {
 
+// Under ASan (its quarantine holds up to 256 MiB of freed memory, its stack
+// depot grows) and TSan (shadow memory) RSS says nothing about the program:
+// there the RSS bound is reported, not asserted; fds are asserted always.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kAssertRss = false;
+#else
+constexpr bool kAssertRss = true;
+#endif
+
 struct Args {
   int steps = 3000, every = 100, sample = 50, warmup = 600;
   int64_t rss_bound_kb = 512;
@@ -144,7 +153,7 @@ int Run(const Args& a) {
   const Sample& last = samples.back();
   const bool rss_ok = ref != nullptr && cycles >= 2 && rss_max_drift <= a.rss_bound_kb;
   const bool fds_ok = ref != nullptr && cycles >= 2 && fd_changes == 0;
-  const bool ok = rss_ok && fds_ok;
+  const bool ok = (rss_ok || !kAssertRss) && fds_ok;
   std::printf(
       "{\"bench\": \"soak\", \"rank\": %d, \"np\": %d, \"steps\": %d, \"plain\": %s, "
       "\"cycles_after_warmup\": %d, \"rss_kb_start\": %lld, \"rss_kb_at_warmup\": %lld, "
@@ -152,7 +161,7 @@ int Run(const Args& a) {
       "\"rss_drift_kb_min\": %lld, \"rss_bound_kb\": %lld, \"fds_start\": %d, "
       "\"fds_at_warmup\": %d, \"fds_end\": %d, \"fd_changes\": %d, "
       "\"live_high_water_bytes\": %lld, \"nvme_write_bytes\": %lld, \"rss_ok\": %s, "
-      "\"fds_ok\": %s, \"ok\": %s}\n",
+      "\"fds_ok\": %s, \"rss_asserted\": %s, \"ok\": %s}\n",
       rank, comm->world_size(), a.steps, a.plain ? "true" : "false", cycles,
       static_cast<long long>(first.rss_kb),
       static_cast<long long>(ref ? ref->rss_kb : -1), static_cast<long long>(last.rss_kb),
@@ -161,7 +170,7 @@ int Run(const Args& a) {
       ref ? ref->fds : -1, last.fds, fd_changes,
       static_cast<long long>(r->stats.live_gathered_high_water),
       static_cast<long long>(r->stats.nvme_write_bytes), rss_ok ? "true" : "false",
-      fds_ok ? "true" : "false", ok ? "true" : "false");
+      fds_ok ? "true" : "false", kAssertRss ? "true" : "false", ok ? "true" : "false");
   std::fflush(stdout);
   // The budget held all along (4 bytes per fp32 element).
   const bool budget_ok = r->stats.live_gathered_high_water <= c.stage3_max_live_parameters * 4;

@@ -6,6 +6,8 @@
 # equal a run without save/load/export); nothing temporary is left (no
 # .partial tag, no temporary export, no NVMe swap file). A run that leaks
 # 1 KiB a step and an fd a cycle must fail both checks (the checks can fail).
+# Under --config=asan/tsan the RSS bound is reported, not asserted (see
+# soak_main.cc); the fd checks hold there too.
 # STEPS overrides the length (bench/soak.sh runs it long).
 set -uo pipefail
 bin="$1"; run_mpi="$2"
@@ -27,7 +29,11 @@ soak main --steps "$steps"; rc=$?
 grep '"bench": "soak"' "$tmp/main/log"
 [ $rc -eq 0 ] || { cat "$tmp/main/log"; die "the soak failed (exit $rc)"; }
 [ "$(grep -c '"ok": true' "$tmp/main/log")" -eq 3 ] || die "not every rank reported flat RSS and fds"
-ok "$steps steps at np 3: RSS within the bound and fds flat on every rank"
+if grep '"rss_asserted": false' "$tmp/main/log" > /dev/null; then
+  ok "$steps steps at np 3: fds flat on every rank (sanitizer build: RSS reported, not asserted)"
+else
+  ok "$steps steps at np 3: RSS within the bound and fds flat on every rank"
+fi
 
 soak plain --steps "$steps" --plain || { cat "$tmp/plain/log"; die "the plain run failed"; }
 cmp "$tmp/main/params.bin" "$tmp/plain/params.bin" > /dev/null \
