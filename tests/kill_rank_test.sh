@@ -38,8 +38,9 @@ reference() {  # reference NAME STAGE [--nvme DIR]: the uninterrupted run's dump
   [ -s "$d/params.bin" ] || die "reference $name wrote no params"
 }
 
-scenario() {  # scenario NAME MODE SCENARIO STAGE KILL_STEP EXPECT_LATEST REF [--nvme]
+scenario() {  # scenario NAME MODE SCENARIO STAGE KILL_STEP EXPECT_LATEST REF [nvme] (KILL_RANK=1)
   local name="$1" mode="$2" sc="$3" stage="$4" kstep="$5" want_latest="$6" ref="$7" nvme="${8:-}"
+  local victim="${KILL_RANK:-1}"
   local d="$tmp/$name"
   mkdir -p "$d/run" "$d/ck" "$d/nv"
   local extra=() nv=()
@@ -47,7 +48,7 @@ scenario() {  # scenario NAME MODE SCENARIO STAGE KILL_STEP EXPECT_LATEST REF [-
   [ -n "$nvme" ] && nv=(--nvme "$d/nv")
   local start; start=$(now)
   "$run_mpi" 4 "${extra[@]}" "$bin" --scenario "$sc" --stage "$stage" --steps $STEPS \
-    --save-every $EVERY --kill-rank 1 --kill-step "$kstep" --ckpt "$d/ck" --run "$d/run" \
+    --save-every $EVERY --kill-rank "$victim" --kill-step "$kstep" --ckpt "$d/ck" --run "$d/run" \
     --timeout $TIMEOUT "${nv[@]}" > "$d/log" 2>&1
   local rc=$?
   # Every process of the job gone: poll from mpirun's return.
@@ -67,7 +68,9 @@ scenario() {  # scenario NAME MODE SCENARIO STAGE KILL_STEP EXPECT_LATEST REF [-
   # Survivors: none finished training (exit 0); each ended by zero's error
   # (then MPI_Abort) or by mpirun's abort of the job.
   local r zero_msgs=0 detect=""
-  for r in 0 2 3; do
+  [ "$krank" = "$victim" ] || die "$name: rank $krank died, expected $victim"
+  for r in 0 1 2 3; do
+    [ "$r" = "$victim" ] && continue
     [ -f "$d/run/done.$r" ] && { cat "$d/log"; die "$name: rank $r finished as if nothing happened"; }
     if [ -f "$d/run/error.$r" ]; then
       zero_msgs=$((zero_msgs + 1))
@@ -97,8 +100,8 @@ scenario() {  # scenario NAME MODE SCENARIO STAGE KILL_STEP EXPECT_LATEST REF [-
     "${nv[@]}" > "$d/log2" 2>&1 || { cat "$d/log2"; die "$name: the resumed job failed"; }
   cmp "$d/params.bin" "$tmp/ref_$ref/params.bin" > /dev/null \
     || die "$name: resumed from $want_latest, the params differ from the uninterrupted run"
-  printf '{"bench": "kill_rank", "scenario": "%s", "mode": "%s", "stage": %s, "np": 4, "comm_timeout_s": %s, "killed_at": "%s", "time_to_exit_s": %.2f, "zero_detect_s": [%s], "resumed_from": "%s", "bitwise": true}\n' \
-    "$name" "$mode" "$stage" $TIMEOUT "$kpoint" "$exit_s" "$(echo $detect | tr ' ' ',')" "$want_latest"
+  printf '{"bench": "kill_rank", "scenario": "%s", "mode": "%s", "killed_rank": %s, "stage": %s, "np": 4, "comm_timeout_s": %s, "killed_at": "%s", "time_to_exit_s": %.2f, "zero_detect_s": [%s], "resumed_from": "%s", "bitwise": true}\n' \
+    "$name" "$mode" "$victim" "$stage" $TIMEOUT "$kpoint" "$exit_s" "$(echo $detect | tr ' ' ',')" "$want_latest"
   ok "$name: job ended ${exit_s}s after the kill; resumed from $want_latest bitwise"
 }
 
@@ -114,4 +117,6 @@ scenario nvme_step              mpirun   nvme     2 5 step3 nvme nvme
 scenario backward_stage3_zero   recovery backward 3 5 step3 s3
 scenario save_zero              recovery save     2 6 step3 s2
 scenario nvme_step_zero         recovery nvme     2 5 step3 nvme nvme
+# Rank 0 (the one that publishes the tag and `latest`) dying inside a save.
+KILL_RANK=0 scenario save_rank0_zero recovery save 3 6 step3 s3
 echo "$pass passed, 0 failed"
