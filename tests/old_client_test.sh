@@ -7,6 +7,9 @@ set -euo pipefail
 old="$1"; new="$2"; run_mpi="$3"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 n=0
+# The old client finds the library by its soname, as an installed one would.
+readelf -d "$old" | grep 'NEEDED.*\[libzero_c\.so\.1\]' > /dev/null \
+  || { echo "the 1.0 client does not load libzero_c.so.1"; echo "0 passed, 1 failed"; exit 1; }
 for stage in 0 1 2 3; do
   for prec in fp32 bf16; do
     p=''; [ "$prec" = bf16 ] && p='"bf16": {"enabled": true},'

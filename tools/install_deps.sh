@@ -11,6 +11,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin
   python3-dev python3-numpy python3-pytest pybind11-dev python3-torch python3-venv python3-pip
   bindgen abigail-tools
+  pkg-config bc
 )
 
 missing=()

@@ -13,7 +13,8 @@ cp -rL "$R/bindings/rust" "$W/bindings/"
 cp -rL "$R/examples/rust" "$W/examples/"
 cp -L "$R/capi/include/zero_c.h" "$W/capi/include/"
 # A private copy keeps the rpath baked into the test binaries stable.
-cp -L "$R/capi/libzero_c.so" "$TEST_TMPDIR/lib/"
+# libzero_c.so for the linker, libzero_c.so.1 (the soname) for the loader.
+cp -L "$R/capi/libzero_c.so" "$R/capi/libzero_c.so.1" "$TEST_TMPDIR/lib/"
 export ZERO_LIB_DIR="$TEST_TMPDIR/lib"
 export ZERO_HEADER="$W/capi/include/zero_c.h"
 

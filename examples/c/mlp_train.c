@@ -22,6 +22,8 @@
  * specified exactly so that the Python and Rust examples reproduce the same
  * bits: see "Reproducible parts" below.
  */
+/* clock_gettime under -std=c99 (without -fopenmp, which implies it). */
+#define _POSIX_C_SOURCE 199309L
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

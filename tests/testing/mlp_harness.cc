@@ -184,6 +184,7 @@ absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
   }
   for (int step = start; step < spec.steps; ++step) {
     if (step == spec.save_after) RETURN_IF_ERROR(e->Save(spec.ckpt_dir, spec.save_tag));
+    if (spec.hook) RETURN_IF_ERROR(spec.hook(e.get(), step, -1));
     for (int micro = 0; micro < gas; ++micro) {
       Batch(spec, step, micro, &x, &tg);
       // Forward: gather every param, read the working copy.
@@ -219,9 +220,10 @@ absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
         }
         e->device()->Copy(gb, host.data(), host.size());
         RETURN_IF_ERROR(e->GradReady(ids[i]));
+        if (spec.hook) RETURN_IF_ERROR(spec.hook(e.get(), step, i));
       }
       ASSIGN_OR_RETURN(StepInfo info, e->Step());
-      if (info.boundary) res.steps.push_back(info);
+      if (info.boundary && spec.record_steps) res.steps.push_back(info);
     }
   }
   if (!spec.final_tag.empty()) RETURN_IF_ERROR(e->Save(spec.ckpt_dir, spec.final_tag));

@@ -46,6 +46,11 @@ struct MlpSpec {
   ckpt::LoadOptions load_options;
   // Where the engine keeps its state (null: the default CPU device).
   std::function<std::unique_ptr<Device>()> make_device;
+  // Called before each step's first micro-step (index -1) and after each
+  // GradReady (index: the param's) for the killed-rank and soak tests, which
+  // save, load, export or kill the process there. An error stops training.
+  std::function<absl::Status(Engine* e, int step, int index)> hook;
+  bool record_steps = true;  // keep every step's StepInfo (a soak does not)
 };
 
 struct MlpResult {

@@ -68,7 +68,7 @@ def explain_import_error(err: BaseException, package_dir: str) -> Optional[str]:
     the original error)."""
     text = str(err)
     m = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", text)
-    if m and m.group(1) not in ("libzero_c.so", "_zero_c.so"):
+    if m and m.group(1) not in ("libzero_c.so", "libzero_c.so.1", "_zero_c.so"):
         lib = m.group(1)
         pairs = missing() or [(lib, package_for(lib) or "?")]
         if not any(s == lib for s, _ in pairs):

@@ -1,0 +1,210 @@
+// One rank of a training job in which one rank is SIGKILLed at a precise
+// point (run by tests/kill_rank_test.sh under mpirun -np 4):
+//
+//   --scenario backward  rank K dies mid-backward of step T (after the
+//                        GradReady of fc2.weight: buckets are in flight)
+//   --scenario save      rank K dies half-way through writing its rank file
+//                        of the checkpoint saved before step T
+//   --scenario nvme      (offload_optimizer nvme) rank K dies inside the
+//                        optimizer step of step T, once its state files are
+//                        being written
+//   --scenario none      no one dies (the reference, and the resumed run)
+//
+// Every rank trains the MLP of tests/testing/mlp_harness at `--stage`, saves
+// DIR/stepN before step N when N is a multiple of --save-every, and with
+// --resume first loads DIR/latest. The killed rank writes RUN/killed (its
+// rank, the point, the wall time) just before raise(SIGKILL); every rank
+// writes RUN/pid.R at start. A survivor whose training fails prints zero's
+// error, writes RUN/error.R and aborts the job (Communicator::Abort), as
+// docs/ARCHITECTURE.md ("Failures") asks of a rank that gives up. Rank 0 of
+// a job that finishes writes every param's fp32 master to --dump.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "core/comm/mpi_communicator.h"
+#include "tests/testing/mlp_harness.h"
+
+namespace zero {
+namespace testing {
+namespace {
+
+struct Args {
+  std::string scenario = "none";
+  int stage = 2;
+  int steps = 10;
+  int save_every = 3;
+  int kill_rank = 1;
+  int kill_step = 5;
+  double timeout = 4;
+  std::string ckpt, nvme, run, dump;
+  bool resume = false;
+};
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+  f.flush();
+}
+
+// Records the moment of death, then dies without a word to anyone.
+[[noreturn]] void Die(const Args& a, int rank, const char* point) {
+  char line[160];
+  std::snprintf(line, sizeof(line), "%d %s %.6f\n", rank, point, WallSeconds());
+  WriteFile(a.run + "/killed", line);
+  raise(SIGKILL);
+  std::_Exit(99);  // not reached
+}
+
+// The newest modification time of the files under `dir` (nanoseconds).
+int64_t NewestMtime(const std::string& dir) {
+  int64_t newest = 0;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  while (dirent* ent = readdir(d)) {
+    if (ent->d_name[0] == '.') continue;
+    struct stat st;
+    if (stat((dir + "/" + ent->d_name).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    newest = std::max<int64_t>(newest, st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);
+  }
+  closedir(d);
+  return newest;
+}
+
+int Run(const Args& a) {
+  auto comm_or = MakeMpiCommunicator(nullptr);
+  if (!comm_or.ok()) {
+    std::fprintf(stderr, "%s\n", comm_or.status().ToString().c_str());
+    return 1;
+  }
+  std::unique_ptr<Communicator> comm = std::move(*comm_or);
+  const int rank = comm->rank();
+  comm->set_timeout_seconds(a.timeout);
+  WriteFile(a.run + "/pid." + std::to_string(rank), std::to_string(getpid()) + "\n");
+
+  Config c = SmallMlpConfig(a.stage, DType::kF32);
+  c.comm_timeout_seconds = a.timeout;
+  MlpSpec spec;
+  spec.steps = a.steps;
+  if (a.scenario == "nvme" || !a.nvme.empty()) {
+    // Enough state that a step writes for a while, in several sub-groups.
+    spec.hidden = 4000;
+    c.reduce_bucket_size = 20000;
+    c.sub_group_size = 8192;
+    c.offload_optimizer.device = OffloadDevice::kNvme;
+    c.offload_optimizer.nvme_path = a.nvme + "/rank" + std::to_string(rank);
+    c.offload_optimizer.buffer_count = 2;
+    mkdir(c.offload_optimizer.nvme_path.c_str(), 0755);
+  }
+  if (a.resume) spec.resume_dir = a.ckpt;
+
+  std::atomic<bool> in_step{false};
+  std::thread killer;
+  spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
+    const bool victim = rank == a.kill_rank && step == a.kill_step;
+    if (index == -1 && step == a.kill_step + 1) in_step = false;  // Step() returned
+    if (index == -1 && step > 0 && step % a.save_every == 0) {
+      // A load resumes after the save it loaded: do not save that one again.
+      const std::string tag = "step" + std::to_string(step);
+      struct stat st;
+      if (a.resume && stat((a.ckpt + "/" + tag).c_str(), &st) == 0) return absl::OkStatus();
+      ckpt::SaveOptions o;
+      if (victim && a.scenario == "save") {
+        o.progress = [&a, rank](int64_t done, int64_t total) {
+          if (done * 2 >= total) Die(a, rank, "save");
+          return true;
+        };
+      }
+      return e->Save(a.ckpt, tag, o);
+    }
+    if (!victim) return absl::OkStatus();
+    if (a.scenario == "backward" && index == 3) Die(a, rank, "backward");
+    if (a.scenario == "nvme" && index == 1) {
+      // The last GradReady: Step() comes next. Die once the optimizer has
+      // started writing this rank's state files (their mtime moves), while
+      // the step is still running.
+      const std::string dir = c.offload_optimizer.nvme_path;
+      const int64_t before = NewestMtime(dir);
+      in_step = true;
+      killer = std::thread([&a, rank, dir, before, &in_step] {
+        while (in_step.load()) {
+          if (NewestMtime(dir) > before) Die(a, rank, "nvme");
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+        // The step finished before a write was seen: say so and die anyway
+        // (the test then fails on the point).
+        Die(a, rank, "after-nvme-step");
+      });
+    }
+    return absl::OkStatus();
+  };
+
+  const double t0 = WallSeconds();
+  absl::StatusOr<MlpResult> r = TrainMlp(c, comm.get(), spec);
+  in_step = false;
+  if (killer.joinable()) killer.join();
+  if (!r.ok()) {
+    const double t = WallSeconds();
+    std::fprintf(stderr, "[rank %d] zero: %s (%.2f s into training)\n", rank,
+                 r.status().ToString().c_str(), t - t0);
+    char line[64];
+    std::snprintf(line, sizeof(line), "%.6f\n", t);
+    WriteFile(a.run + "/error." + std::to_string(rank), line);
+    comm->Abort("rank " + std::to_string(rank) + ": " + std::string(r.status().message()));
+    return 1;
+  }
+  if (rank == 0 && !a.dump.empty()) {
+    std::ofstream f(a.dump, std::ios::binary | std::ios::trunc);
+    for (const auto& p : r->params) {
+      f.write(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(float));
+    }
+  }
+  WriteFile(a.run + "/done." + std::to_string(rank), "\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace zero
+
+int main(int argc, char** argv) {
+  zero::testing::Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : "";
+    if (k == "--resume") { a.resume = true; continue; }
+    ++i;
+    if (k == "--scenario") a.scenario = v;
+    else if (k == "--stage") a.stage = std::atoi(v);
+    else if (k == "--steps") a.steps = std::atoi(v);
+    else if (k == "--save-every") a.save_every = std::atoi(v);
+    else if (k == "--kill-rank") a.kill_rank = std::atoi(v);
+    else if (k == "--kill-step") a.kill_step = std::atoi(v);
+    else if (k == "--timeout") a.timeout = std::atof(v);
+    else if (k == "--ckpt") a.ckpt = v;
+    else if (k == "--nvme") a.nvme = v;
+    else if (k == "--run") a.run = v;
+    else if (k == "--dump") a.dump = v;
+    else { std::fprintf(stderr, "kill_rank_main: unknown flag %s\n", k.c_str()); return 2; }
+  }
+  if (a.ckpt.empty() || a.run.empty()) {
+    std::fprintf(stderr, "kill_rank_main: --ckpt and --run are required\n");
+    return 2;
+  }
+  return zero::testing::Run(a);
+}
