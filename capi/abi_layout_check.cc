@@ -140,6 +140,14 @@ ZERO_PIN_FIELD(zero_init_spec, std, 56, 8);
 ZERO_PIN_FIELD(zero_init_spec, a, 64, 8);
 ZERO_PIN_FIELD(zero_init_spec, fan_in, 72, 8);
 
+ZERO_PIN_SIZE(zero_link_stats, 192, 8);
+ZERO_PIN_FIELD(zero_link_stats, struct_size, 0, 8);
+ZERO_PIN_FIELD(zero_link_stats, nodes, 8, 4);
+ZERO_PIN_FIELD(zero_link_stats, replicas, 20, 4);
+ZERO_PIN_FIELD(zero_link_stats, hpz_secondary_bytes, 24, 8);
+ZERO_PIN_FIELD(zero_link_stats, intra_bytes_allgather, 32, 8);
+ZERO_PIN_FIELD(zero_link_stats, inter_values_control, 184, 8);
+
 // First published sizes (zero_c.h convention 3a): struct_size below these is
 // refused; they never change.
 
@@ -152,6 +160,7 @@ static_assert(zero_capi::AbiStruct<zero_param_info>::kFirstSize == 96, "zero_par
 static_assert(zero_capi::AbiStruct<zero_safetensors_options>::kFirstSize == 40,
               "zero_safetensors_options 1.4");
 static_assert(zero_capi::AbiStruct<zero_init_spec>::kFirstSize == 80, "zero_init_spec 1.4");
+static_assert(zero_capi::AbiStruct<zero_link_stats>::kFirstSize == 192, "zero_link_stats 1.5");
 static_assert(ZERO_INIT_ZEROS == 0 && ZERO_INIT_ONES == 1 && ZERO_INIT_CONSTANT == 2 &&
                   ZERO_INIT_UNIFORM == 3 && ZERO_INIT_NORMAL == 4 && ZERO_INIT_TRUNC_NORMAL == 5 &&
                   ZERO_INIT_KAIMING_UNIFORM == 6 && ZERO_INIT_FAN_IN_UNIFORM == 7,

@@ -599,6 +599,47 @@ zero_status zero_engine_stats(const zero_engine_t* engine, zero_stats* stats) {
   });
 }
 
+zero_status zero_engine_link_stats(const zero_engine_t* engine, zero_link_stats* stats) {
+  ZERO_CHECK_ARG("zero_engine_link_stats", engine);
+  ZERO_CHECK_ARG("zero_engine_link_stats", stats);
+  absl::Status size_ok = CheckStructSize(stats);
+  if (!size_ok.ok()) return BadStruct("zero_engine_link_stats", size_ok);
+  return Guard([&] {
+    zero::EngineStats s = engine->engine->Stats();
+    zero_link_stats out = ZeroStruct<zero_link_stats>();
+    out.nodes = s.nodes;
+    out.node = s.node;
+    out.ranks_per_node = s.ranks_per_node;
+    out.replicas = s.replicas;
+    out.hpz_secondary_bytes = s.hpz_secondary_bytes;
+    using K = zero::CollectiveKind;
+    auto b = [&](K k, int l) { return s.link_bytes[static_cast<int>(k)][l]; };
+    auto v = [&](K k, int l) { return s.link_elems[static_cast<int>(k)][l]; };
+    out.intra_bytes_allgather = b(K::kAllGather, 0);
+    out.inter_bytes_allgather = b(K::kAllGather, 1);
+    out.intra_bytes_reduce_scatter = b(K::kReduceScatter, 0);
+    out.inter_bytes_reduce_scatter = b(K::kReduceScatter, 1);
+    out.intra_bytes_allreduce = b(K::kAllReduce, 0);
+    out.inter_bytes_allreduce = b(K::kAllReduce, 1);
+    out.intra_bytes_broadcast = b(K::kBroadcast, 0);
+    out.inter_bytes_broadcast = b(K::kBroadcast, 1);
+    out.intra_bytes_control = b(K::kControl, 0);
+    out.inter_bytes_control = b(K::kControl, 1);
+    out.intra_values_allgather = v(K::kAllGather, 0);
+    out.inter_values_allgather = v(K::kAllGather, 1);
+    out.intra_values_reduce_scatter = v(K::kReduceScatter, 0);
+    out.inter_values_reduce_scatter = v(K::kReduceScatter, 1);
+    out.intra_values_allreduce = v(K::kAllReduce, 0);
+    out.inter_values_allreduce = v(K::kAllReduce, 1);
+    out.intra_values_broadcast = v(K::kBroadcast, 0);
+    out.inter_values_broadcast = v(K::kBroadcast, 1);
+    out.intra_values_control = v(K::kControl, 0);
+    out.inter_values_control = v(K::kControl, 1);
+    WriteStruct(out, stats);
+    return Report(absl::OkStatus());
+  });
+}
+
 void zero_engine_destroy(zero_engine_t* engine) {
   try {
     delete engine;

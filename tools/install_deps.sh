@@ -33,3 +33,14 @@ if ! /usr/bin/python3 -c "import safetensors" 2>/dev/null; then
   echo "install_deps: pip installing safetensors" >&2
   /usr/bin/python3 -m pip install -q --break-system-packages safetensors
 fi
+
+# Host aliases of this machine for //tests:multihost_launch_test (several
+# "nodes" on one machine, reached through tools/zero_launch_agent.sh).
+for i in 1 2 3; do
+  if ! grep -qE "^127\.0\.0\.$((i + 1))[[:space:]]+zero-host$i\$" /etc/hosts 2>/dev/null; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    echo "127.0.0.$((i + 1)) zero-host$i" | $SUDO tee -a /etc/hosts >/dev/null || \
+      echo "install_deps: could not add zero-host$i to /etc/hosts" >&2
+  fi
+done

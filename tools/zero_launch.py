@@ -3,7 +3,8 @@
 
     zero-launch [--hostfile F] [--num_nodes N] [--num_gpus N | --num_procs N]
                 [--include SPEC | --exclude SPEC] [--master_addr A]
-                [--master_port P] [--dry-run] PROGRAM [ARGS...]
+                [--master_port P] [--launch_agent PATH] [--launcher_args STR]
+                [--dry-run] PROGRAM [ARGS...]
 
 With a hostfile (default /job/hostfile, DeepSpeed's format: `worker1
 slots=8`, `#` comments, a repeated host is an error) the ranks spread over
@@ -132,13 +133,19 @@ def program_command(program):
 
 
 def mpirun_command(selected, hostfile_path, program, master_addr=None, master_port=None,
-                   bind_gpus=False):
-    """selected: host -> slot count or list of slot ids (the GPUs to bind)."""
+                   bind_gpus=False, launch_agent=None, launcher_args=""):
+    """selected: host -> slot count or list of slot ids (the GPUs to bind).
+    launch_agent: a program OpenMPI runs in place of ssh to start its
+    daemon on each host (--mca plm_rsh_agent); launcher_args: more mpirun
+    arguments (DeepSpeed's --launcher_args), split as a shell would."""
     counts = OrderedDict((h, s if isinstance(s, int) else len(s)) for h, s in selected.items())
     total = sum(counts.values())
     cmd = ["mpirun", "-n", str(total), "-hostfile", hostfile_path, "--map-by", "slot"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
+    if launch_agent:
+        cmd += ["--mca", "plm_rsh_agent", os.path.abspath(launch_agent)]
+    cmd += shlex.split(launcher_args or "")
     if master_addr is None:
         first = next(iter(counts))
         master_addr = "127.0.0.1" if first in ("localhost", "127.0.0.1") else first
@@ -203,6 +210,10 @@ def main(argv=None):
     ap.add_argument("--exclude", default="")
     ap.add_argument("--master_addr")
     ap.add_argument("--master_port", type=int)
+    ap.add_argument("--launch_agent",
+                    help="run this in place of ssh to start each host's OpenMPI daemon "
+                         "(tools/zero_launch_agent.sh: host aliases of this machine)")
+    ap.add_argument("--launcher_args", default="", help="more mpirun arguments")
     ap.add_argument("--dry-run", action="store_true", help="print the mpirun command only")
     ap.add_argument("program", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
@@ -226,7 +237,8 @@ def main(argv=None):
             f.write(f"{h} slots={len(s)}\n")
         path = f.name
     cmd = mpirun_command(selected, path, a.program, a.master_addr, a.master_port,
-                         bind_gpus=gpus > 0)
+                         bind_gpus=gpus > 0, launch_agent=a.launch_agent,
+                         launcher_args=a.launcher_args)
     print(" ".join(shlex.quote(c) for c in cmd), file=sys.stderr)
     if a.dry_run:
         os.unlink(path)

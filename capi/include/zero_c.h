@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 4
+#define ZERO_VERSION_MINOR 5
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -548,6 +548,54 @@ ZERO_API zero_status zero_comm_create_nccl(const void* mpi_comm,
  * host memory. Default: "cpu", or the GPU of an NCCL communicator. */
 ZERO_API zero_status zero_engine_set_device(zero_engine_t* engine,
                                             const char* kind, int32_t ordinal);
+
+/* ---- 1.5: nodes, hybrid sharding, ZeRO++: traffic per link ------------- */
+
+/* Where this rank's traffic went (docs/ARCHITECTURE.md, "Traffic per link"):
+ * what it sent, over links to ranks on its own node (intra) and on other
+ * nodes (inter), per collective kind, in values carried and bytes on the
+ * wire (quantized collectives carry fewer bytes than values x element size).
+ * The sums over both links equal zero_stats' sent_* counters. Nodes come
+ * from the launcher's environment or "zero_ranks_per_node". First published
+ * size (1.5): through inter_values_control. */
+typedef struct zero_link_stats {
+  size_t struct_size;
+  int32_t nodes;           /* nodes the ranks are grouped into */
+  int32_t node;            /* this rank's node, numbered by lowest rank */
+  int32_t ranks_per_node;  /* ranks on each node; -1 when nodes differ */
+  int32_t replicas;        /* hybrid sharding: copies of each shard; 1 off */
+  int64_t hpz_secondary_bytes;     /* hpZ: secondary param shards held */
+  int64_t intra_bytes_allgather;   /* bytes to ranks on this node */
+  int64_t inter_bytes_allgather;   /* bytes to ranks on other nodes */
+  int64_t intra_bytes_reduce_scatter;
+  int64_t inter_bytes_reduce_scatter;
+  int64_t intra_bytes_allreduce;
+  int64_t inter_bytes_allreduce;
+  int64_t intra_bytes_broadcast;
+  int64_t inter_bytes_broadcast;
+  int64_t intra_bytes_control;
+  int64_t inter_bytes_control;
+  int64_t intra_values_allgather;  /* values carried to ranks on this node */
+  int64_t inter_values_allgather;  /* values carried to other nodes */
+  int64_t intra_values_reduce_scatter;
+  int64_t inter_values_reduce_scatter;
+  int64_t intra_values_allreduce;
+  int64_t inter_values_allreduce;
+  int64_t intra_values_broadcast;
+  int64_t inter_values_broadcast;
+  int64_t intra_values_control;
+  int64_t inter_values_control;
+} zero_link_stats;
+
+#define ZERO_LINK_STATS_INIT                                                \
+  {                                                                         \
+    sizeof(zero_link_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0                                        \
+  }
+
+/* Fills `stats` for this rank (1.5). */
+ZERO_API zero_status zero_engine_link_stats(const zero_engine_t* engine,
+                                            zero_link_stats* stats);
 
 #ifdef __cplusplus
 } /* extern "C" */

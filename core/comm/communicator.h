@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "core/common/dtype.h"
 
 namespace zero {
@@ -81,6 +82,30 @@ class Communicator {
   // COLLECTIVE. A new communicator over the same ranks whose traffic never
   // mixes with this one's (an engine's own channel, like MPI_Comm_dup).
   virtual absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() = 0;
+
+  // COLLECTIVE. A communicator over the ranks that passed the same `color`,
+  // ranked by (key, rank), like MPI_Comm_split: the node and cross-node
+  // groups of core/comm/topology.h. Backends that cannot split say so.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) {
+    (void)color;
+    (void)key;
+    return absl::UnimplementedError(absl::StrCat(
+        backend_name(), " communicator: cannot split into sub-communicators (hierarchical "
+        "modes need the thread or mpi communicator)"));
+  }
+
+  // COLLECTIVE. Personalized exchange: this rank sends send_counts[r]
+  // elements of `dtype` (back to back in rank order in `send`) to rank r
+  // and receives recv_counts[r] from rank r (back to back in `recv`).
+  // Counted as reduce-scatter traffic (it carries qgZ's partial sums).
+  virtual absl::Status AllToAllV(const void* send, const std::vector<int64_t>& send_counts,
+                                 void* recv, const std::vector<int64_t>& recv_counts,
+                                 DType dtype) {
+    (void)send, (void)send_counts, (void)recv, (void)recv_counts, (void)dtype;
+    return absl::UnimplementedError(absl::StrCat(
+        backend_name(), " communicator: no all-to-all (zero_quantized_gradients needs the "
+        "thread or mpi communicator)"));
+  }
 
   void set_timeout_seconds(double s) { timeout_seconds_ = s; }
   double timeout_seconds() const { return timeout_seconds_; }

@@ -142,6 +142,34 @@ class MpiCommunicator : public Communicator {
     return Wait(rc, &req, "barrier");
   }
 
+  // MPI_Comm_split has no non-blocking form; it meets no timeout.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
+    if (broken_) return Broken("split");
+    MPI_Comm sub;
+    if (int rc = MPI_Comm_split(comm_, color, key, &sub); rc != MPI_SUCCESS) {
+      return absl::InternalError(absl::StrCat("mpi communicator: MPI_Comm_split: ", MpiError(rc)));
+    }
+    auto c = std::make_unique<MpiCommunicator>(sub);
+    c->set_timeout_seconds(timeout_seconds_);
+    return std::unique_ptr<Communicator>(std::move(c));
+  }
+
+  absl::Status AllToAllV(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                         const std::vector<int64_t>& recv_counts, DType dtype) override {
+    std::vector<int> sc, sd, rc_, rd;
+    if (auto s = Displacements(send_counts, &sc, &sd); !s.ok()) return s;
+    if (auto s = Displacements(recv_counts, &rc_, &rd); !s.ok()) return s;
+    MPI_Datatype t = dtype == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T;
+    MPI_Request req;
+    int rc = MPI_Ialltoallv(send, sc.data(), sd.data(), t, recv, rc_.data(), rd.data(), t,
+                            comm_, &req);
+    if (auto s = Wait(rc, &req, "all-to-all"); !s.ok()) return s;
+    int64_t sent = 0;
+    for (int r = 0; r < world_; ++r) sent += r == rank_ ? 0 : send_counts[r];
+    Count(CollectiveKind::kReduceScatter, sent, DTypeSize(dtype));
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
     if (broken_) return Broken("duplicate");
     MPI_Comm dup;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 #include <mutex>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -137,6 +138,69 @@ class ThreadCommunicator : public Communicator {
     }
     std::lock_guard<std::mutex> l(g_->mu);
     g_->cv.notify_all();
+  }
+
+  // Every rank posts (color, key); the lowest rank of each color makes the
+  // new group, the others pick it up; ranks ordered by (key, rank).
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
+    const int mine[2] = {color, key};
+    g_->send[rank_] = mine;
+    if (auto s = Meet("split"); !s.ok()) return s;
+    std::vector<std::pair<int, int>> members;  // (key, rank) of my color
+    for (int r = 0; r < g_->world; ++r) {
+      const int* p = static_cast<const int*>(g_->send[r]);
+      if (p[0] == color) members.emplace_back(p[1], r);
+    }
+    std::sort(members.begin(), members.end());
+    int leader = g_->world, new_rank = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      leader = std::min(leader, members[i].second);
+      if (members[i].second == rank_) new_rank = static_cast<int>(i);
+    }
+    if (leader == rank_) {
+      g_->extra[rank_] = std::make_shared<Group>(static_cast<int>(members.size()), g_->abort);
+    }
+    if (auto s = Meet("split"); !s.ok()) return s;
+    std::shared_ptr<Group> ng = g_->extra[leader];
+    if (auto s = Meet("split"); !s.ok()) return s;
+    auto c = std::make_unique<ThreadCommunicator>(std::move(ng), new_rank);
+    c->set_timeout_seconds(timeout_seconds_);
+    return std::unique_ptr<Communicator>(std::move(c));
+  }
+
+  absl::Status AllToAllV(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                         const std::vector<int64_t>& recv_counts, DType dtype) override {
+    if (static_cast<int>(send_counts.size()) != g_->world ||
+        static_cast<int>(recv_counts.size()) != g_->world) {
+      return absl::InvalidArgumentError("AllToAllV: counts size != world");
+    }
+    const size_t es = DTypeSize(dtype);
+    const std::pair<const void*, const std::vector<int64_t>*> mine{send, &send_counts};
+    g_->send[rank_] = &mine;
+    if (auto s = Meet("all-to-all"); !s.ok()) return s;
+    char* out = static_cast<char*>(recv);
+    for (int r = 0; r < g_->world; ++r) {
+      const auto* peer =
+          static_cast<const std::pair<const void*, const std::vector<int64_t>*>*>(g_->send[r]);
+      const std::vector<int64_t>& pc = *peer->second;
+      int64_t off = 0;
+      for (int q = 0; q < rank_; ++q) off += pc[q];
+      if (pc[rank_] != recv_counts[r]) {
+        g_->broken = true;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "AllToAllV: rank ", r, " sends ", pc[rank_], " elements to rank ", rank_,
+            ", which expects ", recv_counts[r]));
+      }
+      if (pc[rank_] > 0) {
+        std::memcpy(out, static_cast<const char*>(peer->first) + off * es, pc[rank_] * es);
+      }
+      out += pc[rank_] * es;
+    }
+    if (auto s = Meet("all-to-all"); !s.ok()) return s;
+    int64_t sent = 0;
+    for (int r = 0; r < g_->world; ++r) sent += r == rank_ ? 0 : send_counts[r];
+    Count(CollectiveKind::kReduceScatter, sent, es);
+    return absl::OkStatus();
   }
 
   absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {

@@ -92,6 +92,55 @@ absl::Status Config::Resolve(int world_size) {
     if (mb <= 0) mb = 1;
     tb = mb * gas * w;
   }
+  // Beyond one node (docs/ARCHITECTURE.md, "Nodes, hybrid sharding and
+  // ZeRO++"). Sizes that depend on the topology are checked again when the
+  // engine is created (core/engine/hierarchy.cc).
+  const bool hybrid = mics_shard_size > 0 || hybrid_shard_per_node;
+  if (hybrid && stage < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero_optimization.", hybrid_shard_per_node ? "sharding_strategy" : "mics_shard_size",
+        ": hybrid sharding shards states within groups: needs stage 1, 2 or 3, got stage ",
+        stage));
+  }
+  if (mics_shard_size > 0 && w % mics_shard_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero_optimization.mics_shard_size: expected a divisor of the world size ", w,
+        ", got ", mics_shard_size));
+  }
+  if (hpz_partition_size > 1 && w % hpz_partition_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero_optimization.zero_hpz_partition_size: expected a divisor of the world size ", w,
+        ", got ", hpz_partition_size));
+  }
+  const char* zpp = hpz_partition_size > 1 ? "zero_hpz_partition_size"
+                    : quantized_weights    ? "zero_quantized_weights"
+                    : quantized_gradients  ? "zero_quantized_gradients"
+                                           : nullptr;
+  if (zpp != nullptr && stage != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero_optimization.", zpp, ": ZeRO++ (hpZ, qwZ, qgZ) applies to stage 3, got stage ",
+        stage));
+  }
+  if (zpp != nullptr && hybrid && (mics_shard_size != w || hybrid_shard_per_node)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero_optimization.", zpp, ": not combined with hybrid sharding (mics_shard_size / "
+        "HYBRID_SHARD) in zero; use one or the other"));
+  }
+  if (quantized_gradients && !reduce_scatter) {
+    return absl::InvalidArgumentError(
+        "zero_optimization.zero_quantized_gradients: quantizes the gradient reduce-scatter; "
+        "reduce_scatter is false");
+  }
+  if (quantized_gradients_bits != 4 && quantized_gradients_bits != 8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero_optimization.zero_quantized_gradients_bits: expected 4 or 8, got ",
+        quantized_gradients_bits));
+  }
+  if (quantization_block_size < 1 || quantization_block_size > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero_optimization.zero_quantization_block_size: expected 1..4096, got ",
+        quantization_block_size));
+  }
   if (dtype != DType::kF16) loss_scale = 1.0;  // no scaling outside fp16
   if (scheduler == SchedulerType::kWarmupCosineLR && total_num_steps < 1) {
     return absl::InvalidArgumentError(

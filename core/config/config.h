@@ -109,6 +109,30 @@ struct Config {
   OffloadConfig offload_param;
   AioConfig aio;
 
+  // Beyond one node (docs/ARCHITECTURE.md, "Nodes, hybrid sharding and
+  // ZeRO++"). Ranks per node: -1 = from the launcher's environment
+  // (core/comm/topology.h); > 0 overrides it (zero's own key
+  // "zero_ranks_per_node", for tests and odd launchers).
+  int64_t ranks_per_node = -1;
+  // Hybrid sharding (MiCS "mics_shard_size", FSDP "HYBRID_SHARD"): states
+  // sharded within groups of this many consecutive ranks, replicated across
+  // groups. -1: off (shard over all ranks). hybrid_shard_per_node: the
+  // FSDP name, resolved to ranks_per_node when the engine is created.
+  int64_t mics_shard_size = -1;
+  bool hybrid_shard_per_node = false;
+  // hpZ (stage 3): a secondary copy of each gathered param sharded within
+  // groups of this many consecutive ranks, so later gathers of the step stay
+  // in the group. 1: off.
+  int64_t hpz_partition_size = 1;
+  // qwZ / qgZ (stage 3): the weight all-gather in int8 blocks; the gradient
+  // reduce-scatter hierarchical (fp32 inside a node, int8 or int4 blocks
+  // across nodes, fp32 accumulation). Block: values per fp32 scale.
+  bool quantized_weights = false;
+  bool quantized_gradients = false;
+  int quantized_gradients_bits = 8;
+  bool quantized_gradients_error_feedback = true;
+  int quantization_block_size = 128;
+
   // zero's own key (DeepSpeed has none): a collective waits this long for
   // its peers before it fails with a timeout on every rank that arrived.
   double comm_timeout_seconds = 300.0;

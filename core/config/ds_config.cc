@@ -125,16 +125,36 @@ absl::Status ParseZero(const json& v, Config* c) {
     c->offload_param.device = OffloadDevice::kCpu;
     r.Note("cpu_offload_param");  // as offload_param.device "cpu"
   }
-  int64_t hpz = 1, mics = -1;
-  RETURN_IF_ERROR(r.Int("zero_hpz_partition_size", &hpz, 1, 1));
-  RETURN_IF_ERROR(r.Int("mics_shard_size", &mics, -1, -1));
+  // Beyond one node (docs/ARCHITECTURE.md, "Nodes, hybrid sharding and
+  // ZeRO++"); the engine checks them against the world and the topology.
+  RETURN_IF_ERROR(r.Int("zero_hpz_partition_size", &c->hpz_partition_size, 1, 1 << 20));
+  RETURN_IF_ERROR(r.Int("mics_shard_size", &c->mics_shard_size, -1, 1 << 20));
+  if (c->mics_shard_size == 0) {
+    return absl::InvalidArgumentError(
+        p + ".mics_shard_size: expected -1 (off) or a group size >= 1, got 0");
+  }
+  {
+    std::string strategy = "full_shard";
+    RETURN_IF_ERROR(r.String("sharding_strategy", &strategy, {"full_shard", "hybrid_shard"}));
+    c->hybrid_shard_per_node = absl::AsciiStrToLower(strategy) == "hybrid_shard";
+  }
+  RETURN_IF_ERROR(r.Bool("zero_quantized_weights", &c->quantized_weights));
+  RETURN_IF_ERROR(r.Bool("zero_quantized_gradients", &c->quantized_gradients));
+  RETURN_IF_ERROR(r.Int("zero_quantized_gradients_bits", &c->quantized_gradients_bits, 4, 8));
+  if (c->quantized_gradients_bits != 4 && c->quantized_gradients_bits != 8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p, ".zero_quantized_gradients_bits: expected 4 or 8, got ",
+        c->quantized_gradients_bits));
+  }
+  RETURN_IF_ERROR(r.Bool("zero_quantized_gradients_error_feedback",
+                         &c->quantized_gradients_error_feedback));
+  RETURN_IF_ERROR(r.Int("zero_quantization_block_size", &c->quantization_block_size, 1, 4096));
   // Checkpoints always reshard to any world size; zero does not touch model
   // code (memory_efficient_linear, override_module_apply).
   r.NoEffect("elastic_checkpoint");
   r.NoEffect("memory_efficient_linear");
   r.NoEffect("override_module_apply");
-  for (const char* k : {"zero_quantized_weights", "zero_quantized_gradients",
-                        "zero_quantized_nontrainable_weights",
+  for (const char* k : {"zero_quantized_nontrainable_weights",
                         "mics_hierarchical_params_gather",
                         "pipeline_loading_checkpoint",
                         "use_all_reduce_for_fetch_params", "legacy_stage1",
@@ -340,6 +360,7 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
   }
   RETURN_IF_ERROR(r.Int("steps_per_print", &c.steps_per_print, 0, INT32_MAX));
   RETURN_IF_ERROR(r.Num("comm_timeout_seconds", &c.comm_timeout_seconds, 0.001, 1e9));
+  RETURN_IF_ERROR(r.Int("zero_ranks_per_node", &c.ranks_per_node, 1, 1 << 20));
   bool allow_untested_keys = true;
   RETURN_IF_ERROR(r.Bool("zero_allow_untested_keys", &allow_untested_keys));
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/device/device.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/quant_simd.h"
 
 namespace zero {
 namespace {
@@ -59,6 +60,17 @@ class CpuDevice : public Device {
   }
   void Accumulate(void* dst, const void* src, DType t, int64_t n) override {
     cpu::Accumulate(dst, src, t, n);
+  }
+  void Quantize(const float* x, int64_t n, int bits, int block, void* out) override {
+    cpu::QuantizePiece(x, n, bits, block, static_cast<uint8_t*>(out));
+  }
+  void Dequantize(const void* in, int64_t n, int bits, int block, float* out,
+                  bool accumulate) override {
+    if (accumulate) {
+      cpu::DequantizeAdd(static_cast<const uint8_t*>(in), n, bits, block, out);
+    } else {
+      cpu::DequantizePiece(static_cast<const uint8_t*>(in), n, bits, block, out);
+    }
   }
   void AccumulateF32(void* dst, const float* src, float scale, DType t, int64_t n) override {
     cpu::AccumulateF32(dst, src, scale, t, n);

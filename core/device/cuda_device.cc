@@ -260,6 +260,20 @@ void CudaDevice::AccumulateF32(void* dst, const float* src, float scale,
              "AccumulateF32");
 }
 
+void CudaDevice::Quantize(const float* x, int64_t n, int bits, int block, void* out) {
+  DeviceGuard guard(ordinal_);
+  NoteLaunch(cuda::LaunchQuantize(x, n, bits, block, static_cast<uint8_t*>(out), compute_),
+             "Quantize");
+}
+
+void CudaDevice::Dequantize(const void* in, int64_t n, int bits, int block, float* out,
+                            bool accumulate) {
+  DeviceGuard guard(ordinal_);
+  NoteLaunch(cuda::LaunchDequantize(static_cast<const uint8_t*>(in), n, bits, block, out,
+                                    accumulate, compute_),
+             "Dequantize");
+}
+
 double CudaDevice::SumSquares(const void* x, DType t, int64_t n) {
   DeviceGuard guard(ordinal_);
   std::lock_guard<std::mutex> lock(norm_mu_);

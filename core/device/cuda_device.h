@@ -55,6 +55,9 @@ class CudaDevice : public Device {
   void Accumulate(void* dst, const void* src, DType t, int64_t n) override;
   void AccumulateF32(void* dst, const float* src, float scale, DType t,
                      int64_t n) override;
+  void Quantize(const float* x, int64_t n, int bits, int block, void* out) override;
+  void Dequantize(const void* in, int64_t n, int bits, int block, float* out,
+                  bool accumulate) override;
   double SumSquares(const void* x, DType t, int64_t n) override;
   void UploadF32(const float* host, void* dst, DType t, int64_t n) override;
   void DownloadF32(const void* src, DType t, float* host,

@@ -64,6 +64,13 @@ class Device {
   // dst += src * scale (dst dtype t, src fp32).
   virtual void AccumulateF32(void* dst, const float* src, float scale,
                              DType t, int64_t n) = 0;
+  // Block-wise quantization (kernels/quant_math.h, bits 8 or 4): x[0, n)
+  // packed into `out` (math::QuantPackedBytes bytes), and back: out = the
+  // dequantized values, or out += them when `accumulate` (fp32). The CPU and
+  // CUDA kernels give the same bits.
+  virtual void Quantize(const float* x, int64_t n, int bits, int block, void* out) = 0;
+  virtual void Dequantize(const void* in, int64_t n, int bits, int block, float* out,
+                          bool accumulate) = 0;
   // Sum of squares in double; waits for the result.
   virtual double SumSquares(const void* x, DType t, int64_t n) = 0;
   // Host fp32 <-> device values of dtype t (uploads and downloads).

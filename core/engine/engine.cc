@@ -9,6 +9,7 @@
 #include "core/common/status_macros.h"
 #include "core/engine/engine_checkpoint.h"
 #include "core/engine/gradient_reducer.h"
+#include "core/engine/hierarchy.h"
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/param_coordinator.h"
 #include "core/engine/sharded_state.h"
@@ -27,7 +28,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Config& config,
   // Keys that change nothing are said once, at startup (docs/DEEPSPEED_COMPAT.md).
   const std::string report = NoEffectReport(c);
   if (!report.empty() && own->rank() == 0) std::fprintf(stderr, "%s\n", report.c_str());
-  return std::unique_ptr<Engine>(new Engine(c, std::move(own)));
+  // Nodes, and the sub-communicators of hybrid sharding and ZeRO++
+  // (core/engine/hierarchy.h); `data` is the engine's communicator.
+  std::unique_ptr<Communicator> data;
+  ASSIGN_OR_RETURN(std::unique_ptr<Hierarchy> hier, Hierarchy::Create(&c, std::move(own), &data));
+  std::unique_ptr<Engine> e(new Engine(c, std::move(data)));
+  e->hier_ = std::move(hier);
+  e->ctx_.hier = e->hier_.get();
+  e->ctx_.replicas = e->hier_->replicas();
+  return e;
 }
 
 Engine::Engine(const Config& config, std::unique_ptr<Communicator> comm)
@@ -114,6 +123,13 @@ void Engine::ResolveAuto() {
 absl::Status Engine::Finalize() {
   RETURN_IF_ERROR(Check(false, "finalize"));
   RETURN_IF_ERROR(CheckCommDevicePair(*comm_, *device_));
+  if (!device_->host_accessible() &&
+      (ctx_.replicas > 1 || hier_->hpz() || hier_->node() || ctx_.config.quantized_weights)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "finalize: hybrid sharding and ZeRO++ (mics_shard_size, zero_hpz_partition_size, "
+        "zero_quantized_weights/gradients) run on host-memory devices in zero; the ",
+        device_->name(), " device needs NCCL sub-communicators, not implemented yet"));
+  }
   CommBinding b = BindCommToDevice(std::move(comm_), device_.get());
   comm_ = std::move(b.data);
   ctrl_owned_ = std::move(b.ctrl_owned);
@@ -317,7 +333,25 @@ EngineStats Engine::Stats() const {
 absl::Status Engine::Save(const std::string& dir, const std::string& tag,
                           const ckpt::SaveOptions& options) {
   RETURN_IF_ERROR(Check(true, "save"));
-  return checkpoint_->Save(dir, tag, options);
+  if (ctx_.replicas <= 1) return checkpoint_->Save(dir, tag, options);
+  // Hybrid sharding: the groups hold the same states; the first writes them
+  // (a checkpoint of its world), and every rank learns how that went.
+  absl::Status s;
+  if (hier_->replica_index() == 0) s = checkpoint_->Save(dir, tag, options);
+  float failed = s.ok() ? 0.0f : 1.0f;
+  absl::Status agreed = stream_->Wait(stream_->Submit([&] {
+    ScopedCountingKind k(hier_->replica(), CollectiveKind::kControl);
+    return hier_->replica()->AllReduce(&failed, 1, ReduceOp::kMax);
+  }));
+  (void)stream_->Drain();
+  RETURN_IF_ERROR(ctx_.Fail(agreed));
+  if (!s.ok()) return s;
+  if (failed != 0.0f) {
+    return absl::InternalError(absl::StrCat(
+        "save '", tag, "': the shard group that writes the checkpoint (replica 0) failed; "
+        "see its ranks' errors"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Engine::Load(const std::string& dir, const std::string& tag,

@@ -33,6 +33,7 @@
 
 namespace zero {
 
+class Hierarchy;
 class ShardedState;
 class OptimizerStateStore;
 class ParamCoordinator;
@@ -115,6 +116,7 @@ class Engine {
   absl::Status CreateParts();
 
   // Owned resources, then the context that borrows them, then the parts.
+  std::unique_ptr<Hierarchy> hier_;           // topology, sub-communicators, link counters
   std::unique_ptr<Communicator> comm_;        // data: buffers in device memory
   std::unique_ptr<Communicator> ctrl_owned_;  // device communicators' scalar view
   std::unique_ptr<Device> device_;

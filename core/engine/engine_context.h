@@ -17,6 +17,8 @@
 
 namespace zero {
 
+class Hierarchy;
+
 struct EngineContext {
   Config config;                  // "auto" values resolved at finalize
   Communicator* comm = nullptr;   // data collectives, buffers in device memory
@@ -26,6 +28,14 @@ struct EngineContext {
   CommStream* stream = nullptr;   // reductions and prefetch (overlap_comm)
   int rank = 0, world = 1;
   Layout layout;                  // fixed at finalize
+  // Beyond one node (core/engine/hierarchy.h): the topology and the
+  // sub-communicators. With hybrid sharding comm/rank/world are the shard
+  // group's and `replicas` groups hold copies of each shard.
+  Hierarchy* hier = nullptr;
+  int replicas = 1;
+
+  // Ranks a gradient is averaged over (data-parallel world).
+  int dp_world() const { return world * replicas; }
 
   DType dtype() const { return config.dtype; }
   size_t es() const { return DTypeSize(config.dtype); }

@@ -2,6 +2,7 @@
 
 #include "core/engine/engine_context.h"
 #include "core/engine/gradient_reducer.h"
+#include "core/engine/hierarchy.h"
 #include "core/engine/optimizer_boundary.h"
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/param_coordinator.h"
@@ -54,6 +55,30 @@ EngineStats CollectStats(const EngineParts& p) {
     s.sent_bytes[k] = c.sent_bytes[k].load();
   }
   s.collective_calls = c.calls.load();
+  if (ctx.hier != nullptr) {
+    const Hierarchy& h = *ctx.hier;
+    for (const Communicator* e : h.extra()) {
+      for (int k = 0; k < static_cast<int>(CollectiveKind::kCount); ++k) {
+        s.sent[k] += e->counters().sent[k].load();
+        s.sent_bytes[k] += e->counters().sent_bytes[k].load();
+      }
+      s.collective_calls += e->counters().calls.load();
+    }
+    for (int k = 0; k < static_cast<int>(CollectiveKind::kCount); ++k) {
+      for (int l = 0; l < 2; ++l) {
+        s.link_elems[k][l] = h.links().elems[k][l].load();
+        s.link_bytes[k][l] = h.links().bytes[k][l].load();
+      }
+    }
+    s.nodes = h.topology().nodes;
+    s.node = h.topology().node();
+    s.ranks_per_node = h.topology().uniform_ranks_per_node();
+    s.replicas = h.replicas();
+  }
+  if (p.coordinator) {
+    s.hpz_secondary_bytes = p.coordinator->secondary_bytes();
+    s.buffer_bytes += s.hpz_secondary_bytes;
+  }
   return s;
 }
 

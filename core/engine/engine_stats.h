@@ -35,6 +35,15 @@ struct EngineStats {
   int64_t nvme_read_bytes = 0, nvme_write_bytes = 0;  // cumulative
   int nvme_direct_io = 0, nvme_uring = 0;  // 1: O_DIRECT / io_uring in use
   std::string offload_note;                // fallbacks taken (O_DIRECT, io_uring)
+  // Beyond one node (core/engine/hierarchy.h). Traffic per link: what this
+  // rank sent per collective kind, [kind][0: intra-node, 1: inter-node], in
+  // values carried and bytes on the wire (quantized payloads: fewer bytes
+  // than values x element size); sums over links equal sent/sent_bytes.
+  int64_t link_elems[static_cast<int>(CollectiveKind::kCount)][2] = {};
+  int64_t link_bytes[static_cast<int>(CollectiveKind::kCount)][2] = {};
+  int nodes = 1, node = 0, ranks_per_node = 1;  // -1: nodes differ in size
+  int replicas = 1;                 // hybrid sharding: copies of each shard
+  int64_t hpz_secondary_bytes = 0;  // hpZ's secondary param shards
 };
 
 // The parts that exist (before finalize only the context).

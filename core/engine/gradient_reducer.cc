@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/engine/hierarchy.h"
 
 namespace zero {
 
@@ -28,7 +29,8 @@ absl::Status GradientReducer::Allocate() {
   // DeepSpeed's averaging (Config::prescale_gradients). The default keeps
   // the sum times 1/world, computed as it always was.
   const Config& c = ctx_->config;
-  const float world = static_cast<float>(ctx_->world);
+  // Averaged over every data-parallel rank (hybrid sharding: all groups).
+  const float world = static_cast<float>(ctx_->dp_world());
   if (c.prescale_gradients) {
     pre_scale_ = 1.0f / world;
     post_scale_ = 1.0f;
@@ -37,7 +39,10 @@ absl::Status GradientReducer::Allocate() {
     post_scale_ = 1.0f / world;
   } else {
     pre_scale_ = static_cast<float>(1.0 / c.gradient_predivide_factor);
-    post_scale_ = static_cast<float>(c.gradient_predivide_factor / ctx_->world);
+    post_scale_ = static_cast<float>(c.gradient_predivide_factor / ctx_->dp_world());
+  }
+  if (c.quantized_gradients && ctx_->hier != nullptr && ctx_->hier->node() != nullptr) {
+    qgz_ = std::make_unique<QuantizedReduceScatter>(ctx_);
   }
   return absl::OkStatus();
 }
@@ -190,11 +195,16 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
     return absl::OkStatus();
   }
   std::vector<int64_t> counts(world, 0);
+  // qgZ's error feedback: where each rank's piece lives in its shard.
+  std::vector<std::vector<ShardSegment>> segments(qgz_ ? world : 0);
   int64_t pos = 0;
   for (int r = 0; r < world; ++r) {
     for (size_t k = 0; k < ids.size(); ++k) {
       const Slice s = layout.SliceOn(params_->at(ids[k]).li, r);
       if (s.numel == 0) continue;
+      if (qgz_) {
+        segments[r].push_back({layout.place(params_->at(ids[k]).li).group, s.shard_offset, s.numel});
+      }
       d->ToF32(base + (offsets[k] + s.param_offset) * es, t, pack + pos, s.numel, pre_scale_);
       pos += s.numel;
       counts[r] += s.numel;
@@ -203,15 +213,23 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
   // Packed in rank order, so this rank's reduced piece is contiguous either
   // way: reduce-scattered into recv_, or all-reduced in place
   // (reduce_scatter: false) and read at its offset.
-  const float* mine = nullptr;
+  float* mine = nullptr;
   if (ctx_->config.reduce_scatter) {
-    RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, recv_.data<float>(), counts));
+    if (qgz_) {
+      RETURN_IF_ERROR(qgz_->Run(pack, recv_.data<float>(), counts, segments));
+    } else {
+      RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, recv_.data<float>(), counts));
+    }
     mine = recv_.data<float>();
   } else {
     RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, pos, ReduceOp::kSum));
     int64_t before = 0;
     for (int r = 0; r < ctx_->rank; ++r) before += counts[r];
     mine = pack + before;
+  }
+  // Hybrid sharding: the group's sum of this shard, summed over the groups.
+  if (ctx_->replicas > 1) {
+    RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(mine, counts[ctx_->rank], ReduceOp::kSum));
   }
   pos = 0;
   for (size_t k = 0; k < ids.size(); ++k) {
@@ -284,10 +302,17 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
       if (ctx_->config.reduce_scatter) {
         RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, out + a,
                                                    std::vector<int64_t>(world, len)));
+        if (ctx_->replicas > 1) {  // hybrid sharding: over the groups too
+          RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(out + a, len, ReduceOp::kSum));
+        }
         d->ToF32(out + a, DType::kF32, out + a, len, post_scale_);
       } else {
         // All-reduce the chunk of every shard; keep this rank's.
         RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, world * len, ReduceOp::kSum));
+        if (ctx_->replicas > 1) {
+          RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(pack + ctx_->rank * len, len,
+                                                           ReduceOp::kSum));
+        }
         d->ToF32(pack + ctx_->rank * len, DType::kF32, out + a, len, post_scale_);
       }
     }

@@ -14,6 +14,7 @@
 #define ZERO_CORE_ENGINE_GRADIENT_REDUCER_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,6 +23,7 @@
 #include "core/engine/engine_context.h"
 #include "core/engine/grad_bucket.h"
 #include "core/engine/param_registry.h"
+#include "core/engine/quantized_reduce.h"
 #include "core/engine/sharded_state.h"
 
 namespace zero {
@@ -51,7 +53,9 @@ class GradientReducer {
   // averaged.
   absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32);
 
-  int64_t buffer_bytes() const { return buckets_.bytes() + pack_.bytes() + recv_.bytes(); }
+  int64_t buffer_bytes() const {
+    return buckets_.bytes() + pack_.bytes() + recv_.bytes() + (qgz_ ? qgz_->buffer_bytes() : 0);
+  }
 
  private:
   absl::Status FlushBucket(int b, bool boundary);
@@ -73,6 +77,8 @@ class GradientReducer {
   // By layout index: handed in this micro-step, even if its bucket has
   // been flushed since (a second grad_buffer would count it twice).
   std::vector<char> handed_in_;
+  // qgZ: the bucket reduce-scatter, hierarchical and quantized across nodes.
+  std::unique_ptr<QuantizedReduceScatter> qgz_;
 };
 
 }  // namespace zero

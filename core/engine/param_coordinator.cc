@@ -89,8 +89,7 @@ void ParamCoordinator::Prefetch(int id) {
     l.buf = std::move(*buf);
     void* dst = l.buf.data();
     const int li = p.li;
-    ShardedState* sharded = sharded_;
-    l.pending = ctx_->stream->Submit([sharded, li, dst] { return sharded->GatherInto(li, dst); });
+    l.pending = ctx_->stream->Submit([this, li, dst] { return GatherOnStream(li, dst); });
     live_[q] = std::move(l);
     live_bytes_ += p.numel * es;
     live_high_water_ = std::max(live_high_water_, live_bytes_);
@@ -120,9 +119,8 @@ absl::StatusOr<void*> ParamCoordinator::Gather(int id) {
   ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Make(ctx_->device, bytes));
   void* dst = buf.data();
   const int li = p.li;
-  ShardedState* sharded = sharded_;
   RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Wait(
-      ctx_->stream->Submit([sharded, li, dst] { return sharded->GatherInto(li, dst); }))));
+      ctx_->stream->Submit([this, li, dst] { return GatherOnStream(li, dst); }))));
   Live l;
   l.buf = std::move(buf);
   l.refs = 1;
@@ -131,6 +129,10 @@ absl::StatusOr<void*> ParamCoordinator::Gather(int id) {
   live_high_water_ = std::max(live_high_water_, live_bytes_);
   Prefetch(id);
   return dst;
+}
+
+absl::Status ParamCoordinator::GatherOnStream(int li, void* dst) {
+  return zpp_.enabled() ? zpp_.GatherInto(li, dst) : sharded_->GatherInto(li, dst);
 }
 
 void ParamCoordinator::Release(int id) {
@@ -153,9 +155,11 @@ void ParamCoordinator::FreeAll() {
   std::vector<int> held;
   for (const auto& [q, l] : live_) held.push_back(q);
   for (int q : held) FreeLive(q);
+  zpp_.InvalidateAll();
 }
 
 void ParamCoordinator::Rewrite(int id, const float* values) {
+  if (params_->at(id).li >= 0) zpp_.Invalidate(params_->at(id).li);
   if (persistent(id)) {
     ctx_->device->UploadF32(values, persistent_[id].data(), ctx_->dtype(), params_->at(id).numel);
     return;
@@ -165,6 +169,7 @@ void ParamCoordinator::Rewrite(int id, const float* values) {
 }
 
 absl::Status ParamCoordinator::RefreshPersistent() {
+  zpp_.InvalidateAll();  // the step changed the values
   for (int id : params_->trainable_ids()) {
     if (persistent(id)) RETURN_IF_ERROR(sharded_->GatherInto(params_->at(id).li, persistent_[id].data()));
   }

@@ -18,13 +18,14 @@
 #include "core/engine/engine_context.h"
 #include "core/engine/param_registry.h"
 #include "core/engine/sharded_state.h"
+#include "core/engine/zeropp_gather.h"
 
 namespace zero {
 
 class ParamCoordinator {
  public:
   ParamCoordinator(EngineContext* ctx, const ParamRegistry* params, ShardedState* sharded)
-      : ctx_(ctx), params_(params), sharded_(sharded) {}
+      : ctx_(ctx), params_(params), sharded_(sharded), zpp_(ctx, sharded) {}
   ~ParamCoordinator();
 
   // Persistent params: whole buffers filled from the init values.
@@ -53,6 +54,8 @@ class ParamCoordinator {
   int64_t live_bytes() const { return live_bytes_; }
   int64_t live_high_water() const { return live_high_water_; }
   int64_t persistent_bytes() const;
+  // hpZ's secondary shards (zeropp_gather.h).
+  int64_t secondary_bytes() const { return zpp_.secondary_bytes(); }
 
  private:
   struct Live {
@@ -63,6 +66,8 @@ class ParamCoordinator {
   absl::Status EnsureBudget(int64_t need, int id);
   void Prefetch(int id);
   void FreeLive(int id);
+  // One gather on the comm stream: ZeRO++ (hpZ, qwZ) when configured.
+  absl::Status GatherOnStream(int li, void* dst);
 
   EngineContext* ctx_;
   const ParamRegistry* params_;
@@ -73,6 +78,7 @@ class ParamCoordinator {
   std::vector<int> trace_;  // gather order seen in the first micro-step
   bool trace_done_ = false;
   size_t trace_pos_ = 0;
+  ZeroPPGather zpp_;
 };
 
 }  // namespace zero

@@ -131,19 +131,22 @@ void ShardedState::CommitParamFiles() {
   for (auto& f : param_files_) f->Commit();
 }
 
-absl::Status ShardedState::GatherInto(int li, void* dst) {
+absl::StatusOr<const char*> ShardedState::OwnSlice(int li, std::vector<char>* scratch) {
   const Layout& layout = ctx_->layout;
   const ParamPlace& pl = layout.place(li);
   const Slice s = layout.SliceOn(li, ctx_->rank);
   const size_t es = ctx_->es();
-  const char* send = groups_[pl.group].working.data<char>() + s.shard_offset * es;
-  std::vector<char> mine;  // offload_param "nvme": this rank's slice, from its file
-  if (!param_files_.empty()) {
-    mine.resize(std::max<size_t>(1, s.numel * es));
-    RETURN_IF_ERROR(param_files_[pl.group]->Read(s.shard_offset * es, s.numel * es, mine.data()));
-    send = mine.data();
-  }
-  return ctx_->comm->AllGatherV(send, dst, layout.Counts(li), ctx_->dtype());
+  if (param_files_.empty()) return groups_[pl.group].working.data<char>() + s.shard_offset * es;
+  // offload_param "nvme": this rank's slice, from its file.
+  scratch->resize(std::max<size_t>(1, s.numel * es));
+  RETURN_IF_ERROR(param_files_[pl.group]->Read(s.shard_offset * es, s.numel * es, scratch->data()));
+  return static_cast<const char*>(scratch->data());
+}
+
+absl::Status ShardedState::GatherInto(int li, void* dst) {
+  std::vector<char> mine;
+  ASSIGN_OR_RETURN(const char* send, OwnSlice(li, &mine));
+  return ctx_->comm->AllGatherV(send, dst, ctx_->layout.Counts(li), ctx_->dtype());
 }
 
 int64_t ShardedState::GatherChunk() const {

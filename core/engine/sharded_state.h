@@ -56,6 +56,9 @@ class ShardedState {
   // Stage 3: param `li` all-gathered from every rank's shard into `dst`
   // (device memory). Collective; runs on the comm stream.
   absl::Status GatherInto(int li, void* dst);
+  // Stage 3: this rank's slice of param `li` in the working copy (device
+  // memory), or read from its param file into `*scratch`.
+  absl::StatusOr<const char*> OwnSlice(int li, std::vector<char>* scratch);
   // Stages 1-2: every rank's updated shard of the working copy to all, in
   // all-gathers of at most allgather_bucket_size elements each.
   absl::Status AllGatherWorking();

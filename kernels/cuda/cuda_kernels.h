@@ -100,6 +100,17 @@ int LaunchFlatten(const void* const* srcs, const int64_t* bytes, int count,
 int LaunchUnflatten(const void* flat, void* const* dsts, const int64_t* bytes,
                     int count, Stream stream);
 
+// Block-wise quantization (kernels/quant_math.h): x[0, n) packed into `out`
+// (math::QuantPackedBytes(n, bits, block) bytes, device memory); bits 8 or 4.
+// Bitwise equal to cpu::QuantizePiece.
+int LaunchQuantize(const float* x, int64_t n, int bits, int block, uint8_t* out,
+                   Stream stream);
+
+// out[i] = code_i * scale (or out[i] += that when `accumulate`, in fp32).
+// Bitwise equal to cpu::DequantizePiece / cpu::DequantizeAdd.
+int LaunchDequantize(const uint8_t* in, int64_t n, int bits, int block, float* out,
+                     bool accumulate, Stream stream);
+
 }  // namespace cuda
 }  // namespace zero
 

@@ -238,6 +238,32 @@ absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
   return res;
 }
 
+double MlpEvalLoss(const MlpSpec& m, const MlpResult& r, int batches) {
+  std::vector<std::vector<double>> p;
+  for (const auto& v : r.params) p.emplace_back(v.begin(), v.end());
+  std::vector<double> x, t, xin(m.in), h(m.hidden);
+  double sum = 0.0;
+  int rows = 0;
+  for (int b = 0; b < batches; ++b) {
+    Batch(m, 1000000 + b, 0, &x, &t);
+    for (int row = 0; row < m.global_batch; ++row, ++rows) {
+      for (int a = 0; a < m.in; ++a) xin[a] = x[row * m.in + a] + p[0][a];
+      for (int j = 0; j < m.hidden; ++j) {
+        double z = p[2][j];
+        for (int a = 0; a < m.in; ++a) z += p[1][j * m.in + a] * xin[a];
+        h[j] = std::tanh(z);
+      }
+      for (int k = 0; k < m.out; ++k) {
+        double y = p[4][k];
+        for (int j = 0; j < m.hidden; ++j) y += p[3][k * m.hidden + j] * h[j];
+        const double d = y - t[row * m.out + k];
+        sum += 0.5 * d * d;
+      }
+    }
+  }
+  return sum / rows;
+}
+
 MlpResult TrainMlpReference(const Config& c, const MlpSpec& spec) {
   Shapes s = ModelShapes(spec);
   auto p = InitialParams(spec);

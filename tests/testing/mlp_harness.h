@@ -78,6 +78,10 @@ absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
 // (independent of kernels/), with DeepSpeed's clipping and skip semantics.
 MlpResult TrainMlpReference(const Config& config, const MlpSpec& spec);
 
+// The mean loss of a result's params over `batches` fixed evaluation
+// batches (drawn apart from the training ones), in double.
+double MlpEvalLoss(const MlpSpec& spec, const MlpResult& r, int batches = 8);
+
 // max |a - b| / max |b| over all params.
 double MaxRelDiff(const MlpResult& a, const MlpResult& b);
 

@@ -37,6 +37,13 @@ class OffHostDevice : public Device {
   void AccumulateF32(void* d, const float* s, float k, DType t, int64_t n) override {
     d_->AccumulateF32(d, s, k, t, n);
   }
+  void Quantize(const float* x, int64_t n, int bits, int block, void* out) override {
+    d_->Quantize(x, n, bits, block, out);
+  }
+  void Dequantize(const void* in, int64_t n, int bits, int block, float* out,
+                  bool accumulate) override {
+    d_->Dequantize(in, n, bits, block, out, accumulate);
+  }
   double SumSquares(const void* x, DType t, int64_t n) override { return d_->SumSquares(x, t, n); }
   void UploadF32(const float* h, void* d, DType t, int64_t n) override { d_->UploadF32(h, d, t, n); }
   void DownloadF32(const void* s, DType t, float* h, int64_t n) override { d_->DownloadF32(s, t, h, n); }

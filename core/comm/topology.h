@@ -1,0 +1,63 @@
+// Which ranks share a node (docs/ARCHITECTURE.md, "Nodes, hybrid sharding
+// and ZeRO++"). Each rank names its node from the launcher's environment,
+// the names are all-gathered, and nodes are numbered in order of their
+// lowest rank. Sources, first that applies (every rank must use the same):
+//   1. config: zero_ranks_per_node = L > 0 — ranks [kL, (k+1)L) are node k;
+//   2. ZERO_NODE_ID (set per host by zero's launcher and launch agent);
+//   3. Slurm: SLURM_NODEID;
+//   4. OpenMPI: OMPI_COMM_WORLD_LOCAL_RANK / _LOCAL_SIZE — a new node where
+//      the local rank restarts at 0 (ranks placed by slot, mpirun's default;
+//      anything else is refused: set ZERO_NODE_ID or zero_ranks_per_node);
+//   5. the host name.
+// The sub-communicators are split from the given communicator
+// (Communicator::Split: MPI_Comm_split, thread groups), never a transport of
+// zero's own.
+#ifndef ZERO_CORE_COMM_TOPOLOGY_H_
+#define ZERO_CORE_COMM_TOPOLOGY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/comm/communicator.h"
+
+namespace zero {
+
+struct Topology {
+  int world = 1, rank = 0;
+  std::vector<int> node_of;     // by rank
+  std::vector<int> local_rank;  // by rank: position among its node's ranks
+  int nodes = 1;
+  std::string source;           // "zero_ranks_per_node", "ZERO_NODE_ID", ...
+
+  int node() const { return node_of[rank]; }
+  // Ranks on node k, ascending.
+  std::vector<int> RanksOnNode(int k) const;
+  // L when every node has L ranks, else -1.
+  int uniform_ranks_per_node() const;
+  // The nodes of `members` (world ranks), in member order: the node map of
+  // a sub-communicator over those ranks.
+  std::vector<int> NodesOf(const std::vector<int>& members) const;
+};
+
+// The environment's view for this rank (no communication): a node key and
+// its source, or the OpenMPI local rank/size pair.
+struct NodeHint {
+  std::string source;
+  std::string key;           // node name (sources 2, 3, 5)
+  int local_rank = -1, local_size = -1;  // source 4
+};
+NodeHint NodeHintFromEnv();
+
+// COLLECTIVE over `comm`. ranks_per_node > 0 overrides the environment.
+absl::StatusOr<Topology> DetectTopology(Communicator* comm, int64_t ranks_per_node);
+
+// Pure: the topology from every rank's hint (rank order); what
+// DetectTopology computes after its all-gather.
+absl::StatusOr<Topology> TopologyFromHints(const std::vector<NodeHint>& hints, int rank);
+Topology TopologyFromRanksPerNode(int world, int rank, int ranks_per_node);
+
+}  // namespace zero
+
+#endif  // ZERO_CORE_COMM_TOPOLOGY_H_
