@@ -27,6 +27,7 @@ static const size_t kFirstLoad = ROUND8(END(zero_load_options, allow_missing));
 static const size_t kFirstInfo = ROUND8(END(zero_param_info, trainable));
 static const size_t kFirstSafetensors = ROUND8(END(zero_safetensors_options, allow_missing));
 static const size_t kFirstInitSpec = ROUND8(END(zero_init_spec, fan_in)); /* 1.4 */
+static const size_t kFirstLinks = ROUND8(END(zero_link_stats, inter_values_control)); /* 1.5 */
 
 /* The caller's memory: one struct of any kind and room past it. */
 static union {
@@ -38,6 +39,7 @@ static union {
   zero_param_info info;
   zero_safetensors_options st;
   zero_init_spec spec;
+  zero_link_stats links;
   unsigned char bytes[512];
 } buf;
 
@@ -231,6 +233,27 @@ static void test_stats(void) {
   EXPECT(refused(zero_engine_stats(engine, &buf.stats), "zero_stats", 8));
 }
 
+static void test_link_stats(void) {
+  const zero_link_stats init = ZERO_LINK_STATS_INIT;
+  const size_t size = sizeof(zero_link_stats);
+  EXPECT(kFirstLinks == size);
+  fill(&init, size, size, size + EXTRA, 0);
+  EXPECT(zero_engine_link_stats(engine, &buf.links) == ZERO_OK);
+  /* One rank: one node of one rank, nothing sent. */
+  EXPECT(buf.links.nodes == 1 && buf.links.node == 0 && buf.links.ranks_per_node == 1 &&
+         buf.links.replicas == 1 && buf.links.inter_bytes_allgather == 0);
+  EXPECT(all(size, size + EXTRA, 0xAB));
+  fill(&init, size, size + EXTRA, 0, 0);
+  EXPECT(zero_engine_link_stats(engine, &buf.links) == ZERO_OK && buf.links.nodes == 1);
+  EXPECT(all(size, size + EXTRA, 0));
+  fill(&init, size, size + EXTRA, 0, 1);
+  EXPECT(refused(zero_engine_link_stats(engine, &buf.links), "zero_link_stats", size + EXTRA));
+  EXPECT(buf.links.nodes == 0); /* not written */
+  fill(&init, size, kFirstLinks - 1, 0, 0);
+  EXPECT(refused(zero_engine_link_stats(engine, &buf.links), "zero_link_stats",
+                 kFirstLinks - 1));
+}
+
 static void test_param_info(void) {
   const zero_param_info init = ZERO_PARAM_INFO_INIT;
   const size_t size = sizeof(zero_param_info);
@@ -278,6 +301,7 @@ int main(void) {
   test_load_options();
   test_safetensors_options();
   test_stats();
+  test_link_stats();
   test_param_info();
   test_init_spec();
 

@@ -391,10 +391,6 @@ const NoEffectCase kNoEffect[] = {
      "zero_optimization.memory_efficient_linear"},
     {R"({"zero_optimization": {"override_module_apply": true}})",
      "zero_optimization.override_module_apply"},
-    {R"({"zero_optimization": {"zero_quantized_weights": true}})",
-     "zero_optimization.zero_quantized_weights"},
-    {R"({"zero_optimization": {"zero_quantized_gradients": true}})",
-     "zero_optimization.zero_quantized_gradients"},
     {R"({"zero_optimization": {"zero_quantized_nontrainable_weights": true}})",
      "zero_optimization.zero_quantized_nontrainable_weights"},
     {R"({"zero_optimization": {"mics_hierarchical_params_gather": true}})",
@@ -525,15 +521,49 @@ TEST(ConfigNoEffect, NoEffectKeysKeepTheirTypeChecks) {
 
 // Refused keys stay errors whatever zero_allow_untested_keys says.
 TEST(ConfigErrors, RefusedKeys) {
-  EXPECT_EQ(Error(R"({"zero_optimization": {"zero_hpz_partition_size": 8}})"),
-            "zero_optimization.zero_hpz_partition_size: expected 1..1, got 8");
-  EXPECT_EQ(Error(R"({"zero_optimization": {"mics_shard_size": 8}})"),
-            "zero_optimization.mics_shard_size: expected -1..-1, got 8");
   EXPECT_NE(Error(R"({"amp": {"enabled": true}})").find("amp.enabled: expected false"),
             std::string::npos);
   Config ok = Parse(R"({"zero_optimization": {"zero_hpz_partition_size": 1,
     "mics_shard_size": -1}})");
   EXPECT_TRUE(ok.no_effect_keys.empty());
+}
+
+// Beyond one node (docs/ARCHITECTURE.md, "Nodes, hybrid sharding and
+// ZeRO++"): the keys take effect; bad values name the key.
+TEST(ConfigMultiNode, KeysTakeEffect) {
+  Config c = Parse(R"({"zero_ranks_per_node": 4, "zero_optimization": {"stage": 3,
+    "zero_hpz_partition_size": 8, "zero_quantized_weights": true,
+    "zero_quantized_gradients": true, "zero_quantized_gradients_bits": 4,
+    "zero_quantized_gradients_error_feedback": false, "zero_quantization_block_size": 64}})");
+  EXPECT_EQ(c.ranks_per_node, 4);
+  EXPECT_EQ(c.hpz_partition_size, 8);
+  EXPECT_TRUE(c.quantized_weights && c.quantized_gradients);
+  EXPECT_EQ(c.quantized_gradients_bits, 4);
+  EXPECT_FALSE(c.quantized_gradients_error_feedback);
+  EXPECT_EQ(c.quantization_block_size, 64);
+  EXPECT_TRUE(c.no_effect_keys.empty());
+  Config h = Parse(R"({"zero_optimization": {"stage": 2, "mics_shard_size": 8}})");
+  EXPECT_EQ(h.mics_shard_size, 8);
+  Config f = Parse(R"({"zero_optimization": {"stage": 3, "sharding_strategy": "HYBRID_SHARD"}})");
+  EXPECT_TRUE(f.hybrid_shard_per_node);
+  EXPECT_EQ(Error(R"({"zero_optimization": {"zero_hpz_partition_size": 0}})"),
+            "zero_optimization.zero_hpz_partition_size: expected 1..1048576, got 0");
+  EXPECT_NE(Error(R"({"zero_optimization": {"mics_shard_size": 0}})").find("mics_shard_size"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"zero_optimization": {"zero_quantized_gradients_bits": 6}})")
+                .find("expected 4 or 8, got 6"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"zero_optimization": {"sharding_strategy": "NO_SHARD"}})")
+                .find("sharding_strategy"),
+            std::string::npos);
+  // Resolve: the stage and the world must allow them.
+  Config s2 = Parse(R"({"zero_optimization": {"stage": 2, "zero_quantized_weights": true}})");
+  EXPECT_NE(s2.Resolve(4).message().find("zero_quantized_weights: ZeRO++"), std::string::npos);
+  Config m3 = Parse(R"({"zero_optimization": {"stage": 3, "mics_shard_size": 3}})");
+  EXPECT_NE(m3.Resolve(4).message().find("divisor of the world size 4"), std::string::npos);
+  Config rs = Parse(R"({"zero_optimization": {"stage": 3, "zero_quantized_gradients": true,
+    "reduce_scatter": false}})");
+  EXPECT_NE(rs.Resolve(4).message().find("reduce_scatter is false"), std::string::npos);
 }
 
 TEST(ConfigErrors, NumbersBeyondADoubleNameTheKey) {

@@ -53,6 +53,17 @@ class HostfileTest(unittest.TestCase):
         self.assertIn("MASTER_PORT=29500", cmd)
         self.assertEqual(cmd[-2:], ["prog", "--x"])
 
+    def test_launch_agent_and_launcher_args(self):
+        cmd = zl.mpirun_command({"a": 2}, "/tmp/h", ["prog"], launch_agent="agent.sh",
+                                launcher_args="--mca btl self,tcp  --bind-to none")
+        i = cmd.index("plm_rsh_agent")
+        self.assertEqual(cmd[i - 1], "--mca")
+        self.assertEqual(cmd[i + 1], os.path.abspath("agent.sh"))
+        j = cmd.index("btl")
+        self.assertEqual(cmd[j - 1:j + 4], ["--mca", "btl", "self,tcp", "--bind-to", "none"])
+        self.assertLess(j, cmd.index("prog"))
+        self.assertNotIn("plm_rsh_agent", zl.mpirun_command({"a": 2}, "/tmp/h", ["prog"]))
+
     def test_launches_two_ranks_on_localhost(self):
         with tempfile.NamedTemporaryFile("w", suffix=".hostfile", delete=False) as f:
             f.write("localhost slots=2\n")

@@ -14,9 +14,12 @@
 // passed.
 //
 //   multihost_main --nodes 2,2 [--expect-source ZERO_NODE_ID] [--topology-only]
+//                  [--bench STEPS]   (bench/multinode_bench.sh)
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -136,6 +139,62 @@ void Modes(Communicator* comm) {
   }
 }
 
+// bench/multinode_bench.sh: per mode, `steps` steps of a larger MLP; rank 0
+// prints step time, bytes per step on each link, the final loss against
+// plain stage 3 (JSON lines).
+void Bench(Communicator* comm, int steps) {
+  const int rank = comm->rank();
+  const Mode modes[] = {
+      {"stage3", 3, DType::kF32, 1, false, false, false},
+      {"hybrid_shard", 3, DType::kF32, 1, false, false, true},
+      {"hpZ", 3, DType::kF32, 2, false, false, false},
+      {"qwZ", 3, DType::kF32, 1, true, false, false},
+      {"qgZ_int8", 3, DType::kF32, 1, false, true, false},
+      {"qgZ_int4", 3, DType::kF32, 1, false, true, false},
+      {"qwZ_qgZ_hpZ", 3, DType::kF32, 2, true, true, false},
+  };
+  double base_loss = 0.0;
+  for (const Mode& m : modes) {
+    Config c = ModeConfig(m);
+    c.stage3_param_persistence_threshold = 100;
+    c.reduce_bucket_size = 1 << 16;
+    if (std::string(m.name) == "qgZ_int4") c.quantized_gradients_bits = 4;
+    MlpSpec spec;
+    spec.in = 64;
+    spec.hidden = 1024;
+    spec.steps = steps;
+    spec.record_steps = false;
+    double t1 = 0.0;
+    spec.hook = [&](Engine*, int step, int index) {
+      if (step == 1 && index == -1) t1 = MPI_Wtime();
+      return absl::OkStatus();
+    };
+    auto got = TrainMlp(c, comm, spec);
+    const double t2 = MPI_Wtime();
+    Expect(got.ok(), rank, std::string(m.name) + ": " + std::string(got.status().message()));
+    if (!got.ok()) continue;
+    const EngineStats& s = got->stats;
+    int64_t inter = 0, intra = 0;
+    for (int k = 0; k < static_cast<int>(CollectiveKind::kCount); ++k) {
+      inter += s.link_bytes[k][1];
+      intra += s.link_bytes[k][0];
+    }
+    const double loss = MlpEvalLoss(spec, *got);
+    if (std::string(m.name) == "stage3") base_loss = loss;
+    if (rank == 0) {
+      std::printf("{\"bench\":\"multinode\",\"mode\":\"%s\",\"nodes\":%d,\"ranks\":%d,"
+                  "\"psi\":%lld,\"steps\":%d,\"step_ms\":%.3f,\"inter_bytes_per_step\":%.0f,"
+                  "\"intra_bytes_per_step\":%.0f,\"final_loss\":%.6g,"
+                  "\"loss_vs_stage3\":%.5f}\n",
+                  m.name, s.nodes, comm->world_size(), static_cast<long long>(s.trainable_numel),
+                  steps, 1e3 * (t2 - t1) / (steps - 1), static_cast<double>(inter) / steps,
+                  static_cast<double>(intra) / steps, loss,
+                  base_loss > 0 ? (loss - base_loss) / base_loss : 0.0);
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace zero
@@ -145,6 +204,7 @@ int main(int argc, char** argv) {
   std::vector<int> nodes;
   std::string source = "ZERO_NODE_ID";
   bool topology_only = false;
+  int bench_steps = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--nodes") == 0 && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
@@ -154,6 +214,8 @@ int main(int argc, char** argv) {
       source = argv[++i];
     } else if (std::strcmp(argv[i], "--topology-only") == 0) {
       topology_only = true;
+    } else if (std::strcmp(argv[i], "--bench") == 0 && i + 1 < argc) {
+      bench_steps = std::max(2, std::atoi(argv[++i]));
     }
   }
   auto comm = MakeMpiCommunicator(nullptr);
@@ -180,7 +242,11 @@ int main(int argc, char** argv) {
                 std::getenv("OMPI_COMM_WORLD_LOCAL_RANK") ? std::getenv("OMPI_COMM_WORLD_LOCAL_RANK") : "");
     std::fflush(stdout);
   }
-  if (!topology_only) testing::Modes(c);
+  if (bench_steps > 0) {
+    testing::Bench(c, bench_steps);
+  } else if (!topology_only) {
+    testing::Modes(c);
+  }
   double counts[2] = {static_cast<double>(testing::g_passed),
                       static_cast<double>(testing::g_failed)};
   (void)c->AllReduce(counts, 2, ReduceOp::kSum);

@@ -58,15 +58,20 @@ Topology TopologyFromRanksPerNode(int world, int rank, int ranks_per_node) {
   return t;
 }
 
-NodeHint NodeHintFromEnv() {
+NodeHint NodeHintFromEnv(int world) {
   NodeHint h;
+  // OpenMPI's local ranks describe MPI_COMM_WORLD; a communicator of
+  // another size (a thread group inside an MPI job) falls back to names.
+  const char* ompi_size = Env("OMPI_COMM_WORLD_SIZE");
+  const bool ompi_world = ompi_size != nullptr && std::atoi(ompi_size) == world;
   if (const char* v = Env("ZERO_NODE_ID")) {
     h.source = "ZERO_NODE_ID";
     h.key = v;
   } else if (const char* v = Env("SLURM_NODEID")) {
     h.source = "SLURM_NODEID";
     h.key = v;
-  } else if (Env("OMPI_COMM_WORLD_LOCAL_RANK") && Env("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+  } else if (ompi_world && Env("OMPI_COMM_WORLD_LOCAL_RANK") &&
+             Env("OMPI_COMM_WORLD_LOCAL_SIZE")) {
     h.source = "OMPI_COMM_WORLD_LOCAL_RANK";
     h.local_rank = std::atoi(Env("OMPI_COMM_WORLD_LOCAL_RANK"));
     h.local_size = std::atoi(Env("OMPI_COMM_WORLD_LOCAL_SIZE"));
@@ -129,10 +134,30 @@ absl::StatusOr<Topology> DetectTopology(Communicator* comm, int64_t ranks_per_no
     }
     return TopologyFromRanksPerNode(world, rank, static_cast<int>(ranks_per_node));
   }
+  if (world == 1) {
+    Topology t = TopologyFromRanksPerNode(1, 0, 1);
+    t.source = "one rank";
+    return t;
+  }
+  if (comm->device_memory()) {
+    // A device communicator (NCCL) moves GPU memory only, and the engine has
+    // no device yet: nothing is exchanged. OpenMPI's local size gives nodes
+    // of that many ranks (assumed the same everywhere); else one node.
+    const char* l = Env("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const int local = l ? std::atoi(l) : 0;
+    if (local > 0 && world % local == 0) {
+      Topology t = TopologyFromRanksPerNode(world, rank, local);
+      t.source = "OMPI_COMM_WORLD_LOCAL_SIZE (device communicator, not exchanged)";
+      return t;
+    }
+    Topology t = TopologyFromRanksPerNode(world, rank, world);
+    t.source = "unknown (device communicator; set zero_ranks_per_node)";
+    return t;
+  }
   // Every rank's hint as a fixed record: source (32 bytes), key (200),
   // local rank and size; moved as 2-byte units.
   constexpr int kRecord = 240;
-  const NodeHint mine = NodeHintFromEnv();
+  const NodeHint mine = NodeHintFromEnv(world);
   std::vector<char> rec(kRecord, 0), all(static_cast<size_t>(kRecord) * world, 0);
   std::strncpy(rec.data(), mine.source.c_str(), 31);
   std::strncpy(rec.data() + 32, mine.key.c_str(), 199);

@@ -7,7 +7,8 @@
 //   3. Slurm: SLURM_NODEID;
 //   4. OpenMPI: OMPI_COMM_WORLD_LOCAL_RANK / _LOCAL_SIZE — a new node where
 //      the local rank restarts at 0 (ranks placed by slot, mpirun's default;
-//      anything else is refused: set ZERO_NODE_ID or zero_ranks_per_node);
+//      anything else is refused: set ZERO_NODE_ID or zero_ranks_per_node),
+//      when the communicator is as large as MPI_COMM_WORLD;
 //   5. the host name.
 // The sub-communicators are split from the given communicator
 // (Communicator::Split: MPI_Comm_split, thread groups), never a transport of
@@ -42,15 +43,18 @@ struct Topology {
 };
 
 // The environment's view for this rank (no communication): a node key and
-// its source, or the OpenMPI local rank/size pair.
+// its source, or the OpenMPI local rank/size pair (used only when the
+// communicator has OMPI_COMM_WORLD_SIZE ranks).
 struct NodeHint {
   std::string source;
   std::string key;           // node name (sources 2, 3, 5)
   int local_rank = -1, local_size = -1;  // source 4
 };
-NodeHint NodeHintFromEnv();
+NodeHint NodeHintFromEnv(int world);
 
 // COLLECTIVE over `comm`. ranks_per_node > 0 overrides the environment.
+// Over a device communicator (NCCL) nothing is exchanged: nodes of
+// OMPI_COMM_WORLD_LOCAL_SIZE ranks, else one node.
 absl::StatusOr<Topology> DetectTopology(Communicator* comm, int64_t ranks_per_node);
 
 // Pure: the topology from every rank's hint (rank order); what

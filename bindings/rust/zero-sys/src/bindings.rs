@@ -2149,3 +2149,494 @@ extern "C" {
         values: *const f32,
     ) -> zero_status;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct zero_link_stats {
+    pub struct_size: usize,
+    pub nodes: i32,
+    pub node: i32,
+    pub ranks_per_node: i32,
+    pub replicas: i32,
+    pub hpz_secondary_bytes: i64,
+    pub intra_bytes_allgather: i64,
+    pub inter_bytes_allgather: i64,
+    pub intra_bytes_reduce_scatter: i64,
+    pub inter_bytes_reduce_scatter: i64,
+    pub intra_bytes_allreduce: i64,
+    pub inter_bytes_allreduce: i64,
+    pub intra_bytes_broadcast: i64,
+    pub inter_bytes_broadcast: i64,
+    pub intra_bytes_control: i64,
+    pub inter_bytes_control: i64,
+    pub intra_values_allgather: i64,
+    pub inter_values_allgather: i64,
+    pub intra_values_reduce_scatter: i64,
+    pub inter_values_reduce_scatter: i64,
+    pub intra_values_allreduce: i64,
+    pub inter_values_allreduce: i64,
+    pub intra_values_broadcast: i64,
+    pub inter_values_broadcast: i64,
+    pub intra_values_control: i64,
+    pub inter_values_control: i64,
+}
+#[test]
+fn bindgen_test_layout_zero_link_stats() {
+    assert_eq!(
+        ::core::mem::size_of::<zero_link_stats>(),
+        192usize,
+        concat!("Size of: ", stringify!(zero_link_stats))
+    );
+    assert_eq!(
+        ::core::mem::align_of::<zero_link_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(zero_link_stats))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_nodes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).nodes) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(nodes)
+            )
+        );
+    }
+    test_field_nodes();
+    fn test_field_node() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).node) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(node)
+            )
+        );
+    }
+    test_field_node();
+    fn test_field_ranks_per_node() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).ranks_per_node) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(ranks_per_node)
+            )
+        );
+    }
+    test_field_ranks_per_node();
+    fn test_field_replicas() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).replicas) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(replicas)
+            )
+        );
+    }
+    test_field_replicas();
+    fn test_field_hpz_secondary_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).hpz_secondary_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(hpz_secondary_bytes)
+            )
+        );
+    }
+    test_field_hpz_secondary_bytes();
+    fn test_field_intra_bytes_allgather() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).intra_bytes_allgather) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(intra_bytes_allgather)
+            )
+        );
+    }
+    test_field_intra_bytes_allgather();
+    fn test_field_inter_bytes_allgather() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).inter_bytes_allgather) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(inter_bytes_allgather)
+            )
+        );
+    }
+    test_field_inter_bytes_allgather();
+    fn test_field_intra_bytes_reduce_scatter() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).intra_bytes_reduce_scatter) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(intra_bytes_reduce_scatter)
+            )
+        );
+    }
+    test_field_intra_bytes_reduce_scatter();
+    fn test_field_inter_bytes_reduce_scatter() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).inter_bytes_reduce_scatter) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(inter_bytes_reduce_scatter)
+            )
+        );
+    }
+    test_field_inter_bytes_reduce_scatter();
+    fn test_field_intra_bytes_allreduce() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).intra_bytes_allreduce) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(intra_bytes_allreduce)
+            )
+        );
+    }
+    test_field_intra_bytes_allreduce();
+    fn test_field_inter_bytes_allreduce() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).inter_bytes_allreduce) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(inter_bytes_allreduce)
+            )
+        );
+    }
+    test_field_inter_bytes_allreduce();
+    fn test_field_intra_bytes_broadcast() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).intra_bytes_broadcast) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(intra_bytes_broadcast)
+            )
+        );
+    }
+    test_field_intra_bytes_broadcast();
+    fn test_field_inter_bytes_broadcast() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).inter_bytes_broadcast) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(inter_bytes_broadcast)
+            )
+        );
+    }
+    test_field_inter_bytes_broadcast();
+    fn test_field_intra_bytes_control() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).intra_bytes_control) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(intra_bytes_control)
+            )
+        );
+    }
+    test_field_intra_bytes_control();
+    fn test_field_inter_bytes_control() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).inter_bytes_control) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(inter_bytes_control)
+            )
+        );
+    }
+    test_field_inter_bytes_control();
+    fn test_field_intra_values_allgather() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).intra_values_allgather) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(intra_values_allgather)
+            )
+        );
+    }
+    test_field_intra_values_allgather();
+    fn test_field_inter_values_allgather() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).inter_values_allgather) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(inter_values_allgather)
+            )
+        );
+    }
+    test_field_inter_values_allgather();
+    fn test_field_intra_values_reduce_scatter() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).intra_values_reduce_scatter) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(intra_values_reduce_scatter)
+            )
+        );
+    }
+    test_field_intra_values_reduce_scatter();
+    fn test_field_inter_values_reduce_scatter() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).inter_values_reduce_scatter) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(inter_values_reduce_scatter)
+            )
+        );
+    }
+    test_field_inter_values_reduce_scatter();
+    fn test_field_intra_values_allreduce() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).intra_values_allreduce) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(intra_values_allreduce)
+            )
+        );
+    }
+    test_field_intra_values_allreduce();
+    fn test_field_inter_values_allreduce() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).inter_values_allreduce) as usize - ptr as usize
+            },
+            152usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(inter_values_allreduce)
+            )
+        );
+    }
+    test_field_inter_values_allreduce();
+    fn test_field_intra_values_broadcast() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).intra_values_broadcast) as usize - ptr as usize
+            },
+            160usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(intra_values_broadcast)
+            )
+        );
+    }
+    test_field_intra_values_broadcast();
+    fn test_field_inter_values_broadcast() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).inter_values_broadcast) as usize - ptr as usize
+            },
+            168usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(inter_values_broadcast)
+            )
+        );
+    }
+    test_field_inter_values_broadcast();
+    fn test_field_intra_values_control() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).intra_values_control) as usize - ptr as usize
+            },
+            176usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(intra_values_control)
+            )
+        );
+    }
+    test_field_intra_values_control();
+    fn test_field_inter_values_control() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_link_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).inter_values_control) as usize - ptr as usize
+            },
+            184usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_link_stats),
+                "::",
+                stringify!(inter_values_control)
+            )
+        );
+    }
+    test_field_inter_values_control();
+}
+extern "C" {
+    pub fn zero_engine_link_stats(
+        engine: *const zero_engine_t,
+        stats: *mut zero_link_stats,
+    ) -> zero_status;
+}

@@ -147,3 +147,35 @@ pub const fn zero_param_info_init() -> zero_param_info {
         trainable: 0,
     }
 }
+
+/// `ZERO_LINK_STATS_INIT`: [`zero_link_stats`] as the header initializes it.
+pub const fn zero_link_stats_init() -> zero_link_stats {
+    zero_link_stats {
+        struct_size: core::mem::size_of::<zero_link_stats>(),
+        nodes: 0,
+        node: 0,
+        ranks_per_node: 0,
+        replicas: 0,
+        hpz_secondary_bytes: 0,
+        intra_bytes_allgather: 0,
+        inter_bytes_allgather: 0,
+        intra_bytes_reduce_scatter: 0,
+        inter_bytes_reduce_scatter: 0,
+        intra_bytes_allreduce: 0,
+        inter_bytes_allreduce: 0,
+        intra_bytes_broadcast: 0,
+        inter_bytes_broadcast: 0,
+        intra_bytes_control: 0,
+        inter_bytes_control: 0,
+        intra_values_allgather: 0,
+        inter_values_allgather: 0,
+        intra_values_reduce_scatter: 0,
+        inter_values_reduce_scatter: 0,
+        intra_values_allreduce: 0,
+        inter_values_allreduce: 0,
+        intra_values_broadcast: 0,
+        inter_values_broadcast: 0,
+        intra_values_control: 0,
+        inter_values_control: 0,
+    }
+}
