@@ -21,7 +21,7 @@ for i in 1 2; do
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 python3 tools/zero_launch.py --hostfile "$hf" --launch_agent tools/zero_launch_agent.sh \
-  --launcher_args "--mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca btl_vader_single_copy_mechanism none --oversubscribe --bind-to none" \
+  --launcher_args "--mca oob_tcp_if_include lo --mca routed direct --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca btl_vader_single_copy_mechanism none --oversubscribe --bind-to none" \
   "$main" --nodes 2,2 --bench "$steps" 2>/dev/null | grep '"bench":"multinode"' | tee "$out.jsonl"
 rm -f "$hf"
 python3 bench/plot_multinode.py "$out.jsonl" "$out.svg"

@@ -29,7 +29,7 @@ h1="${hosts[0]}"; h2="${hosts[1]}"; h3="${hosts[2]}"
 printf "%s slots=2\n%s slots=2\n%s slots=2\n" "$h1" "$h2" "$h3" > "$tmp/hostfile"
 
 # TCP between "nodes" over the loopback interface, shared memory inside one.
-mpi_args="--mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca btl_vader_single_copy_mechanism none --oversubscribe --bind-to none"
+mpi_args="--mca oob_tcp_if_include lo --mca routed direct --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca btl_vader_single_copy_mechanism none --oversubscribe --bind-to none"
 
 run() {  # run NAME EXPECTED_HOSTS LAUNCH_ARGS... -- PROGRAM_ARGS...
   local name="$1" want_hosts="$2"; shift 2
@@ -71,7 +71,7 @@ run include_slots "$h1 $h2 " --include "$h1:1@$h2:0,1" -- --nodes 1,2 --topology
 echo "== no_tcp (must fail)"
 if timeout --kill-after=10 120 python3 "$launch" --hostfile "$tmp/hostfile" \
     --launch_agent "$agent" --exclude "$h3" \
-    --launcher_args "--mca btl self,vader --mca btl_vader_single_copy_mechanism none --oversubscribe --bind-to none" \
+    --launcher_args "--mca oob_tcp_if_include lo --mca routed direct --mca btl self,vader --mca btl_vader_single_copy_mechanism none --oversubscribe --bind-to none" \
     "$main" --nodes 2,2 --topology-only > "$tmp/no_tcp.out" 2>&1; then
   echo "FAILED: without the tcp btl the two hosts still communicated"
   fail=1

@@ -329,7 +329,9 @@ TEST_P(QuantLossTest, WithinOnePercentAfter200Steps) {
   } else {
     EXPECT_GT(rel, 0.01) << "int4 without error feedback was expected to drift";
   }
-  if (q.qg) EXPECT_GT(got.stats.link_bytes[kRS][1], 0);
+  if (q.qg) {
+    EXPECT_GT(got.stats.link_bytes[kRS][1], 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
