@@ -149,8 +149,10 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     if (stage >= 2 && c.reduce_scatter) e.recv_bytes = pack * 4;
     if (largest > cap) e.large_grad_bytes = largest * es;
   }
-  // OptimizerBoundary: fp32 gradient scratch unless fp32 in place.
-  if (!(c.dtype == DType::kF32 && stage != 1)) e.scratch_bytes = owned_total * 4;
+  // OptimizerBoundary: the fp32 gradient scratch at stage 1 (its
+  // reduce-scatter's target), and for fp16/bf16 on a device without the
+  // fused update (the GPU; the CPU device reads raw gradients in place).
+  if (stage == 1 || (c.dtype != DType::kF32 && topo.gpu)) e.scratch_bytes = owned_total * 4;
   e.buffer_bytes = e.bucket_bytes + e.pack_bytes + e.recv_bytes + e.staging_bytes +
                    e.scratch_bytes + e.large_grad_bytes;
 
