@@ -54,6 +54,18 @@ class Device {
                         DType work_dtype) = 0;
   virtual void SgdStep(const math::SgdScalars& s, const float* g, float* p,
                        float* buf, int64_t n, void* work, DType work_dtype) = 0;
+  // The optimizer boundary's fused second pass (docs/ARCHITECTURE.md, "One
+  // training step"): AdamStep / SgdStep reading raw gradients `g` of dtype
+  // `gt` (cast per tile) and, when `zero_grad`, zeroing them once read;
+  // bitwise ToF32 + AdamStep/SgdStep + Memset0 in one pass. Called only when
+  // fused_update() is true; a device without it gets those three calls.
+  virtual bool fused_update() const { return false; }
+  virtual void AdamStepRawGrad(const math::AdamScalars& s, void* g, DType gt, float* p,
+                               float* m, float* v, int64_t n, void* work,
+                               DType work_dtype, bool zero_grad) {}
+  virtual void SgdStepRawGrad(const math::SgdScalars& s, void* g, DType gt, float* p,
+                              float* buf, int64_t n, void* work, DType work_dtype,
+                              bool zero_grad) {}
   // dst = float(src) * scale.
   virtual void ToF32(const void* src, DType t, float* dst, int64_t n,
                      float scale) = 0;
