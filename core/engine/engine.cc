@@ -104,16 +104,19 @@ absl::StatusOr<ParamSpec> Engine::ParamInfo(int id) const {
 }
 
 void Engine::ResolveAuto() {
-  // hidden^2 from the largest 2-D trainable param, for sizes that were
-  // "auto" or absent from the ds_config (Config::reduce_bucket_size_auto).
-  // A model with no 2-D trainable param keeps the fixed defaults.
+  // hidden^2 (HF's "auto"), hidden from the largest 2-D trainable param
+  // (ParamRegistry::HiddenSize), for sizes that were "auto" or absent from
+  // the ds_config (Config::reduce_bucket_size_auto); buckets never above
+  // DeepSpeed's fixed 5e8. A param larger than a bucket gets a gradient buffer of
+  // its own (GradientReducer), so buffers do not follow the embedding or the
+  // model. A model with no 2-D trainable param keeps the fixed defaults.
   Config& c = ctx_.config;
-  const int64_t hidden2 = params_.LargestMatrix();
-  if (hidden2 == 0) return;
-  const int64_t hidden = static_cast<int64_t>(std::sqrt(static_cast<double>(hidden2)));
-  if (c.reduce_bucket_size_auto) c.reduce_bucket_size = hidden2;
+  const int64_t hidden = params_.HiddenSize();
+  if (hidden == 0) return;
+  const int64_t hidden2 = hidden * hidden;
+  if (c.reduce_bucket_size_auto) c.reduce_bucket_size = std::min<int64_t>(hidden2, 500000000);
   if (c.stage3_prefetch_bucket_size_auto) {
-    c.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * hidden2);
+    c.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * static_cast<double>(hidden2));
   }
   if (c.stage3_param_persistence_threshold_auto) {
     c.stage3_param_persistence_threshold = 10 * hidden;
@@ -139,6 +142,7 @@ absl::Status Engine::Finalize() {
   ResolveAuto();
   ctx_.layout = Layout(params_.AssignLayout(), ctx_.world, ctx_.config.sub_group_size);
   RETURN_IF_ERROR(CreateParts());
+  RETURN_IF_ERROR(DeviceReady("finalize"));
   finalized_ = true;
   return absl::OkStatus();
 }
@@ -191,6 +195,9 @@ absl::StatusOr<void*> Engine::Gather(int id) {
   } else {
     ASSIGN_OR_RETURN(data, coordinator_->Gather(id));
   }
+  // The pointer is the caller's now: the update or gather that wrote it
+  // must have run (issue 15, fix 3), and any device error surfaces here.
+  RETURN_IF_ERROR(DeviceReady("gather"));
   ++p.gather_refs;
   return data;
 }
@@ -215,13 +222,20 @@ absl::StatusOr<void*> Engine::GradBuffer(int id) {
     return absl::FailedPreconditionError(absl::StrCat(
         "grad_buffer '", params_.at(id).name, "': the param is frozen (trainable = 0)"));
   }
-  return reducer_->GradBuffer(id, boundary_->at_boundary());
+  ASSIGN_OR_RETURN(void* g, reducer_->GradBuffer(id, boundary_->at_boundary()));
+  // The slot's zero fill is queued on the device's stream; the caller writes
+  // from its own stream or the host, so it must have landed first.
+  RETURN_IF_ERROR(DeviceReady("grad_buffer"));
+  return g;
 }
 
 absl::Status Engine::GradReady(int id) {
   RETURN_IF_ERROR(Check(true, "grad_ready"));
   RETURN_IF_ERROR(params_.CheckId(id, "grad_ready"));
-  return reducer_->GradReady(id, boundary_->at_boundary());
+  RETURN_IF_ERROR(reducer_->GradReady(id, boundary_->at_boundary()));
+  absl::Status s = device_->status();
+  if (!s.ok()) return DeviceReady("grad_ready");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StepInfo> Engine::Step() {
@@ -230,9 +244,21 @@ absl::StatusOr<StepInfo> Engine::Step() {
   RETURN_IF_ERROR(reducer_->FinishMicroStep(boundary));
   if (coordinator_) coordinator_->EndMicroStep();
   auto info = boundary_->EndMicroStep();
+  // A failed kernel makes the norm NaN, which alone would read as an fp16
+  // overflow (a skipped step, forever in fp32/bf16): the device's error
+  // comes first (issue 15, fix 2). The update has run when step returns.
+  RETURN_IF_ERROR(DeviceReady("step"));
   if (!info.ok()) return ctx_.Fail(info.status());
   if (boundary) log_->MaybePrint(*info, boundary_->counters());
   return info;
+}
+
+absl::Status Engine::DeviceReady(const char* call) {
+  device_->Synchronize();
+  const absl::Status s = device_->status();
+  if (s.ok()) return s;
+  return ctx_.Fail(absl::Status(
+      s.code(), absl::StrCat(call, ": device ", device_->name(), " failed: ", s.message())));
 }
 
 void Engine::ReportSamples(int64_t n) { log_->ReportSamples(n); }
