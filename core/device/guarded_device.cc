@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/quant_simd.h"
 
 namespace zero {
 namespace {
@@ -236,6 +237,27 @@ class Guarded : public GuardedDevice {
     auto* S = reinterpret_cast<const float*>(Dev(src, what));
     if (!Launch(what, {S, D}, true)) return;
     queue_.Enqueue([=] { cpu::AccumulateF32(D, S, scale, t, n); });
+  }
+  void Quantize(const float* x, int64_t n, int bits, int block, void* out) override {
+    const char* what = "Quantize";
+    auto* X = reinterpret_cast<const float*>(Dev(x, what));
+    auto* O = reinterpret_cast<uint8_t*>(Dev(out, what));
+    if (!Launch(what, {X, O}, true)) return;
+    queue_.Enqueue([=] { cpu::QuantizePiece(X, n, bits, block, O); });
+  }
+  void Dequantize(const void* in, int64_t n, int bits, int block, float* out,
+                  bool accumulate) override {
+    const char* what = "Dequantize";
+    auto* I = reinterpret_cast<const uint8_t*>(Dev(in, what));
+    auto* O = reinterpret_cast<float*>(Dev(out, what));
+    if (!Launch(what, {I, O}, true)) return;
+    queue_.Enqueue([=] {
+      if (accumulate) {
+        cpu::DequantizeAdd(I, n, bits, block, O);
+      } else {
+        cpu::DequantizePiece(I, n, bits, block, O);
+      }
+    });
   }
   double SumSquares(const void* x, DType t, int64_t n) override {
     const char* what = "SumSquares";

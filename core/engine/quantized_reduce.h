@@ -12,8 +12,8 @@
 //      nodes' dequantized, its own node's exact.
 // With error feedback (default on) each rank carries what quantization lost
 // into its next message to the same node for the same shard elements, so
-// the error does not accumulate over steps (int4 needs it to stay within
-// 1 % of the unquantized loss; //tests:multinode_test).
+// the error does not accumulate over steps (//tests:multinode_test reports
+// int4 with and without it).
 // With one node nothing is quantized (no cross-node hop); a block holding
 // inf/NaN stays non-finite (kernels/quant_math.h).
 #ifndef ZERO_CORE_ENGINE_QUANTIZED_REDUCE_H_
