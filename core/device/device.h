@@ -83,6 +83,15 @@ class Device {
   virtual void DownloadF32(const void* src, DType t, float* host,
                            int64_t n) = 0;
   virtual void Synchronize() = 0;
+
+  // The first error asynchronous work met (a failed kernel launch, a fault
+  // on the device); OK if none. Errors are sticky: the engine turns one into
+  // its own failure instead of reading garbage results (issue 15).
+  virtual absl::Status status() const { return absl::OkStatus(); }
+  // The stream this device's work is ordered on, for a device communicator
+  // to wait on before each collective (CUDA: the compute cudaStream_t; the
+  // stand-in: its GuardedStream; null: work is synchronous).
+  virtual void* stream_handle() const { return nullptr; }
 };
 
 std::unique_ptr<Device> MakeCpuDevice();
