@@ -587,15 +587,16 @@ def _wrap_units(model: torch.nn.Module, policy: Any) -> Optional[Set[int]]:
         if policy < 1:
             raise InvalidArgumentError(f"wrap_policy: min_num_params must be >= 1, got {policy}")
 
-        def remaining(m: torch.nn.Module) -> int:
+        # Children before parents (reverse pre-order); a module shared by
+        # two parents counts once.
+        left: Dict[int, int] = {}
+        for m in reversed(list(model.modules())):
             n = sum(p.numel() for p in m.parameters(recurse=False))
-            n += sum(remaining(c) for c in m.children())
+            n += sum(left.pop(id(c), 0) for c in m.children())
             if m is not model and n >= policy:
                 units.add(id(m))
-                return 0
-            return n
-
-        remaining(model)
+                n = 0
+            left[id(m)] = n
         return units
     if isinstance(policy, type):
         policy = (policy,)
@@ -1332,7 +1333,14 @@ class ZeroTorchEngine(torch.nn.Module):
         self.wrapped_modules = [n for n, m in self.module.named_modules()
                                 if units is None or id(m) in units]
 
-        def assign(module: torch.nn.Module, unit: torch.nn.Module) -> None:
+        # Pre-order, each module once (as modules()), with the unit it is in.
+        stack = [(self.module, self.module)]
+        seen: Set[int] = set()
+        while stack:
+            module, unit = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
             if units is None or id(module) in units:
                 unit = module
                 self._module_params.setdefault(id(module), [])
@@ -1349,10 +1357,7 @@ class ZeroTorchEngine(torch.nn.Module):
             if unit is module:
                 self._hooks.append(module.register_forward_pre_hook(self._pre_forward))
                 self._hooks.append(module.register_forward_hook(self._post_forward))
-            for child in module.children():
-                assign(child, unit)
-
-        assign(self.module, self.module)
+            stack.extend((c, unit) for c in reversed(list(module.children())))
 
     def _install_state_dict_hooks(self) -> None:
         """``module.state_dict()`` holds the runtime's working values (stage
