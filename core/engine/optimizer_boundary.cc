@@ -58,10 +58,16 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   }
   double sumsq = 0.0;
   auto reduce = [&]() -> absl::Status {
-    if (stage == 0 && world > 1) RETURN_IF_ERROR(reducer_->ReduceLeftoversStage0());
+    if (stage == 0 && world > 1) {
+      ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
+      RETURN_IF_ERROR(reducer_->ReduceLeftoversStage0());
+    }
     if (stage == 1) {
+      ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
       RETURN_IF_ERROR(reducer_->ReduceScatterFlatStage1(g32));
-    } else if (!in_place) {
+    }
+    ScopedPhase norm(ctx_->recorder, Phase::kNorm);
+    if (stage != 1 && !in_place) {
       for (int g = 0; g < groups; ++g) {
         device->ToF32(sharded_->group(g).grads.data(), t, g32[g], sharded_->group(g).owned_len,
                       1.0f);
@@ -149,7 +155,10 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     (void)ctx_->stream->Drain();
     return failed == 0.0;
   };
-  RETURN_IF_ERROR(store_->Update(u));
+  {
+    ScopedPhase timer(ctx_->recorder, Phase::kUpdate);
+    RETURN_IF_ERROR(store_->Update(u));
+  }
   sharded_->CommitParamFiles();
   sharded_->ZeroGrads();
   RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit([this] { return PublishWorkingCopy(); })));
@@ -163,6 +172,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
 }
 
 absl::Status OptimizerBoundary::PublishWorkingCopy() {
+  ScopedPhase timer(ctx_->recorder, Phase::kPublish);
   RETURN_IF_ERROR(sharded_->AllGatherWorking());
   if (coordinator_ != nullptr) RETURN_IF_ERROR(coordinator_->RefreshPersistent());
   return absl::OkStatus();
