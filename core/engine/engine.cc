@@ -272,20 +272,26 @@ absl::Status Engine::ReadMaster(int id, float* out) {
   return absl::OkStatus();
 }
 
-absl::Status Engine::WriteMaster(int id, const float* values) {
-  RETURN_IF_ERROR(Check(true, "write_master"));
-  RETURN_IF_ERROR(params_.CheckId(id, "write_master"));
-  if (values == nullptr) return absl::InvalidArgumentError("write_master: values is null");
+absl::Status Engine::CheckWritable(int id, const float* values, const char* what) {
+  RETURN_IF_ERROR(Check(true, what));
+  RETURN_IF_ERROR(params_.CheckId(id, what));
+  if (values == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, ": values is null"));
   const ParamRecord& p = params_.at(id);
   if (p.gather_refs > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "write_master '", p.name, "': the param is gathered; release it first"));
+        what, " '", p.name, "': the param is gathered; release it first"));
   }
   if (boundary_->counters().micro_step != 0 || !reducer_->idle()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "write_master '", p.name, "': gradients of an accumulation are pending; "
+        what, " '", p.name, "': gradients of an accumulation are pending; "
         "write right after the step() that ends it"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::WriteMaster(int id, const float* values) {
+  RETURN_IF_ERROR(CheckWritable(id, values, "write_master"));
+  const ParamRecord& p = params_.at(id);
   if (!p.trainable) {
     sharded_->WriteFrozen(id, values);
     return absl::OkStatus();
@@ -300,6 +306,36 @@ absl::Status Engine::WriteMaster(int id, const float* values) {
   }
   RETURN_IF_ERROR(ctx_.Fail(sharded_->WriteWorking(p.li, values)));
   if (coordinator_) coordinator_->Rewrite(id, values);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::WriteMasterRange(int id, int64_t offset, int64_t count,
+                                      const float* values) {
+  RETURN_IF_ERROR(CheckWritable(id, values, "write_master_range"));
+  const ParamRecord& p = params_.at(id);
+  if (offset < 0 || count < 0 || offset > p.numel || count > p.numel - offset) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "write_master_range '", p.name, "': elements [", offset, ", ", offset, " + ", count,
+        ") are outside its ", p.numel, " elements"));
+  }
+  if (count == 0) return absl::OkStatus();
+  // Only the elements this rank holds are touched: the owned part of the
+  // master, the working copy's part (whole at stages 0-2, the owned slice at
+  // stage 3), a persistent stage-3 param's copy, a frozen param.
+  if (!p.trainable) {
+    sharded_->WriteFrozenRange(id, offset, count, values);
+    return absl::OkStatus();
+  }
+  const ParamPlace& pl = ctx_.layout.place(p.li);
+  const GroupShard& gs = sharded_->group(pl.group);
+  const int64_t lo = std::max(pl.offset + offset, gs.owned_begin);
+  const int64_t hi = std::min(pl.offset + offset + count, gs.owned_begin + gs.owned_len);
+  if (hi > lo) {
+    RETURN_IF_ERROR(ctx_.Fail(store_->Write(pl.group, 0, lo - gs.owned_begin, hi - lo,
+                                            values + (lo - pl.offset - offset))));
+  }
+  RETURN_IF_ERROR(ctx_.Fail(sharded_->WriteWorkingRange(p.li, offset, count, values)));
+  if (coordinator_) coordinator_->WritePersistentRange(id, offset, count, values);
   return absl::OkStatus();
 }
 
