@@ -123,6 +123,7 @@ absl::Status Engine::Finalize() {
   ResolveAuto();
   ctx_.layout = Layout(params_.AssignLayout(), ctx_.world, ctx_.config.sub_group_size);
   RETURN_IF_ERROR(CreateParts());
+  RETURN_IF_ERROR(DeviceReady("finalize"));
   finalized_ = true;
   return absl::OkStatus();
 }
@@ -175,6 +176,9 @@ absl::StatusOr<void*> Engine::Gather(int id) {
   } else {
     ASSIGN_OR_RETURN(data, coordinator_->Gather(id));
   }
+  // The pointer is the caller's now: the update or gather that wrote it
+  // must have run (issue 15, fix 3), and any device error surfaces here.
+  RETURN_IF_ERROR(DeviceReady("gather"));
   ++p.gather_refs;
   return data;
 }
@@ -199,13 +203,20 @@ absl::StatusOr<void*> Engine::GradBuffer(int id) {
     return absl::FailedPreconditionError(absl::StrCat(
         "grad_buffer '", params_.at(id).name, "': the param is frozen (trainable = 0)"));
   }
-  return reducer_->GradBuffer(id, boundary_->at_boundary());
+  ASSIGN_OR_RETURN(void* g, reducer_->GradBuffer(id, boundary_->at_boundary()));
+  // The slot's zero fill is queued on the device's stream; the caller writes
+  // from its own stream or the host, so it must have landed first.
+  RETURN_IF_ERROR(DeviceReady("grad_buffer"));
+  return g;
 }
 
 absl::Status Engine::GradReady(int id) {
   RETURN_IF_ERROR(Check(true, "grad_ready"));
   RETURN_IF_ERROR(params_.CheckId(id, "grad_ready"));
-  return reducer_->GradReady(id, boundary_->at_boundary());
+  RETURN_IF_ERROR(reducer_->GradReady(id, boundary_->at_boundary()));
+  absl::Status s = device_->status();
+  if (!s.ok()) return DeviceReady("grad_ready");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StepInfo> Engine::Step() {
@@ -214,9 +225,21 @@ absl::StatusOr<StepInfo> Engine::Step() {
   RETURN_IF_ERROR(reducer_->FinishMicroStep(boundary));
   if (coordinator_) coordinator_->EndMicroStep();
   auto info = boundary_->EndMicroStep();
+  // A failed kernel makes the norm NaN, which alone would read as an fp16
+  // overflow (a skipped step, forever in fp32/bf16): the device's error
+  // comes first (issue 15, fix 2). The update has run when step returns.
+  RETURN_IF_ERROR(DeviceReady("step"));
   if (!info.ok()) return ctx_.Fail(info.status());
   if (boundary) log_->MaybePrint(*info, boundary_->counters());
   return info;
+}
+
+absl::Status Engine::DeviceReady(const char* call) {
+  device_->Synchronize();
+  const absl::Status s = device_->status();
+  if (s.ok()) return s;
+  return ctx_.Fail(absl::Status(
+      s.code(), absl::StrCat(call, ": device ", device_->name(), " failed: ", s.message())));
 }
 
 void Engine::ReportSamples(int64_t n) { log_->ReportSamples(n); }

@@ -111,6 +111,9 @@ class Engine {
   Engine(const Config& config, std::unique_ptr<Communicator> comm);
 
   absl::Status Check(bool finalized, const char* call) const;
+  // Waits for the device's queued work; its sticky error, if any, fails the
+  // engine naming `call` and the device.
+  absl::Status DeviceReady(const char* call);
   absl::Status CheckOwnedRange(int g, int array, int64_t begin, int64_t len,
                                const char* call) const;
   // Sizes that were "auto" or absent from the ds_config, from the model, as
