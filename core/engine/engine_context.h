@@ -14,6 +14,7 @@
 #include "core/config/config.h"
 #include "core/device/device.h"
 #include "core/partition/layout.h"
+#include "core/profile/recorder.h"
 
 namespace zero {
 
@@ -36,6 +37,7 @@ struct EngineContext {
 
   // Ranks a gradient is averaged over (data-parallel world).
   int dp_world() const { return world * replicas; }
+  Recorder* recorder = nullptr;   // wall_clock_breakdown / zero_trace; null when off
 
   DType dtype() const { return config.dtype; }
   size_t es() const { return DTypeSize(config.dtype); }

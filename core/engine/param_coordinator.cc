@@ -89,7 +89,9 @@ void ParamCoordinator::Prefetch(int id) {
     l.buf = std::move(*buf);
     void* dst = l.buf.data();
     const int li = p.li;
-    l.pending = ctx_->stream->Submit([this, li, dst] { return GatherOnStream(li, dst); });
+    l.pending = ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kGather,
+                                           [this, li, dst] { return GatherOnStream(li, dst); },
+                                           "prefetch"));
     live_[q] = std::move(l);
     live_bytes_ += p.numel * es;
     live_high_water_ = std::max(live_high_water_, live_bytes_);
@@ -120,7 +122,9 @@ absl::StatusOr<void*> ParamCoordinator::Gather(int id) {
   void* dst = buf.data();
   const int li = p.li;
   RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Wait(
-      ctx_->stream->Submit([this, li, dst] { return GatherOnStream(li, dst); }))));
+      ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kGather,
+                                 [this, li, dst] { return GatherOnStream(li, dst); },
+                                 "gather")))));
   Live l;
   l.buf = std::move(buf);
   l.refs = 1;
