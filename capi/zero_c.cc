@@ -726,6 +726,9 @@ zero_status zero_engine_comm_log_summary(const zero_engine_t* engine, char* buf,
     } else if (capacity > 0) {
       buf[0] = '\0';
     }
+    return Report(absl::OkStatus());
+  });
+}
 
 zero_status zero_engine_link_stats(const zero_engine_t* engine, zero_link_stats* stats) {
   ZERO_CHECK_ARG("zero_engine_link_stats", engine);

@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<Hierarchy>> Hierarchy::Create(
     ASSIGN_OR_RETURN(h->replica_, SplitCounted(counted.get(), rank % static_cast<int>(s), rank));
     h->replicas_ = w / static_cast<int>(s);
     h->replica_index_ = shard_color;
+    h->data_ = shard.get();
     *data = std::move(shard);
     h->world_ = std::move(counted);
     return h;
@@ -75,6 +76,7 @@ absl::StatusOr<std::unique_ptr<Hierarchy>> Hierarchy::Create(
     ASSIGN_OR_RETURN(h->node_, SplitCounted(counted.get(), t.node(), t.local_rank[rank]));
     ASSIGN_OR_RETURN(h->cross_, SplitCounted(counted.get(), t.local_rank[rank], t.node()));
   }
+  h->data_ = counted.get();
   *data = std::move(counted);
   return h;
 }

@@ -34,6 +34,9 @@ class Hierarchy {
 
   const Topology& topology() const { return topo_; }
   const LinkCounters& links() const { return *links_; }
+  // The engine's data communicator as created (ctx.comm may wrap it later:
+  // staging, comms_logger); quantized collectives count through it.
+  LinkCountingCommunicator* data() const { return data_; }
   LinkCountingCommunicator* replica() const { return replica_.get(); }
   int replicas() const { return replicas_; }
   // Hybrid: which copy of the shards this rank's group holds (0 saves).
@@ -50,6 +53,7 @@ class Hierarchy {
   std::shared_ptr<LinkCounters> links_;
   std::unique_ptr<Communicator> world_;  // kept while sub-groups use it
   std::unique_ptr<LinkCountingCommunicator> replica_, hpz_, node_, cross_;
+  LinkCountingCommunicator* data_ = nullptr;  // owned by the engine
   int replicas_ = 1, replica_index_ = 0;
 };
 

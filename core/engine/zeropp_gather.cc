@@ -71,7 +71,7 @@ absl::Status ZeroPPGather::QuantizedGather(int li, void* dst) {
     x = f32_.data<float>();
   }
   d->Quantize(x, counts[rank], kWeightBits, block, packed + offset[rank]);
-  auto* comm = static_cast<LinkCountingCommunicator*>(ctx_->comm);
+  LinkCountingCommunicator* comm = ctx_->hier->data();
   RETURN_IF_ERROR(comm->inner()->AllGatherV(packed + offset[rank], packed, units, DType::kF16));
   comm->CountPeers(CollectiveKind::kAllGather, counts, bytes);
   int64_t at = 0;
