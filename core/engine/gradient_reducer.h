@@ -52,7 +52,9 @@ class GradientReducer {
   // packed (the boundary's fused update then has nothing else to zero).
   absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32, bool zero_grads);
 
-  int64_t buffer_bytes() const { return buckets_.bytes() + pack_.bytes() + recv_.bytes(); }
+  int64_t buffer_bytes() const {
+    return buckets_.bytes() + pack_.bytes() + recv_.bytes() + half_.bytes();
+  }
 
  private:
   absl::Status FlushBucket(int b, bool boundary);
@@ -60,12 +62,20 @@ class GradientReducer {
                             const std::vector<int64_t>& offsets, bool boundary);
   // Rotates to the other bucket after waiting for its reduction.
   absl::Status RotateBucket();
+  // The fp32 pack reduced over ranks in communication_data_type: fp32 as
+  // is; fp16/bf16 cast into `half_`, reduced there (half the bytes) and
+  // widened back. `recv` gets this rank's piece (counts[rank] elements).
+  absl::Status ReduceScatterPack(const float* pack, float* recv,
+                                 const std::vector<int64_t>& counts);
+  absl::Status AllReducePack(float* pack, int64_t n);
 
   EngineContext* ctx_;
   const ParamRegistry* params_;
   ShardedState* sharded_;
   GradBuckets buckets_;
   DeviceBuffer pack_, recv_;  // fp32 staging; recv_ only for reduce-scatters
+  // communication_data_type fp16/bf16: the pack and a receive, 2 bytes each.
+  DeviceBuffer half_;
   int64_t pack_cap_ = 0;
   // Each rank's fp32 gradient times pre_scale_ is summed over ranks, the
   // sum times post_scale_ kept (Config::prescale_gradients).
