@@ -78,6 +78,18 @@ TEST(CommDtype, HalfTheBytesWithinFormatTolerance) {
               }
               EXPECT_GT(ref[r].stats.sent_bytes[rs && stage > 0 ? kRs : kAr], 0) << what;
             }
+            if (w == Where::kThread) {
+              // Through the comms_logger's wrapper too (it forwards them).
+              Config logged = h;
+              logged.observe.comms_logger = true;
+              auto l = Train(logged, world, w);
+              for (int r = 0; r < world; ++r) {
+                EXPECT_EQ(MaxRelDiff(l[r], got[r]), 0.0) << what << " with comms_logger";
+                EXPECT_EQ(l[r].stats.sent_bytes[kAr] + l[r].stats.sent_bytes[kRs],
+                          got[r].stats.sent_bytes[kAr] + got[r].stats.sent_bytes[kRs])
+                    << what;
+              }
+            }
             // Every rank holds the same params (the reductions agree).
             for (int r = 1; r < world; ++r) EXPECT_EQ(MaxRelDiff(got[r], got[0]), 0.0) << what;
           }
