@@ -608,6 +608,110 @@ zero_status zero_engine_stats(const zero_engine_t* engine, zero_stats* stats) {
   });
 }
 
+// ---- 1.5: observing a run ----------------------------------------------
+
+zero_status zero_engine_step_breakdown(const zero_engine_t* engine, zero_step_breakdown* out) {
+  ZERO_CHECK_ARG("zero_engine_step_breakdown", engine);
+  ZERO_CHECK_ARG("zero_engine_step_breakdown", out);
+  absl::Status size_ok = CheckStructSize(out);
+  if (!size_ok.ok()) return BadStruct("zero_engine_step_breakdown", size_ok);
+  return Guard([&] {
+    const zero::Recorder* r = engine->engine->recorder();
+    if (r == nullptr) {
+      return Report(absl::FailedPreconditionError(
+          "zero_engine_step_breakdown: the config has no \"wall_clock_breakdown\": true "
+          "(nor \"zero_trace\")"));
+    }
+    const zero::StepBreakdown& b = r->last();
+    using P = zero::Phase;
+    zero_step_breakdown o = ZeroStruct<zero_step_breakdown>();
+    o.global_step = b.global_step;
+    o.micro_steps = b.micro_steps;
+    o.step_ms = b.step_ms;
+    o.forward_ms = b.at(P::kForward);
+    o.backward_ms = b.at(P::kBackward);
+    o.optimizer_ms = b.at(P::kStep);
+    o.reduce_ms = b.at(P::kReduce);
+    o.reduce_exposed_ms = b.at(P::kReduceExposed) + b.at(P::kReduceDrain);
+    o.reduce_hidden_ms = b.reduce_hidden_ms();
+    o.gather_ms = b.at(P::kGather);
+    o.gather_exposed_ms = b.at(P::kGatherExposed);
+    o.gather_hidden_ms = b.gather_hidden_ms();
+    o.boundary_reduce_ms = b.at(P::kBoundaryReduce);
+    o.norm_ms = b.at(P::kNorm);
+    o.update_ms = b.at(P::kUpdate);
+    o.publish_ms = b.at(P::kPublish);
+    o.nvme_read_bytes = b.nvme_read_bytes;
+    o.nvme_write_bytes = b.nvme_write_bytes;
+    WriteStruct(o, out);
+    return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_engine_comm_log(const zero_engine_t* engine, zero_comm_log_entry* entries,
+                                 int32_t capacity, int32_t* count) {
+  ZERO_CHECK_ARG("zero_engine_comm_log", engine);
+  ZERO_CHECK_ARG("zero_engine_comm_log", count);
+  if (capacity < 0 || (capacity > 0 && entries == nullptr)) {
+    return Report(absl::InvalidArgumentError(
+        "zero_engine_comm_log: entries is null or capacity is negative"));
+  }
+  for (int32_t i = 0; i < capacity; ++i) {
+    absl::Status size_ok = CheckStructSize(&entries[i]);
+    if (!size_ok.ok()) return BadStruct("zero_engine_comm_log", size_ok);
+  }
+  return Guard([&] {
+    const zero::CommLog* log = engine->engine->comm_log();
+    if (log == nullptr) {
+      return Report(absl::FailedPreconditionError(
+          "zero_engine_comm_log: the config has no \"comms_logger\": {\"enabled\": true}"));
+    }
+    const std::vector<zero::CommLogEntry> es = log->Entries();
+    *count = static_cast<int32_t>(es.size());
+    for (int32_t i = 0; i < capacity && i < static_cast<int32_t>(es.size()); ++i) {
+      const zero::CommLogEntry& e = es[i];
+      zero_comm_log_entry o = ZeroStruct<zero_comm_log_entry>();
+      o.op = static_cast<int32_t>(e.op);
+      o.control = e.kind == zero::CollectiveKind::kControl ? 1 : 0;
+      o.bucket_bytes = e.bucket_bytes;
+      o.count = e.count;
+      o.bytes = e.bytes;
+      o.sent_bytes = e.sent_bytes;
+      o.total_ms = e.total_ms;
+      o.mean_ms = e.mean_ms();
+      o.algbw_gbs = e.algbw_gbs();
+      o.busbw_gbs = e.busbw_gbs(log->world());
+      WriteStruct(o, &entries[i]);
+    }
+    return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_engine_comm_log_summary(const zero_engine_t* engine, char* buf,
+                                         size_t capacity, size_t* length) {
+  ZERO_CHECK_ARG("zero_engine_comm_log_summary", engine);
+  ZERO_CHECK_ARG("zero_engine_comm_log_summary", length);
+  if (capacity > 0 && buf == nullptr) {
+    return Report(absl::InvalidArgumentError("zero_engine_comm_log_summary: buf is null"));
+  }
+  return Guard([&] {
+    const zero::CommLog* log = engine->engine->comm_log();
+    if (log == nullptr) {
+      return Report(absl::FailedPreconditionError(
+          "zero_engine_comm_log_summary: the config has no \"comms_logger\": "
+          "{\"enabled\": true}"));
+    }
+    const std::string s = log->Summary();
+    *length = s.size();
+    if (capacity > s.size()) {
+      std::memcpy(buf, s.c_str(), s.size() + 1);
+    } else if (capacity > 0) {
+      buf[0] = '\0';
+    }
+    return Report(absl::OkStatus());
+  });
+}
+
 void zero_engine_destroy(zero_engine_t* engine) {
   try {
     delete engine;
