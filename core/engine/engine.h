@@ -107,6 +107,7 @@ class Engine {
   Engine(const Config& config, std::unique_ptr<Communicator> comm);
 
   absl::Status Check(bool finalized, const char* call) const;
+  absl::Status AfterFailedStep(const absl::Status& s) const;
   absl::Status CheckOwnedRange(int g, int array, int64_t begin, int64_t len,
                                const char* call) const;
   // Sizes that were "auto" or absent from the ds_config, from the model, as
