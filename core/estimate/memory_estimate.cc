@@ -1,0 +1,270 @@
+#include "core/estimate/memory_estimate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/engine/optimizer_state_store.h"
+#include "core/partition/layout.h"
+
+namespace zero {
+namespace {
+
+constexpr int64_t kFileAlign = 4096;  // nvme_tier.cc and param_file.cc
+
+int64_t RoundUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+}  // namespace
+
+absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& params,
+                                              const Config& config_in,
+                                              const EstimateTopology& topo) {
+  if (topo.ranks_per_node < 1 || topo.nodes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "estimate: ranks_per_node and nodes must be >= 1, got ", topo.ranks_per_node, " and ",
+        topo.nodes));
+  }
+  if (config_in.stage < 0 || config_in.stage > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("estimate: zero_optimization.stage must be 0-3, got ", config_in.stage));
+  }
+  if (config_in.offload_param.device != OffloadDevice::kNone && config_in.stage != 3) {
+    return absl::InvalidArgumentError(
+        "estimate: zero_optimization.offload_param needs stage 3");
+  }
+  Config c = config_in;
+  const int world = topo.ranks_per_node * topo.nodes;
+  const int stage = c.stage;
+  const int64_t es = static_cast<int64_t>(DTypeSize(c.dtype));
+  MemoryEstimate e;
+  e.world = world;
+  e.stage = stage;
+
+  // Engine::ResolveAuto: hidden^2 = the largest 2-D trainable param.
+  int64_t hidden2 = 0, largest = 1;
+  std::vector<LayoutParam> lps;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const EstimateParam& p = params[i];
+    if (p.numel < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("estimate: param ", i, " has a negative element count"));
+    }
+    if (!p.trainable) {
+      e.frozen_bytes += p.numel * static_cast<int64_t>(DTypeSize(p.dtype));
+      continue;
+    }
+    if (p.ndim == 2) hidden2 = std::max(hidden2, p.numel);
+    largest = std::max(largest, p.numel);
+    lps.push_back({static_cast<int>(i), p.numel, c.dtype});
+  }
+  if (hidden2 > 0) {
+    const int64_t hidden = static_cast<int64_t>(std::sqrt(static_cast<double>(hidden2)));
+    if (c.reduce_bucket_size_auto) c.reduce_bucket_size = hidden2;
+    if (c.stage3_prefetch_bucket_size_auto) {
+      c.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * hidden2);
+    }
+    if (c.stage3_param_persistence_threshold_auto) {
+      c.stage3_param_persistence_threshold = 10 * hidden;
+    }
+  }
+  e.reduce_bucket_size = c.reduce_bucket_size;
+  e.prefetch_bucket_size = c.stage3_prefetch_bucket_size;
+  e.persistence_threshold = c.stage3_param_persistence_threshold;
+
+  const Layout layout(lps, world, c.sub_group_size);
+  e.trainable_numel = layout.total_numel();
+  e.padded_numel = layout.total_padded();
+  const bool nvme_params = stage == 3 && c.offload_param.device == OffloadDevice::kNvme;
+  const bool nvme_optim = c.offload_optimizer.device == OffloadDevice::kNvme;
+  std::vector<int64_t> owned;
+  int64_t owned_total = 0;
+  for (const LayoutGroup& g : layout.groups()) {
+    // ShardedState::Allocate
+    e.param_bytes += (stage == 3 ? (nvme_params ? 0 : g.shard) : g.padded) * es;
+    e.grad_bytes += (stage <= 1 ? g.padded : g.shard) * es;
+    owned.push_back(stage == 0 ? g.padded : g.shard);
+    owned_total += owned.back();
+    if (nvme_params) e.nvme_bytes += 2 * std::max(kFileAlign, RoundUp(g.shard * es, kFileAlign));
+  }
+  // Stage 3: ParamCoordinator::AllocatePersistent, and the live budget.
+  if (stage == 3) {
+    int64_t gathered = 0;
+    for (const LayoutParam& lp : layout.params()) {
+      if (lp.numel < c.stage3_param_persistence_threshold) {
+        e.persistent_bytes += lp.numel * es;
+      } else {
+        gathered += lp.numel;
+      }
+    }
+    e.param_bytes += e.persistent_bytes;
+    e.live_peak_bytes = std::min(gathered, c.stage3_max_live_parameters) * es;
+  }
+  // Optimizer state: MakeOptimizerStateStore.
+  const int arrays = StateArrays(c);
+  if (nvme_optim) {
+    // NvmeTier::Create: chunks of sub_group_size elements, each array's
+    // region 4 KiB-aligned, min(max(2, buffer_count), chunks) host buffers.
+    int64_t chunks = 0, buffer = kFileAlign;
+    for (int64_t len : owned) {
+      int64_t slot = 0;
+      const int64_t ce = std::max<int64_t>(1, c.sub_group_size);
+      for (int64_t b = 0; b < len; b += ce) {
+        const int64_t bytes = RoundUp(std::min(ce, len - b) * 4, kFileAlign) * arrays;
+        slot += bytes;
+        buffer = std::max(buffer, bytes);
+        ++chunks;
+      }
+      e.nvme_bytes += 2 * slot;
+    }
+    const int64_t nbuf =
+        std::max<int64_t>(1, std::min<int64_t>(std::max(2, c.offload_optimizer.buffer_count), chunks));
+    e.optimizer_bytes = nbuf * buffer;
+  } else {
+    e.master_bytes = owned_total * 4;
+    e.optimizer_bytes = owned_total * 4 * (arrays - 1);
+  }
+  // Buffers. ShardedState: the stage 1-2 all-gather staging.
+  if ((stage == 1 || stage == 2) && world > 1) {
+    const int64_t chunk = std::max<int64_t>(1, c.allgather_bucket_size / world);
+    for (const LayoutGroup& g : layout.groups()) {
+      if (g.shard > chunk) {
+        e.staging_bytes = chunk * world * es;
+        break;
+      }
+    }
+  }
+  // GradientReducer::Allocate: two buckets, the fp32 pack, the receive.
+  if (!lps.empty()) {
+    int64_t cap = std::min(c.reduce_bucket_size, std::max<int64_t>(e.padded_numel, 1));
+    cap = std::max(cap, largest);
+    e.bucket_bytes = 2 * cap * es;
+    e.pack_bytes = cap * 4;
+    if (stage >= 2 && c.reduce_scatter) e.recv_bytes = cap * 4;
+  }
+  // OptimizerBoundary: fp32 gradient scratch unless fp32 in place.
+  if (!(c.dtype == DType::kF32 && stage != 1)) e.scratch_bytes = owned_total * 4;
+  e.buffer_bytes = e.bucket_bytes + e.pack_bytes + e.recv_bytes + e.staging_bytes + e.scratch_bytes;
+
+  // HostStateStore::Update: 2 fp32 + 2 working buffers of the largest piece.
+  if (topo.gpu && c.offload_optimizer.device == OffloadDevice::kCpu) {
+    int64_t piece = 0;
+    const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(c.sub_group_size, 1 << 22));
+    for (int64_t len : owned) piece = std::max(piece, std::min(cap, len));
+    e.offload_pipeline_bytes = 2 * piece * 4 + 2 * piece * es;
+  }
+
+  const int64_t states = e.master_bytes + e.optimizer_bytes;
+  const int64_t on_device = e.param_bytes + e.grad_bytes + e.frozen_bytes + e.buffer_bytes;
+  if (topo.gpu) {
+    const bool states_on_device = c.offload_optimizer.device == OffloadDevice::kNone;
+    e.device_bytes = on_device + (states_on_device ? states : 0);
+    e.host_bytes = (states_on_device ? 0 : states) + e.offload_pipeline_bytes;
+    e.host_bytes_per_node = e.host_bytes * topo.ranks_per_node;
+  } else {
+    e.device_bytes = on_device + states;  // the CPU device's memory is host memory
+    e.host_bytes = 0;
+    e.host_bytes_per_node = e.device_bytes * topo.ranks_per_node;
+  }
+  e.device_peak_bytes = e.device_bytes + e.live_peak_bytes;
+  if (!topo.gpu) e.host_bytes_per_node += e.live_peak_bytes * topo.ranks_per_node;
+  return e;
+}
+
+std::vector<DeepSpeedEstimate> DeepSpeedEstimates(int64_t total_params, int64_t largest_layer_params,
+                                                  int ranks_per_node, int nodes) {
+  const double P = static_cast<double>(total_params);
+  const double L = static_cast<double>(largest_layer_params);
+  const double G = static_cast<double>(ranks_per_node) * nodes;
+  const double per_node = ranks_per_node;
+  const double f = 1.5;  // additional_buffer_factor
+  std::vector<DeepSpeedEstimate> out;
+  // stage_1_and_2.estimate_zero2_model_states_mem_needs
+  out.push_back({"offload_optimizer=cpu", 2, 2 * P, P * std::max(4 * G, 16.0) * f});
+  out.push_back({"offload_optimizer=none", 2, 4 * P + std::floor(16 * P / G), P * 4 * per_node * f});
+  // stage3.estimate_zero3_model_states_mem_needs
+  const double gf = 1.0 / nodes, layer = 4 * L;
+  for (int zero_init = 1; zero_init >= 0; --zero_init) {
+    const std::string zi = absl::StrCat(", zero_init=", zero_init);
+    out.push_back({"offload_param=cpu, offload_optimizer=cpu" + zi, 3, layer,
+                   zero_init ? P * 18 * gf * f : P * std::max(4 * per_node, 18 * gf) * f});
+    out.push_back({"offload_param=none, offload_optimizer=cpu" + zi, 3,
+                   layer + std::floor(2 * P / G),
+                   zero_init ? P * 16 * gf * f : P * std::max(4 * per_node, 16 * gf) * f});
+    out.push_back({"offload_param=none, offload_optimizer=none" + zi, 3,
+                   layer + std::floor(18 * P / G),
+                   zero_init ? L * 4 * per_node * f : P * 4 * per_node * f});
+  }
+  return out;
+}
+
+std::vector<EstimateParam> GptShapedParams(int64_t total, int64_t hidden) {
+  std::vector<EstimateParam> ps;
+  const int64_t h = std::max<int64_t>(1, hidden);
+  const int64_t layer = 12 * h * h + 13 * h;
+  int64_t layers = (total - 50257 * h - 2 * h) / layer;
+  if (layers < 1) layers = std::max<int64_t>(0, total / (2 * layer));
+  auto add = [&](int64_t rows, int64_t cols) {
+    ps.push_back({rows * cols, cols == 1 ? 1 : 2, true, DType::kF32});
+  };
+  const int64_t vocab = std::max<int64_t>(1, (total - layers * layer - 2 * h) / h);
+  add(vocab, h);
+  for (int64_t l = 0; l < layers; ++l) {
+    add(h, 1), add(h, 1);          // ln1
+    add(3 * h, h), add(3 * h, 1);  // qkv
+    add(h, h), add(h, 1);          // proj
+    add(h, 1), add(h, 1);          // ln2
+    add(4 * h, h), add(4 * h, 1);  // fc
+    add(h, 4 * h), add(h, 1);      // fc2
+  }
+  add(h, 1), add(h, 1);  // final ln
+  return ps;
+}
+
+namespace {
+
+std::string Bytes(double b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::fabs(b) >= 1024 && u < 4) b /= 1024, ++u;
+  return absl::StrFormat(u == 0 ? "%.0f %s" : "%.2f %s", b, unit[u]);
+}
+
+}  // namespace
+
+std::string FormatEstimate(const MemoryEstimate& e, const EstimateTopology& topo) {
+  std::string s = absl::StrFormat(
+      "zero estimate: stage %d, %d ranks (%d per node x %d nodes), %d trainable params "
+      "(%d padded)\n",
+      e.stage, e.world, topo.ranks_per_node, topo.nodes, e.trainable_numel, e.padded_numel);
+  auto line = [&](const char* what, int64_t b, const std::string& note = "") {
+    if (b == 0 && note.empty()) return;
+    absl::StrAppendFormat(&s, "  %-24s %12s%s\n", what, Bytes(static_cast<double>(b)),
+                          note.empty() ? "" : "  (" + note + ")");
+  };
+  line("working params", e.param_bytes,
+       e.persistent_bytes ? absl::StrCat("persistent ", Bytes(e.persistent_bytes)) : "");
+  line("gradients", e.grad_bytes);
+  line("fp32 master", e.master_bytes);
+  line("optimizer moments", e.optimizer_bytes);
+  line("frozen params", e.frozen_bytes);
+  line("buffers", e.buffer_bytes,
+       absl::StrFormat("buckets %s, pack %s, receive %s, staging %s, fp32 scratch %s; "
+                       "reduce_bucket_size %d",
+                       Bytes(e.bucket_bytes), Bytes(e.pack_bytes), Bytes(e.recv_bytes),
+                       Bytes(e.staging_bytes), Bytes(e.scratch_bytes), e.reduce_bucket_size));
+  if (e.stage == 3) {
+    line("live gathered (max)", e.live_peak_bytes,
+         absl::StrFormat("prefetch %d elements, persistence < %d", e.prefetch_bucket_size,
+                         e.persistence_threshold));
+  }
+  line("nvme files", e.nvme_bytes);
+  line("offload pipeline", e.offload_pipeline_bytes, "during a step");
+  absl::StrAppendFormat(&s, "  per rank: %s %s (peak %s), host %s; per node host %s\n",
+                        topo.gpu ? "device" : "memory", Bytes(e.device_bytes),
+                        Bytes(e.device_peak_bytes), Bytes(e.host_bytes),
+                        Bytes(e.host_bytes_per_node));
+  return s;
+}
+
+}  // namespace zero
