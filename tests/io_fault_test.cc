@@ -378,7 +378,9 @@ TEST_P(IoFaultTest, ClearErrorOnEveryRankAndTheLastCheckpointResumesBitwise) {
     std::printf("[%s] rank %d: %s\n", sc.name.c_str(), r, st[r].ToString().c_str());
   }
   EXPECT_GE(named, 1) << sc.name << ": no rank named the file and the cause";
-  if (sc.fault_rank >= 0) EXPECT_TRUE(named_rank[sc.fault_rank]) << sc.name;
+  if (sc.fault_rank >= 0) {
+    EXPECT_TRUE(named_rank[sc.fault_rank]) << sc.name;
+  }
   EXPECT_LT(secs, 20.0) << "a rank waited for the timeout";
   // The last checkpoint and latest intact; no swap file left.
   EXPECT_EQ(Slurp(ckpt + "/latest"), "mid\n");
