@@ -555,6 +555,15 @@ zero_status zero_engine_write_master(zero_engine_t* engine, int32_t id, const fl
   return Guard([&] { return Report(engine->engine->WriteMaster(id, values)); });
 }
 
+zero_status zero_engine_write_master_range(zero_engine_t* engine, int32_t id, int64_t offset,
+                                           int64_t count, const float* values) {
+  ZERO_CHECK_ARG("zero_engine_write_master_range", engine);
+  ZERO_CHECK_ARG("zero_engine_write_master_range", values);
+  return Guard([&] {
+    return Report(engine->engine->WriteMasterRange(id, offset, count, values));
+  });
+}
+
 zero_status zero_engine_stats(const zero_engine_t* engine, zero_stats* stats) {
   ZERO_CHECK_ARG("zero_engine_stats", engine);
   ZERO_CHECK_ARG("zero_engine_stats", stats);

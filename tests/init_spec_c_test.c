@@ -2,7 +2,7 @@
  * zero_engine_register_param_init and zero_engine_register_param_fill on one
  * rank; refusals (a second source, a bad kind, a short struct); a failing
  * fill callback fails finalize naming the param. The sharded behaviour is
- * tests/init_spec_test.cc's. */
+ * tests/init_spec_test.cc's. zero_engine_write_master_range (1.5) from C99. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,6 +80,18 @@ int main(void) {
   EXPECT(fabs(mean / 128) < 0.5 && out[0] != out[1]);
   EXPECT(zero_engine_read_master(engine, 1, out) == ZERO_OK);
   for (k = 0; k < 128; ++k) EXPECT(out[k] == 0.5f + (float)k);
+  /* 1.5: a range written (a "row" of 8), the rest unchanged; a range past
+   * the end or a NULL pointer refused. */
+  {
+    float row[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    EXPECT(zero_engine_write_master_range(engine, 1, 16, 8, row) == ZERO_OK);
+    EXPECT(zero_engine_read_master(engine, 1, out) == ZERO_OK);
+    for (k = 0; k < 128; ++k) EXPECT(out[k] == (k >= 16 && k < 24 ? 0.0f : 0.5f + (float)k));
+    EXPECT(is_error(zero_engine_write_master_range(engine, 1, 124, 8, row),
+                    ZERO_INVALID_ARGUMENT, "outside"));
+    EXPECT(zero_engine_write_master_range(engine, 1, 0, 8, NULL) == ZERO_INVALID_ARGUMENT);
+    EXPECT(zero_engine_write_master_range(NULL, 1, 0, 8, row) == ZERO_INVALID_ARGUMENT);
+  }
   zero_engine_destroy(engine);
 
   /* A failing callback fails finalize, naming the param. */

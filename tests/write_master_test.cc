@@ -2,8 +2,11 @@
 // the same as having registered it with those values — an engine written to
 // trains bit for bit like one created with the values, at every stage,
 // world, precision and with NVMe offload; frozen params too; refusals.
+// write_master_range (1.5): the same values written in pieces train the same;
+// one row written leaves every other element as it was.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <string>
@@ -30,9 +33,11 @@ struct Masters {
 
 // Registers w [37, 11] (straddles shards), b [11], e [5] frozen; initial
 // values from `seed`; if `write_seed` >= 0 writes values from it after
-// finalize; then trains 4 steps with gradients computed from the gathered
+// finalize (whole with write_master, or with write_master_range in pieces of
+// `piece` elements when piece > 0); then trains 4 steps with gradients computed from the gathered
 // working copy (so stale working copies would show).
-Masters Train(const Config& c, Communicator* comm, float seed, float write_seed) {
+Masters Train(const Config& c, Communicator* comm, float seed, float write_seed,
+              int64_t piece = 0) {
   auto e = Engine::Create(c, comm);
   EXPECT_TRUE(e.ok()) << e.status();
   const std::vector<std::vector<int64_t>> shapes = {{37, 11}, {11}, {5}};
@@ -53,8 +58,16 @@ Masters Train(const Config& c, Communicator* comm, float seed, float write_seed)
   if (write_seed >= 0) {
     for (size_t k = 0; k < ids.size(); ++k) {
       std::vector<float> v = Values(*(*e)->ParamNumel(ids[k]), write_seed + k);
-      absl::Status s = (*e)->WriteMaster(ids[k], v.data());
-      EXPECT_TRUE(s.ok()) << s;
+      if (piece == 0) {
+        absl::Status s = (*e)->WriteMaster(ids[k], v.data());
+        EXPECT_TRUE(s.ok()) << s;
+        continue;
+      }
+      for (int64_t a = 0; a < static_cast<int64_t>(v.size()); a += piece) {
+        const int64_t n = std::min<int64_t>(piece, static_cast<int64_t>(v.size()) - a);
+        absl::Status s = (*e)->WriteMasterRange(ids[k], a, n, v.data() + a);
+        EXPECT_TRUE(s.ok()) << s;
+      }
     }
   }
   for (int step = 0; step < 4; ++step) {
@@ -100,25 +113,99 @@ TEST(WriteMasterTest, TrainsLikeAnEngineCreatedWithTheValues) {
               c.offload_param.nvme_path = c.offload_optimizer.nvme_path;
             }
           }
-          std::vector<Masters> want(world), got(world);
+          std::vector<Masters> want(world), got(world), ranged(world);
           std::mutex mu;
           RunThreads(world, [&](int rank, Communicator* comm) {
             Masters a = Train(c, comm, 2.0f, -1);
             Masters b = Train(c, comm, 7.0f, 2.0f);
+            Masters d = Train(c, comm, 7.0f, 2.0f, /*piece=*/7);
             std::lock_guard<std::mutex> l(mu);
             want[rank] = a;
             got[rank] = b;
+            ranged[rank] = d;
           });
           for (int r = 0; r < world; ++r) {
             ASSERT_EQ(want[r].masters.size(), got[r].masters.size());
+            ASSERT_EQ(want[r].masters.size(), ranged[r].masters.size());
             for (size_t k = 0; k < want[r].masters.size(); ++k) {
               EXPECT_EQ(want[r].masters[k], got[r].masters[k])
                   << "stage " << stage << " " << DTypeName(t) << " world " << world
                   << " nvme " << nvme << " rank " << r << " param " << k;
+              EXPECT_EQ(want[r].masters[k], ranged[r].masters[k])
+                  << "write_master_range, stage " << stage << " " << DTypeName(t)
+                  << " world " << world << " nvme " << nvme << " rank " << r << " param " << k;
             }
           }
         }
       }
+    }
+  }
+}
+
+// One row of a stage-3 matrix (padding_idx-style) written at world 3: that
+// row holds the values in master and gathered working copy, every other
+// element is unchanged, at every stage; a range outside the param is refused
+// naming it, count 0 does nothing.
+TEST(WriteMasterTest, RangeWritesOnlyThatRange) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (int world : {1, 3}) {
+      RunThreads(world, [&](int, Communicator* comm) {
+        Config c = SmallMlpConfig(stage, DType::kBF16);
+        c.stage3_param_persistence_threshold = 20;
+        auto e = Engine::Create(c, comm);
+        ASSERT_TRUE(e.ok());
+        ParamSpec p;
+        p.name = "emb";
+        p.shape = {37, 11};
+        p.dtype = DType::kBF16;
+        std::vector<float> init = Values(37 * 11, 3.0f);
+        p.init = init.data();
+        ASSERT_TRUE((*e)->RegisterParam(p).ok());
+        ParamSpec q;
+        q.name = "frozen";
+        q.shape = {5, 4};
+        q.dtype = DType::kF32;
+        q.trainable = false;
+        std::vector<float> qinit = Values(20, 5.0f);
+        q.init = qinit.data();
+        ASSERT_TRUE((*e)->RegisterParam(q).ok());
+        ASSERT_TRUE((*e)->Finalize().ok());
+        const std::vector<float> row(11, 0.0f);
+        ASSERT_TRUE((*e)->WriteMasterRange(0, 4 * 11, 11, row.data()).ok());
+        ASSERT_TRUE((*e)->WriteMasterRange(1, 8, 4, row.data()).ok());
+        ASSERT_TRUE((*e)->WriteMasterRange(0, 37 * 11, 0, row.data()).ok());
+        std::vector<float> want = init;
+        for (int i = 0; i < 11; ++i) want[4 * 11 + i] = 0.0f;
+        std::vector<float> m(37 * 11);
+        ASSERT_TRUE((*e)->ReadMaster(0, m.data()).ok());
+        EXPECT_EQ(m, want) << "stage " << stage << " world " << world;
+        auto w = (*e)->Gather(0);
+        ASSERT_TRUE(w.ok()) << w.status();
+        std::vector<float> wf(37 * 11);
+        (*e)->device()->DownloadF32(*w, DType::kBF16, wf.data(), 37 * 11);
+        ASSERT_TRUE((*e)->Release(0).ok());
+        for (int64_t i = 0; i < 37 * 11; ++i) {
+          // bf16 working copy of the fp32 master
+          EXPECT_NEAR(wf[i], want[i], std::fabs(want[i]) / 128) << i;
+          if (i / 11 == 4) EXPECT_EQ(wf[i], 0.0f) << i;
+        }
+        auto f = (*e)->Gather(1);
+        ASSERT_TRUE(f.ok());
+        std::vector<float> fz(static_cast<float*>(*f), static_cast<float*>(*f) + 20);
+        ASSERT_TRUE((*e)->Release(1).ok());
+        std::vector<float> fwant = qinit;
+        for (int i = 8; i < 12; ++i) fwant[i] = 0.0f;
+        EXPECT_EQ(fz, fwant);
+        absl::Status s = (*e)->WriteMasterRange(0, 37 * 11 - 5, 11, row.data());
+        EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+        EXPECT_NE(s.message().find("'emb'"), std::string::npos) << s;
+        EXPECT_EQ((*e)->WriteMasterRange(0, -1, 1, row.data()).code(),
+                  absl::StatusCode::kOutOfRange);
+        ASSERT_TRUE((*e)->Gather(0).ok());
+        s = (*e)->WriteMasterRange(0, 0, 11, row.data());
+        EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+        ASSERT_TRUE((*e)->Release(0).ok());
+      });
     }
   }
 }

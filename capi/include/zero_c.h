@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 4
+#define ZERO_VERSION_MINOR 5
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -548,6 +548,21 @@ ZERO_API zero_status zero_comm_create_nccl(const void* mpi_comm,
  * host memory. Default: "cpu", or the GPU of an NCCL communicator. */
 ZERO_API zero_status zero_engine_set_device(zero_engine_t* engine,
                                             const char* kind, int32_t ordinal);
+
+/* ---- 1.5: write a range of a param ----------------------------------- */
+
+/* NOT collective (1.5). Like zero_engine_write_master for elements
+ * [offset, offset + count) of param `id` only (`values` holds count fp32, in
+ * the param's row-major order; the same on every rank that calls it): the
+ * fp32 master of that range this rank owns and the part of every working
+ * copy it holds, so no rank needs the whole param (e.g. one row of a stage-3
+ * embedding). A range outside the param is ZERO_INVALID_ARGUMENT naming it;
+ * count 0 does nothing. Refused while the param is gathered or while
+ * gradients of an accumulation are pending. */
+ZERO_API zero_status zero_engine_write_master_range(zero_engine_t* engine,
+                                                    int32_t id, int64_t offset,
+                                                    int64_t count,
+                                                    const float* values);
 
 #ifdef __cplusplus
 } /* extern "C" */

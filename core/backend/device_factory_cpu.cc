@@ -1,12 +1,15 @@
 // The backend factory of the default (CPU-only) build.
 #include "absl/strings/str_cat.h"
 #include "core/backend/device_factory.h"
+#include "core/device/guarded_device.h"
 
 namespace zero {
 
 absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const std::string& kind,
                                                    int ordinal) {
   if (kind == "cpu") return MakeCpuDevice();
+  // The CPU stand-in for a GPU (core/device/guarded_device.h), in every build.
+  if (kind == "standin") return std::unique_ptr<Device>(MakeGuardedDevice());
   if (kind == "cuda") {
     return absl::UnimplementedError(absl::StrCat(
         "device cuda:", ordinal, ": this libzero_c was built without CUDA "

@@ -3,12 +3,15 @@
 #include "core/comm/nccl_communicator.h"
 #include "core/device/cuda_device.h"
 #include "core/backend/device_factory.h"
+#include "core/device/guarded_device.h"
 
 namespace zero {
 
 absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const std::string& kind,
                                                    int ordinal) {
   if (kind == "cpu") return MakeCpuDevice();
+  // The CPU stand-in for a GPU (core/device/guarded_device.h), in every build.
+  if (kind == "standin") return std::unique_ptr<Device>(MakeGuardedDevice());
   if (kind == "cuda") {
     auto d = CudaDevice::Create(ordinal);
     if (!d.ok()) return d.status();

@@ -260,15 +260,15 @@ absl::StatusOr<Manifest> LoadCheckpoint(const ShardView& v, Communicator* comm,
       }
       auto into = [&](float* dst) {
         return [&v, dst](int64_t first, const float* src, int64_t n) {
-          Upload(v.device, src, dst + first, DType::kF32, n);
+          Upload(v.state_device, src, dst + first, DType::kF32, n);
         };
       };
       RETURN_IF_ERROR(ck->ReadRange(*r, kMaster, lo, hi, into(p.state[kMaster]), &progress));
       for (int k : v.states) {
         if (o.load_optimizer_states && r->trainable) {
           RETURN_IF_ERROR(ck->ReadRange(*r, k, lo, hi, into(p.state[k]), &progress));
-        } else if (v.device != nullptr) {
-          v.device->Memset0(p.state[k], static_cast<size_t>(hi - lo) * 4);
+        } else if (v.state_device != nullptr) {
+          v.state_device->Memset0(p.state[k], static_cast<size_t>(hi - lo) * 4);
         } else {
           std::memset(p.state[k], 0, static_cast<size_t>(hi - lo) * 4);
         }
@@ -278,6 +278,7 @@ absl::StatusOr<Manifest> LoadCheckpoint(const ShardView& v, Communicator* comm,
   };
   s = read();
   if (v.device != nullptr) v.device->Synchronize();
+  if (v.state_device != nullptr) v.state_device->Synchronize();
   if (!s.ok()) {
     s = absl::Status(s.code(), absl::StrCat("load ", ck->path(), ": ", s.message()));
   }

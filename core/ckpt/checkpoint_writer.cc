@@ -77,7 +77,7 @@ absl::StatusOr<ShardFileWriter::Done> WriteRankFile(const ShardView& v,
         const float* src = p.state[k] + (s.offset - p.own_offset);
         RETURN_IF_ERROR(w->Add(p.name, k, s.offset, s.numel,
                                [&v, src](int64_t first, int64_t n, float* host) {
-                                 Download(v.device, src + first, DType::kF32, host, n);
+                                 Download(v.state_device, src + first, DType::kF32, host, n);
                                }));
       }
     }

@@ -66,9 +66,12 @@ struct ParamView {
 };
 
 struct ShardView {
-  // Where state[] and whole point: device memory, reached only through
+  // Where `whole` points: device memory, reached only through
   // Upload/DownloadF32 (null: plain host memory).
   Device* device = nullptr;
+  // Where state[] points, the same way. Not always `device`: ZeRO-Offload
+  // keeps the optimizer state in host memory beside a GPU (issue 15, fix 4).
+  Device* state_device = nullptr;
   int rank = 0, world = 1, stage = 0;
   DType dtype = DType::kF32;
   const Config* config = nullptr;

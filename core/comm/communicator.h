@@ -51,6 +51,12 @@ class Communicator {
   // thread) host memory only. device_ordinal() names its GPU, or -1.
   virtual bool device_memory() const { return false; }
   virtual int device_ordinal() const { return -1; }
+  // A device communicator: each later collective first waits for the work
+  // already enqueued on `stream` (the compute stream of the device whose
+  // memory it moves, Device::stream_handle()), so it never reads a buffer
+  // before the kernels that fill it ran, nor writes one a queued fill would
+  // overwrite. Duplicates keep it. Host communicators ignore it.
+  virtual void set_wait_stream(void* stream) { (void)stream; }
 
   // Gathers variable-size pieces: rank r contributes counts[r] elements of
   // `dtype` from `send`; `recv` receives all pieces back to back in rank

@@ -220,6 +220,10 @@ class NcclCommunicator : public Communicator {
     });
   }
 
+  void set_wait_stream(void* stream) override {
+    wait_stream_ = static_cast<cudaStream_t>(stream);
+  }
+
   absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
     if (broken_) return Broken("duplicate");
     cudaSetDevice(device_);

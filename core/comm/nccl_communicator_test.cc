@@ -121,8 +121,13 @@ TEST(NcclDeadPeer, MissingRankIsDeadlineExceededOnEveryLiveRank) {
   if (world != 2) GTEST_SKIP() << "needs mpirun -np 2 (nccl_dead_peer_test)";
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device visible";
   if (rank == 1) {  // the dead peer: bootstrap over MPI, then never join NCCL
+    // Rank 0 broadcasts the id with MPI_Ibcast (BroadcastId); a blocking
+    // collective never matches a non-blocking one (MPI 4.0, 6.12), so the
+    // peer must use MPI_Ibcast too or both wait until the timeout.
     ncclUniqueId id;
-    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Request req;
+    MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
     return;
   }
   NcclOptions o;

@@ -61,6 +61,9 @@ class CudaDevice : public Device {
                    int64_t n) override;
   void Synchronize() override;
 
+  absl::Status status() const override { return sticky_error(); }
+  void* stream_handle() const override { return compute_; }
+
   int ordinal() const { return ordinal_; }
   // cudaStream_t of each stream.
   void* compute_stream() const { return compute_; }

@@ -54,6 +54,18 @@ class Device {
                         DType work_dtype) = 0;
   virtual void SgdStep(const math::SgdScalars& s, const float* g, float* p,
                        float* buf, int64_t n, void* work, DType work_dtype) = 0;
+  // The optimizer boundary's fused second pass (docs/ARCHITECTURE.md, "One
+  // training step"): AdamStep / SgdStep reading raw gradients `g` of dtype
+  // `gt` (cast per tile) and, when `zero_grad`, zeroing them once read;
+  // bitwise ToF32 + AdamStep/SgdStep + Memset0 in one pass. Called only when
+  // fused_update() is true; a device without it gets those three calls.
+  virtual bool fused_update() const { return false; }
+  virtual void AdamStepRawGrad(const math::AdamScalars& s, void* g, DType gt, float* p,
+                               float* m, float* v, int64_t n, void* work,
+                               DType work_dtype, bool zero_grad) {}
+  virtual void SgdStepRawGrad(const math::SgdScalars& s, void* g, DType gt, float* p,
+                              float* buf, int64_t n, void* work, DType work_dtype,
+                              bool zero_grad) {}
   // dst = float(src) * scale.
   virtual void ToF32(const void* src, DType t, float* dst, int64_t n,
                      float scale) = 0;
@@ -71,6 +83,15 @@ class Device {
   virtual void DownloadF32(const void* src, DType t, float* host,
                            int64_t n) = 0;
   virtual void Synchronize() = 0;
+
+  // The first error asynchronous work met (a failed kernel launch, a fault
+  // on the device); OK if none. Errors are sticky: the engine turns one into
+  // its own failure instead of reading garbage results (issue 15).
+  virtual absl::Status status() const { return absl::OkStatus(); }
+  // The stream this device's work is ordered on, for a device communicator
+  // to wait on before each collective (CUDA: the compute cudaStream_t; the
+  // stand-in: its GuardedStream; null: work is synchronous).
+  virtual void* stream_handle() const { return nullptr; }
 };
 
 std::unique_ptr<Device> MakeCpuDevice();

@@ -123,6 +123,7 @@ absl::Status Engine::Finalize() {
   ResolveAuto();
   ctx_.layout = Layout(params_.AssignLayout(), ctx_.world, ctx_.config.sub_group_size);
   RETURN_IF_ERROR(CreateParts());
+  RETURN_IF_ERROR(DeviceReady("finalize"));
   finalized_ = true;
   return absl::OkStatus();
 }
@@ -175,6 +176,9 @@ absl::StatusOr<void*> Engine::Gather(int id) {
   } else {
     ASSIGN_OR_RETURN(data, coordinator_->Gather(id));
   }
+  // The pointer is the caller's now: the update or gather that wrote it
+  // must have run (issue 15, fix 3), and any device error surfaces here.
+  RETURN_IF_ERROR(DeviceReady("gather"));
   ++p.gather_refs;
   return data;
 }
@@ -199,13 +203,20 @@ absl::StatusOr<void*> Engine::GradBuffer(int id) {
     return absl::FailedPreconditionError(absl::StrCat(
         "grad_buffer '", params_.at(id).name, "': the param is frozen (trainable = 0)"));
   }
-  return reducer_->GradBuffer(id, boundary_->at_boundary());
+  ASSIGN_OR_RETURN(void* g, reducer_->GradBuffer(id, boundary_->at_boundary()));
+  // The slot's zero fill is queued on the device's stream; the caller writes
+  // from its own stream or the host, so it must have landed first.
+  RETURN_IF_ERROR(DeviceReady("grad_buffer"));
+  return g;
 }
 
 absl::Status Engine::GradReady(int id) {
   RETURN_IF_ERROR(Check(true, "grad_ready"));
   RETURN_IF_ERROR(params_.CheckId(id, "grad_ready"));
-  return reducer_->GradReady(id, boundary_->at_boundary());
+  RETURN_IF_ERROR(reducer_->GradReady(id, boundary_->at_boundary()));
+  absl::Status s = device_->status();
+  if (!s.ok()) return DeviceReady("grad_ready");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StepInfo> Engine::Step() {
@@ -214,6 +225,10 @@ absl::StatusOr<StepInfo> Engine::Step() {
   RETURN_IF_ERROR(reducer_->FinishMicroStep(boundary));
   if (coordinator_) coordinator_->EndMicroStep();
   auto info = boundary_->EndMicroStep();
+  // A failed kernel makes the norm NaN, which alone would read as an fp16
+  // overflow (a skipped step, forever in fp32/bf16): the device's error
+  // comes first (issue 15, fix 2). The update has run when step returns.
+  RETURN_IF_ERROR(DeviceReady("step"));
   if (!info.ok()) return ctx_.Fail(AfterFailedStep(info.status()));
   if (boundary) log_->MaybePrint(*info, boundary_->counters());
   return info;
@@ -235,6 +250,14 @@ absl::Status Engine::AfterFailedStep(const absl::Status& s) const {
                        ? std::string("none was saved or loaded by this engine")
                        : absl::StrCat("this engine's last: ", ctx_.last_checkpoint),
                    ")"));
+}
+
+absl::Status Engine::DeviceReady(const char* call) {
+  device_->Synchronize();
+  const absl::Status s = device_->status();
+  if (s.ok()) return s;
+  return ctx_.Fail(absl::Status(
+      s.code(), absl::StrCat(call, ": device ", device_->name(), " failed: ", s.message())));
 }
 
 void Engine::ReportSamples(int64_t n) { log_->ReportSamples(n); }
@@ -290,20 +313,26 @@ absl::Status Engine::ReadMaster(int id, float* out) {
   return absl::OkStatus();
 }
 
-absl::Status Engine::WriteMaster(int id, const float* values) {
-  RETURN_IF_ERROR(Check(true, "write_master"));
-  RETURN_IF_ERROR(params_.CheckId(id, "write_master"));
-  if (values == nullptr) return absl::InvalidArgumentError("write_master: values is null");
+absl::Status Engine::CheckWritable(int id, const float* values, const char* what) {
+  RETURN_IF_ERROR(Check(true, what));
+  RETURN_IF_ERROR(params_.CheckId(id, what));
+  if (values == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, ": values is null"));
   const ParamRecord& p = params_.at(id);
   if (p.gather_refs > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "write_master '", p.name, "': the param is gathered; release it first"));
+        what, " '", p.name, "': the param is gathered; release it first"));
   }
   if (boundary_->counters().micro_step != 0 || !reducer_->idle()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "write_master '", p.name, "': gradients of an accumulation are pending; "
+        what, " '", p.name, "': gradients of an accumulation are pending; "
         "write right after the step() that ends it"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::WriteMaster(int id, const float* values) {
+  RETURN_IF_ERROR(CheckWritable(id, values, "write_master"));
+  const ParamRecord& p = params_.at(id);
   if (!p.trainable) {
     sharded_->WriteFrozen(id, values);
     return absl::OkStatus();
@@ -318,6 +347,36 @@ absl::Status Engine::WriteMaster(int id, const float* values) {
   }
   RETURN_IF_ERROR(ctx_.Fail(sharded_->WriteWorking(p.li, values)));
   if (coordinator_) coordinator_->Rewrite(id, values);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::WriteMasterRange(int id, int64_t offset, int64_t count,
+                                      const float* values) {
+  RETURN_IF_ERROR(CheckWritable(id, values, "write_master_range"));
+  const ParamRecord& p = params_.at(id);
+  if (offset < 0 || count < 0 || offset > p.numel || count > p.numel - offset) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "write_master_range '", p.name, "': elements [", offset, ", ", offset, " + ", count,
+        ") are outside its ", p.numel, " elements"));
+  }
+  if (count == 0) return absl::OkStatus();
+  // Only the elements this rank holds are touched: the owned part of the
+  // master, the working copy's part (whole at stages 0-2, the owned slice at
+  // stage 3), a persistent stage-3 param's copy, a frozen param.
+  if (!p.trainable) {
+    sharded_->WriteFrozenRange(id, offset, count, values);
+    return absl::OkStatus();
+  }
+  const ParamPlace& pl = ctx_.layout.place(p.li);
+  const GroupShard& gs = sharded_->group(pl.group);
+  const int64_t lo = std::max(pl.offset + offset, gs.owned_begin);
+  const int64_t hi = std::min(pl.offset + offset + count, gs.owned_begin + gs.owned_len);
+  if (hi > lo) {
+    RETURN_IF_ERROR(ctx_.Fail(store_->Write(pl.group, 0, lo - gs.owned_begin, hi - lo,
+                                            values + (lo - pl.offset - offset))));
+  }
+  RETURN_IF_ERROR(ctx_.Fail(sharded_->WriteWorkingRange(p.li, offset, count, values)));
+  if (coordinator_) coordinator_->WritePersistentRange(id, offset, count, values);
   return absl::OkStatus();
 }
 

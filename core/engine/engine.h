@@ -74,6 +74,10 @@ class Engine {
   // every rank): the master of the owned part and every working copy this
   // rank holds. Refused while the param is gathered or mid-accumulation.
   absl::Status WriteMaster(int id, const float* values);
+  // Not collective, like WriteMaster, for elements [offset, offset+count)
+  // of param `id` only (`values` holds count fp32): touches only what this
+  // rank holds of that range, so no rank needs the whole param.
+  absl::Status WriteMasterRange(int id, int64_t offset, int64_t count, const float* values);
   void ReportSamples(int64_t n);
 
   // This rank's owned fp32 optimizer state of group g, elements [begin,
@@ -108,11 +112,17 @@ class Engine {
 
   absl::Status Check(bool finalized, const char* call) const;
   absl::Status AfterFailedStep(const absl::Status& s) const;
+  // Waits for the device's queued work; its sticky error, if any, fails the
+  // engine naming `call` and the device.
+  absl::Status DeviceReady(const char* call);
   absl::Status CheckOwnedRange(int g, int array, int64_t begin, int64_t len,
                                const char* call) const;
   // Sizes that were "auto" or absent from the ds_config, from the model, as
   // the HF integration resolves "auto".
   void ResolveAuto();
+  // write_master's preconditions: finalized, a valid id, values, the param
+  // released, not mid-accumulation.
+  absl::Status CheckWritable(int id, const float* values, const char* what);
   absl::Status CreateParts();
 
   // Owned resources, then the context that borrows them, then the parts.

@@ -25,6 +25,7 @@ ckpt::ShardView EngineCheckpoint::MakeShardView() {
   const Config& c = ctx_->config;
   ckpt::ShardView v;
   v.device = ctx_->device;
+  v.state_device = store_->memory_device();
   v.rank = ctx_->rank;
   v.world = ctx_->world;
   v.stage = c.stage;

@@ -265,7 +265,8 @@ absl::Status GradientReducer::ReduceLeftoversStage0() {
   return absl::OkStatus();
 }
 
-absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>& g32) {
+absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>& g32,
+                                                      bool zero_grads) {
   Device* d = ctx_->device;
   const DType t = ctx_->dtype();
   const size_t es = ctx_->es();
@@ -279,7 +280,19 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
     for (int64_t a = 0; a < shard; a += chunk) {
       const int64_t len = std::min(chunk, shard - a);
       for (int r = 0; r < world; ++r) {
-        d->ToF32(grads + (r * shard + a) * es, t, pack + r * len, len, pre_scale_);
+        char* from = const_cast<char*>(grads) + (r * shard + a) * es;
+        if (!zero_grads) {
+          d->ToF32(from, t, pack + r * len, len, pre_scale_);
+          continue;
+        }
+        // Read for the last time this accumulation: each piece is zeroed
+        // right after it is packed, while it is in cache (no later pass).
+        constexpr int64_t kPiece = 1 << 16;
+        for (int64_t b = 0; b < len; b += kPiece) {
+          const int64_t n = std::min(kPiece, len - b);
+          d->ToF32(from + b * es, t, pack + r * len + b, n, pre_scale_);
+          d->Memset0(from + b * es, n * es);
+        }
       }
       if (ctx_->config.reduce_scatter) {
         RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, out + a,

@@ -48,8 +48,9 @@ class GradientReducer {
   absl::Status ReduceLeftoversStage0();
   // Stage 1: the full local gradients reduce-scattered (reduce_scatter
   // false: all-reduced) into `g32` (fp32, this rank's shard of each group),
-  // averaged.
-  absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32);
+  // averaged. `zero_grads`: the full local gradients are zeroed as they are
+  // packed (the boundary's fused update then has nothing else to zero).
+  absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32, bool zero_grads);
 
   int64_t buffer_bytes() const { return buckets_.bytes() + pack_.bytes() + recv_.bytes(); }
 

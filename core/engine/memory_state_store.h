@@ -24,6 +24,7 @@ class DeviceStateStore : public OptimizerStateStore {
                                               DeviceBuffer* scratch) override;
   absl::Status CastMaster(int g, void* dst) override;
   float* InMemory(int g, int array) override;
+  Device* memory_device() const override { return mem_; }
   StateStoreStats stats() const override;
 
  protected:

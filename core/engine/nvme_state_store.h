@@ -29,6 +29,7 @@ class NvmeStateStore : public OptimizerStateStore {
   absl::Status Materialize() override;
   absl::Status Spill(bool write_back) override;
   float* InMemory(int g, int array) override;
+  Device* memory_device() const override { return ctx_->device; }
   StateStoreStats stats() const override;
 
  private:

@@ -1,5 +1,6 @@
 #include "core/engine/optimizer_boundary.h"
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -8,6 +9,9 @@
 #include "kernels/norm_math.h"
 
 namespace zero {
+
+std::atomic<bool> g_fused_boundary{true};
+void SetFusedBoundary(bool on) { g_fused_boundary = on; }
 
 OptimizerBoundary::OptimizerBoundary(EngineContext* ctx)
     : ctx_(ctx),
@@ -43,32 +47,45 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   const int stage = ctx_->stage();
   const int world = ctx_->world;
   const int groups = sharded_->num_groups();
-  // The owned gradients in fp32: fp32 shards of stages 0, 2, 3 are used in
-  // place; otherwise a scratch kept across steps (no allocation per step).
+  // Two passes over the owned gradients (docs/ARCHITECTURE.md, "One
+  // training step"). Pass 1 reads them once for the sum of squares (norm and
+  // overflow together); pass 2 is the fused update, which reads them raw
+  // (cast per tile) and zeroes them. Stage 1's owned gradients are the fp32
+  // scratch its reduce-scatter writes (the full local gradient is zeroed as
+  // the pack reads it). A device without the fused update, or fused off,
+  // casts into the scratch, updates from it and zeroes afterwards.
+  const bool fused = device->fused_update() && g_fused_boundary.load();
   const bool in_place = t == DType::kF32 && stage != 1;
-  if (!in_place && g32_.empty()) {
+  const bool raw = stage != 1 && (in_place || fused);
+  if (!raw && g32_.empty()) {
     g32_.resize(groups);
     for (int g = 0; g < groups; ++g) {
       ASSIGN_OR_RETURN(g32_[g], DeviceBuffer::Make(device, sharded_->group(g).owned_len * 4));
     }
   }
-  std::vector<float*> g32(groups);
+  // Pass 1's source and pass 2's gradients: raw (dtype t) or fp32 scratch.
+  std::vector<void*> src(groups);
+  const DType src_t = raw ? t : DType::kF32;
+  std::vector<float*> g32(groups, nullptr);
   for (int g = 0; g < groups; ++g) {
-    g32[g] = in_place ? sharded_->group(g).grads.data<float>() : g32_[g].data<float>();
+    src[g] = raw ? sharded_->group(g).grads.data() : g32_[g].data();
+    if (!raw || in_place) g32[g] = static_cast<float*>(src[g]);
   }
   double sumsq = 0.0;
   auto reduce = [&]() -> absl::Status {
     if (stage == 0 && world > 1) RETURN_IF_ERROR(reducer_->ReduceLeftoversStage0());
     if (stage == 1) {
-      RETURN_IF_ERROR(reducer_->ReduceScatterFlatStage1(g32));
-    } else if (!in_place) {
+      RETURN_IF_ERROR(reducer_->ReduceScatterFlatStage1(g32, /*zero_grads=*/fused));
+    } else if (!raw) {
       for (int g = 0; g < groups; ++g) {
         device->ToF32(sharded_->group(g).grads.data(), t, g32[g], sharded_->group(g).owned_len,
                       1.0f);
       }
     }
+    // Same elements, same order and precision as a sum over the fp32 cast
+    // (float(x) * 1.0f is x): the norm's bits do not depend on the path.
     for (int g = 0; g < groups; ++g) {
-      sumsq += device->SumSquares(g32[g], DType::kF32, sharded_->group(g).owned_len);
+      sumsq += device->SumSquares(src[g], src_t, sharded_->group(g).owned_len);
     }
     // Norm and overflow in one all-reduce: a non-finite gradient anywhere
     // makes the global sum of squares non-finite.
@@ -130,6 +147,18 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
       staged.resize(len * es);
       work = staged.data();
     }
+    if (fused) {
+      // Pass 2: raw gradients in, zeroed once read (stage 1's scratch
+      // needs no zeroing: the next reduce-scatter overwrites it).
+      char* grad = static_cast<char*>(src[g]) + begin * DTypeSize(src_t);
+      if (u.sgd_mode) {
+        device->SgdStepRawGrad(u.sgd, grad, src_t, master, m, len, work, t, stage != 1);
+      } else {
+        device->AdamStepRawGrad(u.adam, grad, src_t, master, m, v, len, work, t, stage != 1);
+      }
+      if (staged_working) return sharded_->param_file(g)->Write(begin * es, len * es, work);
+      return absl::OkStatus();
+    }
     const float* grad = g32[g] + begin;
     if (u.sgd_mode) {
       device->SgdStep(u.sgd, grad, master, m, len, work, t);
@@ -164,7 +193,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   }
   RETURN_IF_ERROR(updated);
   sharded_->CommitParamFiles();
-  sharded_->ZeroGrads();
+  if (!fused) sharded_->ZeroGrads();
   RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit([this] { return PublishWorkingCopy(); })));
   (void)ctx_->stream->Drain();
   RETURN_IF_ERROR(scaler_.Update(false));

@@ -1,12 +1,14 @@
 // The optimizer boundary (docs/ARCHITECTURE.md, "One training step"): the
-// accumulation counter, and at the last micro-step of an accumulation the
-// one pass structure — reduce what is left, the owned gradients in fp32, the
-// global sum of squares (norm and overflow in one all-reduce), DeepSpeed's
-// loss scaler, the clip folded into the unscale factor, the optimizer over
-// the state store, and the new working copy published to every rank.
+// accumulation counter, and at the last micro-step of an accumulation two
+// passes over the owned gradients — reduce what is left; pass 1, the global
+// sum of squares (norm and overflow in one all-reduce); DeepSpeed's loss
+// scaler and the clip folded into the unscale factor; pass 2, the fused
+// optimizer over the state store (raw gradients in, working copy out,
+// gradients zeroed) — and the new working copy published to every rank.
 #ifndef ZERO_CORE_ENGINE_OPTIMIZER_BOUNDARY_H_
 #define ZERO_CORE_ENGINE_OPTIMIZER_BOUNDARY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -37,6 +39,14 @@ struct StepCounters {
   int64_t global_step = 0, skipped_steps = 0;
   int64_t micro_step = 0;  // micro-steps since the last boundary
 };
+
+// Whether the boundary's second pass runs fused (raw gradients cast per
+// tile, zeroed once read) on devices that have it (the default), or as the
+// separate cast, update and zeroing passes it replaced. Both give the same
+// bits; the switch is for the benchmark's side-by-side runs and the test
+// that checks they agree (process-wide, read at each boundary).
+void SetFusedBoundary(bool on);
+extern std::atomic<bool> g_fused_boundary;
 
 class OptimizerBoundary {
  public:

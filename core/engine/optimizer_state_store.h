@@ -86,6 +86,9 @@ class OptimizerStateStore {
   virtual absl::Status Spill(bool write_back) { return absl::OkStatus(); }
   // Array `array` of group g in memory (null: not resident, or no such array).
   virtual float* InMemory(int g, int array) = 0;
+  // The device whose memory InMemory() points into (the host device for
+  // ZeRO-Offload, the engine's device otherwise).
+  virtual Device* memory_device() const = 0;
 
   virtual StateStoreStats stats() const = 0;
 };

@@ -173,7 +173,12 @@ absl::Status ParamCoordinator::RefreshPersistent() {
 
 void ParamCoordinator::WritePersistentRange(int id, int64_t offset, int64_t count,
                                             const float* values) {
-  if (!persistent(id)) return;
+  if (!persistent(id)) {
+    // A live copy nobody holds (a prefetch, a released gather kept) is stale.
+    auto it = live_.find(id);
+    if (it != live_.end() && it->second.refs == 0) FreeLive(id);
+    return;
+  }
   ctx_->device->UploadF32(values, static_cast<char*>(persistent_[id].data()) + offset * ctx_->es(),
                           ctx_->dtype(), count);
 }

@@ -47,7 +47,7 @@ class ParamCoordinator {
   absl::Status RefreshPersistent();
 
   // Elements [offset, offset+count) of persistent param `id` set from fp32
-  // `values`; nothing for other params.
+  // `values`; for other params an unheld live copy is dropped (stale).
   void WritePersistentRange(int id, int64_t offset, int64_t count, const float* values);
 
   int64_t live_bytes() const { return live_bytes_; }

@@ -146,8 +146,10 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     e.pack_bytes = cap * 4;
     if (stage >= 2 && c.reduce_scatter) e.recv_bytes = cap * 4;
   }
-  // OptimizerBoundary: fp32 gradient scratch unless fp32 in place.
-  if (!(c.dtype == DType::kF32 && stage != 1)) e.scratch_bytes = owned_total * 4;
+  // OptimizerBoundary: the fp32 gradient scratch at stage 1 (its
+  // reduce-scatter's target), and for fp16/bf16 on a device without the
+  // fused update (the GPU; the CPU device reads raw gradients in place).
+  if (stage == 1 || (c.dtype != DType::kF32 && topo.gpu)) e.scratch_bytes = owned_total * 4;
   e.buffer_bytes = e.bucket_bytes + e.pack_bytes + e.recv_bytes + e.staging_bytes + e.scratch_bytes;
 
   // HostStateStore::Update: 2 fp32 + 2 working buffers of the largest piece.

@@ -64,6 +64,19 @@ void Tiled(int64_t n, void* work, DType work_dtype, float* p, Update update) {
   }
 }
 
+// Tile [a, a+len) of raw gradients g (dtype gt) as fp32: in place for fp32,
+// else cast into `tile` (kTile floats).
+inline const float* GradTile(const void* g, DType gt, int64_t a, int64_t len, float* tile) {
+  if (gt == DType::kF32) return static_cast<const float*>(g) + a;
+  const uint16_t* h = static_cast<const uint16_t*>(g) + a;
+  if (gt == DType::kBF16) {
+    for (int64_t i = 0; i < len; ++i) tile[i] = math::Bf16ToFloat(h[i]);
+  } else {
+    for (int64_t i = 0; i < len; ++i) tile[i] = math::HalfToFloat(h[i]);
+  }
+  return tile;
+}
+
 }  // namespace
 
 void SetThreads(int n) { g_threads = n; }
@@ -79,6 +92,30 @@ void SgdStep(const math::SgdScalars& s, const float* g, float* p, float* buf,
              int64_t n, void* work, DType work_dtype) {
   Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
     SgdTile(s, g + a, p + a, buf ? buf + a : nullptr, static_cast<size_t>(len), w32);
+  });
+}
+
+void AdamStepRawGrad(const math::AdamScalars& s, void* g, DType gt, float* p,
+                     float* m, float* v, int64_t n, void* work, DType work_dtype,
+                     bool zero_grad) {
+  const size_t ges = DTypeSize(gt);
+  Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
+    alignas(64) float tile[kTile];
+    const float* g32 = GradTile(g, gt, a, len, tile);
+    AdamTile(s, g32, p + a, m + a, v + a, static_cast<size_t>(len), w32);
+    if (zero_grad) std::memset(static_cast<char*>(g) + a * ges, 0, len * ges);
+  });
+}
+
+void SgdStepRawGrad(const math::SgdScalars& s, void* g, DType gt, float* p,
+                    float* buf, int64_t n, void* work, DType work_dtype,
+                    bool zero_grad) {
+  const size_t ges = DTypeSize(gt);
+  Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
+    alignas(64) float tile[kTile];
+    const float* g32 = GradTile(g, gt, a, len, tile);
+    SgdTile(s, g32, p + a, buf ? buf + a : nullptr, static_cast<size_t>(len), w32);
+    if (zero_grad) std::memset(static_cast<char*>(g) + a * ges, 0, len * ges);
   });
 }
 

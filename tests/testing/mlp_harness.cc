@@ -195,7 +195,11 @@ absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
         DType pt = s.trainable[i] ? t : DType::kF32;
         // Device memory (a GPU) is read through a host copy.
         std::vector<char> host(n * DTypeSize(pt));
-        e->device()->Copy(host.data(), d, host.size());
+        if (spec.caller_copy) {
+          spec.caller_copy(e->device(), host.data(), d, host.size());
+        } else {
+          e->device()->Copy(host.data(), d, host.size());
+        }
         p[i].resize(n);
         for (int64_t k = 0; k < n; ++k) p[i][k] = LoadAs(host.data(), pt, k);
         RETURN_IF_ERROR(e->Release(ids[i]));
@@ -218,7 +222,11 @@ absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
         if (step == spec.inf_step && rank == spec.inf_rank && i == 3) {
           StoreAs(host.data(), t, 1, std::numeric_limits<double>::infinity());
         }
-        e->device()->Copy(gb, host.data(), host.size());
+        if (spec.caller_copy) {
+          spec.caller_copy(e->device(), gb, host.data(), host.size());
+        } else {
+          e->device()->Copy(gb, host.data(), host.size());
+        }
         RETURN_IF_ERROR(e->GradReady(ids[i]));
         if (spec.hook) RETURN_IF_ERROR(spec.hook(e.get(), step, i));
       }

@@ -346,6 +346,16 @@ class Engine {
     CheckNoGil([&] { return zero_engine_write_master(e, id, reinterpret_cast<const float*>(values)); });
   }
 
+  // values: address of count float32 values for elements [offset,
+  // offset+count) of the param, the same on every rank (1.5).
+  void WriteMasterRange(int32_t id, int64_t offset, int64_t count, uintptr_t values) {
+    zero_engine_t* e = get();
+    CheckNoGil([&] {
+      return zero_engine_write_master_range(e, id, offset, count,
+                                            reinterpret_cast<const float*>(values));
+    });
+  }
+
   // The registered description of a param (zero_param_info).
   py::dict ParamInfo(int32_t id) const {
     zero_param_info info = ZERO_PARAM_INFO_INIT;
@@ -527,6 +537,8 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("report_samples", &Engine::ReportSamples, py::arg("samples"))
       .def("read_master", &Engine::ReadMaster, py::arg("id"), py::arg("out"))
       .def("write_master", &Engine::WriteMaster, py::arg("id"), py::arg("values"))
+      .def("write_master_range", &Engine::WriteMasterRange, py::arg("id"), py::arg("offset"),
+           py::arg("count"), py::arg("values"))
       .def("param_info", &Engine::ParamInfo, py::arg("id"))
       .def("gradient_accumulation_steps", &Engine::GradientAccumulationSteps)
       .def("save", &Engine::Save, py::arg("dir"), py::arg("tag"))

@@ -232,6 +232,20 @@ def test_write_master_sets_masters_and_working_copy(stage):
             eng.write_master("w", np.zeros(5))
 
 
+@pytest.mark.parametrize("stage", [0, 3])
+def test_write_master_range_sets_only_that_range(stage):
+    with make_engine(stage=stage) as eng:
+        before = eng.read_master("w")
+        eng.write_master_range("w", 3, np.array([-1.0, -2.0]))
+        want = before.copy().reshape(-1)
+        want[3:5] = [-1.0, -2.0]
+        np.testing.assert_array_equal(eng.read_master("w").reshape(-1), want)
+        with eng.gathered("w") as (w,):
+            np.testing.assert_array_equal(w.reshape(-1), want)
+        with pytest.raises(zero.InvalidArgumentError, match="'w'"):
+            eng.write_master_range("w", 5, np.zeros(2))
+
+
 def test_comm_broadcast_and_abort_over_threads():
     world = 3
     comms = zero.Comm.threads(world)

@@ -413,6 +413,19 @@ class Engine:
                              f"expected {tuple(info.shape)}")
         self._c.write_master(info.id, arr.ctypes.data)
 
+    def write_master_range(self, p: ParamRef, offset: int,
+                           values: np.ndarray) -> None:
+        """NOT collective (C ABI 1.5). Like :meth:`write_master` for the
+        ``values.size`` elements starting at flat element ``offset`` of the
+        param (row-major) only: the part of the fp32 master this rank owns
+        and of every working copy it holds, so no rank needs the whole param
+        (e.g. one row of an embedding at stage 3). A range outside the param
+        raises :class:`zero.InvalidArgumentError` naming it."""
+        info = self.param(p)
+        arr = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+        self._c.write_master_range(info.id, int(offset), int(arr.size),
+                                   arr.ctypes.data)
+
     # ---- checkpoints ----------------------------------------------------
 
     def save(self, dir: PathLike, tag: str) -> None:

@@ -733,12 +733,12 @@ class ZeroTorchEngine(torch.nn.Module):
             self._trainable.append(trainable)
         self.zero.finalize()
         # nn.Embedding(padding_idx=...): its row is zero (no spec says
-        # that): the param is whole on the rank for this one write.
+        # that), written as a range: no rank holds the whole param for it.
         for p, row in padding_rows:
             pid = self._ids[self._index[id(p)]]
-            values = self.zero.read_master(pid)
-            values[row] = 0.0
-            self.zero.write_master(pid, values)
+            width = int(p.numel()) // int(p.shape[0])
+            self.zero.write_master_range(pid, row * width,
+                                         np.zeros(width, dtype=np.float32))
         if self._pretrained is not None:
             self.zero.load_safetensors(os.fspath(self._pretrained))
         for p, t in zip(self._params, self._trainable):

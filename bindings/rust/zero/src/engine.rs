@@ -871,6 +871,26 @@ impl<'c> Engine<'c> {
         check(unsafe { sys::zero_engine_write_master(self.raw.as_ptr(), id.0, values.as_ptr()) })
     }
 
+    /// NOT collective (C ABI 1.5). Like [`Engine::write_master`] for the
+    /// `values.len()` elements starting at flat element `offset` of the
+    /// param only (`zero_engine_write_master_range`): no rank needs the whole
+    /// param, e.g. one row of a stage-3 embedding. A range outside the param
+    /// is [`Status::InvalidArgument`] naming it.
+    pub fn write_master_range(&mut self, id: ParamId, offset: usize, values: &[f32]) -> Result<()> {
+        self.meta(id)?;
+        // SAFETY: live handle; `values` holds values.len() floats, and the
+        // library checks the range against the param.
+        check(unsafe {
+            sys::zero_engine_write_master_range(
+                self.raw.as_ptr(),
+                id.0,
+                offset as i64,
+                values.len() as i64,
+                values.as_ptr(),
+            )
+        })
+    }
+
     /// COLLECTIVE in stages 1-3. The param's full fp32 master weights.
     pub fn master(&mut self, id: ParamId) -> Result<Vec<f32>> {
         let mut out = vec![0.0; self.meta(id)?.numel];

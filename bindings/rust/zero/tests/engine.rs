@@ -258,6 +258,29 @@ fn write_master_sets_master_and_working_copy_at_every_stage() {
 }
 
 #[test]
+fn write_master_range_sets_only_that_range() {
+    for stage in [0, 3] {
+        let comm = Communicator::new_self().unwrap();
+        let mut engine = Engine::new(&sgd(stage, 0.5), &comm).unwrap();
+        let w = engine
+            .register_param(ParamDesc::new("w", &[4]).init(&[1.0, 2.0, 3.0, 4.0]))
+            .unwrap();
+        engine.finalize().unwrap();
+        engine.write_master_range(w, 1, &[-5.0, -6.0]).unwrap();
+        let mut m = [0.0f32; 4];
+        engine.read_master(w, &mut m).unwrap();
+        assert_eq!(m, [1.0, -5.0, -6.0, 4.0], "stage {stage}");
+        {
+            let g = engine.gather(w).unwrap();
+            assert_eq!(g.as_f32().unwrap(), &[1.0, -5.0, -6.0, 4.0], "stage {stage}");
+        }
+        let err = engine.write_master_range(w, 3, &[0.0, 0.0]).unwrap_err();
+        assert_eq!(err.status(), zero::Status::InvalidArgument);
+        assert!(err.to_string().contains("'w'"), "{err}");
+    }
+}
+
+#[test]
 fn broadcast_and_abort_over_thread_ranks() {
     let comms = Communicator::threads(3).unwrap();
     let got: Vec<(Vec<u8>, String)> = std::thread::scope(|s| {

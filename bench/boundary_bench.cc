@@ -1,0 +1,175 @@
+// The optimizer boundary against the Adam kernel alone on the same shard
+// (issue: the step at the machine's limit). For each stage 1-3 x fp32 /
+// bf16 / fp16, two engines over the same model run side by side in one
+// process, step for step: the two-pass boundary (fused, the default) and
+// the separate cast / norm / update / zeroing passes it replaced
+// (SetFusedBoundary(false)); both give the same bits. Reports per config
+// the boundary's time (Engine::Step at gradient_accumulation_steps 1, every
+// bucket already reduced in grad_ready: overlap_comm off, one param per
+// bucket; so Step is the boundary, plus stage 1's reduce-scatter of the full
+// gradient, which is its design, and the publishing all-gather) and
+// cpu::AdamStep over arrays of the owned shard's size writing the same
+// working dtype; each the fastest of `steps` runs. Thread ranks (default 1).
+// JSON lines; noisy on a shared machine: compare ratios within one run.
+//
+// Usage: boundary_bench [params=4e6] [steps=7] [world=1] [offload]
+//   offload: offload_optimizer "cpu" state (on the CPU device: the same
+//   in-memory store, so the same numbers).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/comm/thread_communicator.h"
+#include "core/config/config.h"
+#include "core/engine/engine.h"
+#include "core/engine/optimizer_boundary.h"
+#include "kernels/cast_math.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "boundary_bench: %s: %s\n", what, std::string(s.message()).c_str());
+    std::exit(1);
+  }
+}
+
+constexpr int kParams = 8;
+
+struct Rank {
+  std::unique_ptr<zero::Engine> engine;
+  std::vector<int> ids;
+};
+
+// One engine per thread rank over `comms`.
+std::vector<Rank> MakeEngines(const zero::Config& c,
+                              std::vector<std::unique_ptr<zero::Communicator>>& comms,
+                              int64_t per) {
+  std::vector<Rank> ranks(comms.size());
+  std::vector<std::thread> th;
+  for (size_t r = 0; r < comms.size(); ++r) {
+    th.emplace_back([&, r] {
+      auto e = zero::Engine::Create(c, comms[r].get());
+      Check(e.status(), "create");
+      ranks[r].engine = std::move(*e);
+      for (int k = 0; k < kParams; ++k) {
+        zero::ParamSpec p;
+        p.name = "w" + std::to_string(k);
+        p.shape = {per};
+        p.dtype = c.dtype;
+        auto id = ranks[r].engine->RegisterParam(p);
+        Check(id.status(), "register");
+        ranks[r].ids.push_back(*id);
+      }
+      Check(ranks[r].engine->Finalize(), "finalize");
+    });
+  }
+  for (auto& t : th) t.join();
+  return ranks;
+}
+
+// One step on every rank; returns rank 0's Step() seconds.
+double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per) {
+  std::vector<double> secs(ranks.size());
+  std::vector<std::thread> th;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    th.emplace_back([&, r] {
+      zero::Engine& e = *ranks[r].engine;
+      for (int id : ranks[r].ids) {
+        auto buf = e.GradBuffer(id);
+        Check(buf.status(), "grad_buffer");
+        const float g = 1e-3f * static_cast<float>(r + 1);
+        if (t == zero::DType::kF32) {
+          std::fill_n(static_cast<float*>(*buf), per, g);
+        } else {
+          const uint16_t h = t == zero::DType::kBF16 ? zero::math::FloatToBf16(g)
+                                                      : zero::math::FloatToHalf(g);
+          std::fill_n(static_cast<uint16_t*>(*buf), per, h);
+        }
+        Check(e.GradReady(id), "grad_ready");
+      }
+      const double t0 = Now();
+      auto info = e.Step();
+      secs[r] = Now() - t0;
+      Check(info.status(), "step");
+    });
+  }
+  for (auto& x : th) x.join();
+  return secs[0];
+}
+
+// The fastest run: on a shared machine the least disturbed one.
+double Best(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t total = argc > 1 ? static_cast<int64_t>(std::atof(argv[1])) : 4000000;
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 7;
+  const int world = argc > 3 ? std::atoi(argv[3]) : 1;
+  const bool offload = argc > 4 && std::string(argv[4]) == "offload";
+  const int64_t per = total / kParams;
+  for (int stage = 1; stage <= 3; ++stage) {
+    for (zero::DType t : {zero::DType::kF32, zero::DType::kBF16, zero::DType::kF16}) {
+      zero::Config c;
+      c.stage = stage;
+      c.dtype = t;
+      c.steps_per_print = 0;
+      c.overlap_comm = false;
+      c.reduce_bucket_size = per;
+      c.allgather_bucket_size = total;
+      c.stage3_param_persistence_threshold = 0;
+      c.stage3_prefetch_bucket_size = 0;
+      c.loss_scale = t == zero::DType::kF16 ? 1024.0 : 0.0;
+      if (offload) c.offload_optimizer.device = zero::OffloadDevice::kCpu;
+      auto comms_a = zero::MakeThreadCommunicators(world);
+      auto comms_b = zero::MakeThreadCommunicators(world);
+      std::vector<Rank> fused = MakeEngines(c, comms_a, per);
+      std::vector<Rank> separate = MakeEngines(c, comms_b, per);
+      const int64_t owned = (total + world - 1) / world;
+      // The Adam kernel alone on arrays of the owned shard's size.
+      std::vector<float> g(owned, 1e-3f), p(owned, 0.5f), m(owned), v(owned);
+      std::vector<char> w(owned * zero::DTypeSize(t));
+      const zero::math::AdamScalars as =
+          zero::math::MakeAdamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, true, 1, 1.0f);
+      std::vector<double> tf, ts, ta;
+      for (int k = 0; k < steps + 2; ++k) {
+        zero::SetFusedBoundary(true);
+        const double a = OneStep(fused, t, per);
+        zero::SetFusedBoundary(false);
+        const double b = OneStep(separate, t, per);
+        zero::SetFusedBoundary(true);
+        const double t0 = Now();
+        zero::cpu::AdamStep(as, g.data(), p.data(), m.data(), v.data(), owned, w.data(), t);
+        const double k_s = Now() - t0;
+        if (k < 2) continue;  // warm-up
+        tf.push_back(a);
+        ts.push_back(b);
+        ta.push_back(k_s);
+      }
+      const double f = Best(tf), s = Best(ts), ad = Best(ta);
+      std::printf(
+          "{\"bench\":\"boundary\",\"stage\":%d,\"dtype\":\"%s\",\"world\":%d,\"offload\":%s,"
+          "\"params\":%lld,\"owned\":%lld,\"boundary_ms\":%.3f,\"separate_passes_ms\":%.3f,"
+          "\"adam_kernel_ms\":%.3f,\"boundary_vs_adam\":%.2f,\"separate_vs_adam\":%.2f,"
+          "\"speedup\":%.2f}\n",
+          stage, zero::DTypeName(t), world, offload ? "true" : "false",
+          static_cast<long long>(total), static_cast<long long>(owned), f * 1e3, s * 1e3,
+          ad * 1e3, f / ad, s / ad, s / f);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
