@@ -5,6 +5,7 @@
 // DeepSpeed's formulas against the table DeepSpeed prints for t5-small.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -61,8 +62,9 @@ std::vector<EstimateParam> EstimateInput(const Model& m, DType frozen_dtype) {
   for (size_t i = 0; i < m.names.size(); ++i) {
     int64_t n = 1;
     for (int64_t d : m.shapes[i]) n *= d;
-    out.push_back({n, static_cast<int>(m.shapes[i].size()), static_cast<bool>(m.trainable[i]),
-                   frozen_dtype});
+    const std::vector<int64_t>& sh = m.shapes[i];
+    out.push_back({n, static_cast<int>(sh.size()), static_cast<bool>(m.trainable[i]),
+                   frozen_dtype, sh.size() == 2 ? std::min(sh[0], sh[1]) : 0});
   }
   return out;
 }

@@ -226,9 +226,17 @@ constexpr int kHidden = 32;
 constexpr int kLayers = 4;
 
 // kLayers x (kHidden x kHidden weight, kHidden bias): Psi = 4224, H^2 = 1024.
+// With vocab > 0 an embedding [vocab, kHidden] comes first.
 absl::StatusOr<std::unique_ptr<Engine>> LayeredEngine(const Config& c, Communicator* comm,
-                                                      bool matrices = true) {
+                                                      bool matrices = true, int64_t vocab = 0) {
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(c, comm));
+  if (vocab > 0) {
+    ParamSpec w;
+    w.name = "embed.weight";
+    w.shape = {vocab, kHidden};
+    w.dtype = c.dtype;
+    RETURN_IF_ERROR(e->RegisterParam(w).status());
+  }
   for (int l = 0; l < kLayers; ++l) {
     ParamSpec w;
     w.name = absl::StrCat("layer", l, ".weight");
@@ -251,13 +259,14 @@ struct Finalized {
   EngineStats stats;
 };
 
-Finalized FinalizeOnThreads(const std::string& json, int world, bool matrices = true) {
+Finalized FinalizeOnThreads(const std::string& json, int world, bool matrices = true,
+                            int64_t vocab = 0) {
   auto c = ParseDsConfig(json);
   EXPECT_TRUE(c.ok()) << c.status();
   Finalized out;
   std::mutex mu;
   RunThreads(world, [&](int rank, Communicator* comm) {
-    auto e = LayeredEngine(*c, comm, matrices);
+    auto e = LayeredEngine(*c, comm, matrices, vocab);
     ASSERT_TRUE(e.ok()) << e.status();
     std::lock_guard<std::mutex> l(mu);
     if (rank == 0) {
@@ -302,6 +311,117 @@ TEST(SizesFromTheModel, AbsentSizesFollowTheHiddenSize) {
   EXPECT_EQ(flat.config.reduce_bucket_size, 500000000);
   EXPECT_EQ(flat.config.stage3_prefetch_bucket_size, 50000000);
   EXPECT_EQ(flat.config.stage3_param_persistence_threshold, 100000);
+}
+
+// A GPT-like model: the largest 2-D param is an embedding [vocab, H]. The
+// hidden size is its smaller dimension, so buckets stay H^2 (not vocab x H,
+// DeepSpeed's and HF's hidden_size^2), and the embedding's gradient gets a
+// buffer of its own, once: buffers are 4 H^2-sized staging areas plus one
+// embedding in the working dtype, where a bucket stretched to hold the
+// embedding would make all four vocab x H.
+TEST(SizesFromTheModel, AnEmbeddingLargerThanABucketHasItsOwnBuffer) {
+  const int64_t h2 = kHidden * kHidden, vocab = 300;
+  for (int stage = 0; stage <= 3; ++stage) {
+    const Finalized f = FinalizeOnThreads(
+        absl::StrCat(R"({"zero_optimization": {"stage": )", stage, "}}"), 2, true, vocab);
+    EXPECT_EQ(f.config.reduce_bucket_size, h2) << "stage " << stage;
+    EXPECT_EQ(f.config.stage3_prefetch_bucket_size, 921);
+    EXPECT_EQ(f.config.stage3_param_persistence_threshold, 10 * kHidden);
+    // fp32: two buckets, the pack, the receive at stages 2-3, the embedding.
+    EXPECT_EQ(f.stats.buffer_bytes,
+              2 * h2 * 4 + h2 * 4 + (stage >= 2 ? h2 * 4 : 0) + vocab * kHidden * 4)
+        << "stage " << stage;
+  }
+}
+
+// A param larger than a bucket is reduced from its own buffer in pieces that
+// fit the staging: bit for bit the training of buckets that hold it, at every
+// stage, world, precision, with reduce_scatter off, accumulation, overlap and
+// an overflowing step; far smaller buffers.
+TEST(LargeParams, OwnBufferTrainsBitForBitLikeABucketHoldingIt) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (int world : {1, 3, 4}) {
+      for (DType t : {DType::kF32, DType::kBF16}) {
+        for (int rs = 0; rs < 2; ++rs) {
+          if (rs == 0 && stage == 0) continue;  // stage 0 all-reduces anyway
+          Config small = SmallMlpConfig(stage, t);
+          small.reduce_bucket_size = 16;  // every weight is larger
+          small.reduce_scatter = rs;
+          small.gradient_accumulation_steps = 2;
+          small.overlap_comm = 1;
+          Config big = small;
+          big.reduce_bucket_size = 1 << 20;  // one bucket holds the model
+          MlpSpec spec;
+          spec.inf_step = 3;
+          spec.inf_rank = world - 1;
+          MlpResult a = TrainAt(small, world, spec);
+          MlpResult b = TrainAt(big, world, spec);
+          const std::string what = absl::StrCat("stage ", stage, " world ", world, " ",
+                                                DTypeName(t), " reduce_scatter ", rs);
+          EXPECT_EQ(MaxRelDiff(a, b), 0.0) << what;
+          ASSERT_EQ(a.steps.size(), b.steps.size()) << what;
+          for (size_t k = 0; k < a.steps.size(); ++k) {
+            EXPECT_EQ(a.steps[k].skipped, b.steps[k].skipped) << what << " step " << k;
+            EXPECT_EQ(a.steps[k].grad_norm, b.steps[k].grad_norm) << what << " step " << k;
+          }
+          EXPECT_LT(a.stats.buffer_bytes, b.stats.buffer_bytes) << what;
+          // The same elements are sent, in more calls (an all-reduce's
+          // 2n(W-1)/W is rounded down per call).
+          EXPECT_EQ(Sent(a.stats, CollectiveKind::kReduceScatter),
+                    Sent(b.stats, CollectiveKind::kReduceScatter)) << what;
+          const int64_t ar_a = Sent(a.stats, CollectiveKind::kAllReduce);
+          const int64_t ar_b = Sent(b.stats, CollectiveKind::kAllReduce);
+          EXPECT_LE(ar_a, ar_b) << what;
+          EXPECT_GE(ar_a, ar_b - a.stats.collective_calls) << what;
+          if (world > 1) {
+            EXPECT_GT(a.stats.collective_calls, b.stats.collective_calls) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+// One buffer holds one large param's gradient at a time: a second one asked
+// for while the first is out is refused naming both; after grad_ready the
+// buffer is free again.
+TEST(LargeParams, OneLargeGradientOutAtATime) {
+  auto c = ParseDsConfig(R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": 100}})");
+  ASSERT_TRUE(c.ok());
+  RunThreads(2, [&](int, Communicator* comm) {
+    auto e = LayeredEngine(*c, comm);
+    ASSERT_TRUE(e.ok()) << e.status();
+    Engine& en = **e;
+    const int w0 = *en.FindParam("layer0.weight"), w1 = *en.FindParam("layer1.weight");
+    ASSERT_TRUE(en.GradBuffer(w0).ok());
+    auto again = en.GradBuffer(w0);
+    ASSERT_TRUE(again.ok()) << again.status();
+    auto second = en.GradBuffer(w1);
+    ASSERT_FALSE(second.ok());
+    EXPECT_NE(second.status().message().find("'layer1.weight'"), std::string::npos);
+    EXPECT_NE(second.status().message().find("'layer0.weight'"), std::string::npos)
+        << second.status();
+    EXPECT_FALSE(en.Step().ok());  // layer0.weight's gradient is still out
+  });
+  RunThreads(2, [&](int, Communicator* comm) {
+    auto e = LayeredEngine(*c, comm);
+    ASSERT_TRUE(e.ok()) << e.status();
+    Engine& en = **e;
+    for (int l = 0; l < kLayers; ++l) {
+      const int w = *en.FindParam(absl::StrCat("layer", l, ".weight"));
+      ASSERT_TRUE(en.GradBuffer(w).ok());
+      ASSERT_TRUE(en.GradReady(w).ok());
+      EXPECT_EQ(en.GradReady(w).code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_EQ(en.GradBuffer(w).status().code(), absl::StatusCode::kFailedPrecondition);
+    }
+    for (int l = 0; l < kLayers; ++l) {
+      const int b = *en.FindParam(absl::StrCat("layer", l, ".bias"));
+      ASSERT_TRUE(en.GradBuffer(b).ok());
+      ASSERT_TRUE(en.GradReady(b).ok());
+    }
+    auto info = en.Step();
+    EXPECT_TRUE(info.ok()) << info.status();
+  });
 }
 
 // Trained from a ds_config with every size absent, stage 3 ends where

@@ -187,7 +187,9 @@ TEST(WriteMasterTest, RangeWritesOnlyThatRange) {
         for (int64_t i = 0; i < 37 * 11; ++i) {
           // bf16 working copy of the fp32 master
           EXPECT_NEAR(wf[i], want[i], std::fabs(want[i]) / 128) << i;
-          if (i / 11 == 4) EXPECT_EQ(wf[i], 0.0f) << i;
+          if (i / 11 == 4) {
+            EXPECT_EQ(wf[i], 0.0f) << i;
+          }
         }
         auto f = (*e)->Gather(1);
         ASSERT_TRUE(f.ok());

@@ -10,6 +10,7 @@
 // Prints, for each stage and offload choice, the bytes per rank in device
 // memory (steady and with stage 3's live gathered params) and host memory per
 // node, then DeepSpeed's estimate_zero2/zero3 rows for the same count.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (const auto& [name, t] : (*set)->tensors()) {
-      ps.push_back({t.numel, static_cast<int>(t.shape.size()), true, base.dtype});
+      ps.push_back({t.numel, static_cast<int>(t.shape.size()), true, base.dtype,
+                    t.shape.size() == 2 ? std::min(t.shape[0], t.shape[1]) : 0});
     }
     source = safetensors;
   } else if (params > 0) {

@@ -174,8 +174,11 @@ typedef struct zero_config {
   float momentum;                      /* SGD: default 0 */
   int32_t gradient_accumulation_steps; /* default 1 */
   float gradient_clipping;             /* global L2 norm; 0 = off */
-  int64_t reduce_bucket_size;          /* elements; -1: hidden^2 (the largest
-                                          2-D param; 5e8 without one) */
+  int64_t reduce_bucket_size;          /* elements; -1: hidden^2, hidden the
+                                          smaller dimension of the largest
+                                          2-D param (5e8 without one; at most
+                                          5e8); a larger param gets a
+                                          gradient buffer of its own */
   int64_t allgather_bucket_size;       /* elements; default 5e8 */
   int32_t overlap_comm;                /* -1 = default (on for stage 3) */
   int64_t sub_group_size;              /* elements; default 1e9 */

@@ -95,16 +95,19 @@ absl::StatusOr<ParamSpec> Engine::ParamInfo(int id) const {
 }
 
 void Engine::ResolveAuto() {
-  // hidden^2 from the largest 2-D trainable param, for sizes that were
-  // "auto" or absent from the ds_config (Config::reduce_bucket_size_auto).
-  // A model with no 2-D trainable param keeps the fixed defaults.
+  // hidden^2 (HF's "auto"), hidden from the largest 2-D trainable param
+  // (ParamRegistry::HiddenSize), for sizes that were "auto" or absent from
+  // the ds_config (Config::reduce_bucket_size_auto); buckets never above
+  // DeepSpeed's fixed 5e8. A param larger than a bucket gets a gradient buffer of
+  // its own (GradientReducer), so buffers do not follow the embedding or the
+  // model. A model with no 2-D trainable param keeps the fixed defaults.
   Config& c = ctx_.config;
-  const int64_t hidden2 = params_.LargestMatrix();
-  if (hidden2 == 0) return;
-  const int64_t hidden = static_cast<int64_t>(std::sqrt(static_cast<double>(hidden2)));
-  if (c.reduce_bucket_size_auto) c.reduce_bucket_size = hidden2;
+  const int64_t hidden = params_.HiddenSize();
+  if (hidden == 0) return;
+  const int64_t hidden2 = hidden * hidden;
+  if (c.reduce_bucket_size_auto) c.reduce_bucket_size = std::min<int64_t>(hidden2, 500000000);
   if (c.stage3_prefetch_bucket_size_auto) {
-    c.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * hidden2);
+    c.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * static_cast<double>(hidden2));
   }
   if (c.stage3_param_persistence_threshold_auto) {
     c.stage3_param_persistence_threshold = 10 * hidden;

@@ -9,13 +9,21 @@ namespace zero {
 
 absl::Status GradientReducer::Allocate() {
   const Layout& layout = ctx_->layout;
-  int64_t largest = 1;
-  for (const LayoutParam& lp : layout.params()) largest = std::max(largest, lp.numel);
-  int64_t cap = std::min(ctx_->config.reduce_bucket_size,
-                         std::max<int64_t>(layout.total_padded(), 1));
-  cap = std::max(cap, largest);
+  const int64_t cap = std::max<int64_t>(
+      1, std::min(ctx_->config.reduce_bucket_size, layout.total_padded()));
+  bucket_cap_ = cap;
+  int64_t big = 0;  // the largest param a bucket cannot hold
+  for (const LayoutParam& lp : layout.params()) {
+    if (Large(lp.numel)) big = std::max(big, lp.numel);
+  }
   RETURN_IF_ERROR(buckets_.Init(ctx_->device, ctx_->dtype(), cap));
-  pack_cap_ = cap;
+  if (big > 0) {
+    ASSIGN_OR_RETURN(big_.data,
+                     DeviceBuffer::Make(ctx_->device, big * static_cast<int64_t>(ctx_->es())));
+    big_.capacity = big;
+  }
+  // At least one element of every rank's slice per round (ReduceLargeParam).
+  pack_cap_ = std::max<int64_t>(cap, ctx_->world);
   ASSIGN_OR_RETURN(pack_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 4));
   // Only the bucket reduce-scatter of stages 2-3 receives apart from `pack_`
   // (stage 1 reduce-scatters into the boundary's scratch; all-reduces work
@@ -61,6 +69,7 @@ absl::StatusOr<void*> GradientReducer::GradBuffer(int id, bool boundary) {
         "grad_buffer '", p.name, "': its gradient was already handed in "
         "this micro-step"));
   }
+  if (Large(p.numel)) return LargeGradBuffer(id);
   GradBucket* b = &buckets_.current();
   const int k = b->Find(id);
   if (k >= 0) {
@@ -86,10 +95,43 @@ absl::StatusOr<void*> GradientReducer::GradBuffer(int id, bool boundary) {
   return buckets_.AddSlot(id, p.numel, ctx_->device);
 }
 
+absl::StatusOr<void*> GradientReducer::LargeGradBuffer(int id) {
+  const ParamRecord& p = params_->at(id);
+  const int k = big_.Find(id);
+  if (k >= 0) return big_.data.data();  // asked again before grad_ready
+  if (!big_.ids.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "grad_buffer '", p.name, "': the gradient of '", params_->at(big_.ids[0]).name,
+        "' (a param larger than a bucket, in the one buffer for such params) is out "
+        "without grad_ready; call grad_ready sooner or raise reduce_bucket_size"));
+  }
+  if (big_.inflight) {
+    absl::Status s = ctx_->stream->Wait(big_.inflight);
+    big_.inflight = nullptr;
+    RETURN_IF_ERROR(ctx_->Fail(s));
+  }
+  ctx_->device->Memset0(big_.data.data(), p.numel * static_cast<int64_t>(ctx_->es()));
+  big_.ids.push_back(id);
+  big_.offsets.push_back(0);
+  big_.ready.push_back(false);
+  big_.used = p.numel;
+  return big_.data.data();
+}
+
 absl::Status GradientReducer::GradReady(int id, bool boundary) {
   if (handed_in_[params_->at(id).li]) {
     return absl::FailedPreconditionError(
         absl::StrCat("grad_ready '", params_->at(id).name, "': already handed in"));
+  }
+  if (Large(params_->at(id).numel)) {
+    if (big_.Find(id) < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "grad_ready '", params_->at(id).name, "': no grad_buffer was taken for it"));
+    }
+    // Its own buffer: reduced now, overlapping what comes next.
+    big_.ready[0] = true;
+    handed_in_[params_->at(id).li] = 1;
+    return Flush(&big_, boundary);
   }
   GradBucket& b = buckets_.current();
   const int k = b.Find(id);
@@ -109,6 +151,11 @@ absl::Status GradientReducer::GradReady(int id, bool boundary) {
 }
 
 absl::Status GradientReducer::FinishMicroStep(bool boundary) {
+  if (!big_.ids.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step: param '", params_->at(big_.ids[0]).name,
+        "' has a grad buffer out without grad_ready"));
+  }
   GradBucket& b = buckets_.current();
   if (!b.AllReady()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -124,6 +171,7 @@ absl::Status GradientReducer::FinishMicroStep(bool boundary) {
     buckets_.at(i).inflight = nullptr;
     buckets_.at(i).Clear();
   }
+  big_.inflight = nullptr;
   return absl::OkStatus();
 }
 
@@ -131,11 +179,15 @@ bool GradientReducer::idle() {
   for (int i = 0; i < 2; ++i) {
     if (!buckets_.at(i).ids.empty() || buckets_.at(i).inflight) return false;
   }
-  return true;
+  return big_.ids.empty() && !big_.inflight;
 }
 
 absl::Status GradientReducer::FlushBucket(int bi, bool boundary) {
-  GradBucket& b = buckets_.at(bi);
+  return Flush(&buckets_.at(bi), boundary);
+}
+
+absl::Status GradientReducer::Flush(GradBucket* bucket, bool boundary) {
+  GradBucket& b = *bucket;
   if (b.ids.empty()) return absl::OkStatus();
   std::vector<int> ids = b.ids;
   std::vector<int64_t> offsets = b.offsets;
@@ -168,7 +220,13 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
       const ParamPlace& pl = layout.place(p.li);
       d->Accumulate(grads_at(pl, pl.offset), base + offsets[k] * es, t, p.numel);
     }
-    if (ctx_->stage() == 0 && boundary && world > 1) {
+    if (ctx_->stage() == 0 && boundary && world > 1 && ids.size() == 1 &&
+        params_->at(ids[0]).numel > pack_cap_) {
+      const ParamRecord& p = params_->at(ids[0]);
+      const ParamPlace& pl = layout.place(p.li);
+      RETURN_IF_ERROR(AllReduceInPieces(grads_at(pl, pl.offset), p.numel));
+      reduced_at_boundary_[p.li] = 1;
+    } else if (ctx_->stage() == 0 && boundary && world > 1) {
       int64_t n = 0;
       for (int id : ids) {
         const ParamRecord& p = params_->at(id);
@@ -188,6 +246,9 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
       }
     }
     return absl::OkStatus();
+  }
+  if (ids.size() == 1 && params_->at(ids[0]).numel > pack_cap_) {
+    return ReduceLargeParam(ids[0], base + offsets[0] * es);
   }
   std::vector<int64_t> counts(world, 0);
   int64_t pos = 0;
@@ -225,6 +286,68 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
   return absl::OkStatus();
 }
 
+// Runs on the comm stream. The same element math as ReduceBucket's packed
+// path, in rounds that fit the staging.
+absl::Status GradientReducer::ReduceLargeParam(int id, const char* data) {
+  Device* d = ctx_->device;
+  const Layout& layout = ctx_->layout;
+  const DType t = ctx_->dtype();
+  const size_t es = ctx_->es();
+  const int world = ctx_->world;
+  const int li = params_->at(id).li;
+  float* pack = pack_.data<float>();
+  std::vector<Slice> slices;
+  int64_t longest = 0;
+  for (int r = 0; r < world; ++r) {
+    slices.push_back(layout.SliceOn(li, r));
+    longest = std::max(longest, slices.back().numel);
+  }
+  const int64_t q = std::max<int64_t>(1, pack_cap_ / world);
+  std::vector<int64_t> counts(world, 0);
+  const Slice& own = slices[ctx_->rank];
+  char* grads = sharded_->group(layout.place(li).group).grads.data<char>();
+  for (int64_t j = 0; j < longest; j += q) {
+    int64_t pos = 0, before = 0;
+    for (int r = 0; r < world; ++r) {
+      counts[r] = std::max<int64_t>(0, std::min(q, slices[r].numel - j));
+      if (counts[r] > 0) {
+        d->ToF32(data + (slices[r].param_offset + j) * es, t, pack + pos, counts[r],
+                 pre_scale_);
+      }
+      if (r < ctx_->rank) before += counts[r];
+      pos += counts[r];
+    }
+    const float* mine = nullptr;
+    if (ctx_->config.reduce_scatter) {
+      RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, recv_.data<float>(), counts));
+      mine = recv_.data<float>();
+    } else {
+      RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, pos, ReduceOp::kSum));
+      mine = pack + before;
+    }
+    if (counts[ctx_->rank] > 0) {
+      d->AccumulateF32(grads + (own.shard_offset + j) * es, mine, post_scale_, t,
+                       counts[ctx_->rank]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::AllReduceInPieces(char* grads, int64_t numel) {
+  Device* d = ctx_->device;
+  const DType t = ctx_->dtype();
+  const size_t es = ctx_->es();
+  float* pack = pack_.data<float>();
+  for (int64_t a = 0; a < numel; a += pack_cap_) {
+    const int64_t n = std::min(pack_cap_, numel - a);
+    d->ToF32(grads + a * es, t, pack, n, pre_scale_);
+    RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, n, ReduceOp::kSum));
+    d->ToF32(pack, DType::kF32, pack, n, post_scale_);
+    d->FromF32(pack, grads + a * es, t, n);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GradientReducer::ReduceLeftoversStage0() {
   Device* d = ctx_->device;
   const Layout& layout = ctx_->layout;
@@ -242,6 +365,11 @@ absl::Status GradientReducer::ReduceLeftoversStage0() {
   };
   size_t k = 0;
   while (k < todo.size()) {
+    if (numel(todo[k]) > pack_cap_) {  // larger than the staging: alone, in pieces
+      RETURN_IF_ERROR(AllReduceInPieces(grads(todo[k]), numel(todo[k])));
+      ++k;
+      continue;
+    }
     std::vector<int> batch;
     int64_t n = 0;
     while (k < todo.size() && (batch.empty() || n + numel(todo[k]) <= pack_cap_)) {

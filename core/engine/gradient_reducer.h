@@ -31,8 +31,12 @@ class GradientReducer {
   GradientReducer(EngineContext* ctx, const ParamRegistry* params, ShardedState* sharded)
       : ctx_(ctx), params_(params), sharded_(sharded) {}
 
-  // Buckets of reduce_bucket_size elements, but never more than the model
-  // and never less than its largest param; fp32 pack/receive staging.
+  // Buckets of reduce_bucket_size elements, but never more than the model;
+  // fp32 pack/receive staging of the same size. A param larger than a
+  // bucket gets a gradient buffer of its own (one, sized to the largest such
+  // param, as DeepSpeed reduces such a param from its own .grad), reduced
+  // through the staging in pieces: buffers stay bounded by the bucket size
+  // plus the largest param once, not four times it.
   absl::Status Allocate();
 
   // `boundary`: this micro-step ends an accumulation.
@@ -52,12 +56,26 @@ class GradientReducer {
   // packed (the boundary's fused update then has nothing else to zero).
   absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32, bool zero_grads);
 
-  int64_t buffer_bytes() const { return buckets_.bytes() + pack_.bytes() + recv_.bytes(); }
+  int64_t buffer_bytes() const {
+    return buckets_.bytes() + pack_.bytes() + recv_.bytes() +
+           static_cast<int64_t>(big_.data.bytes());
+  }
 
  private:
   absl::Status FlushBucket(int b, bool boundary);
+  // Submits `b`'s reduction to the comm stream and empties it.
+  absl::Status Flush(GradBucket* b, bool boundary);
   absl::Status ReduceBucket(const std::vector<int>& ids, const void* data,
                             const std::vector<int64_t>& offsets, bool boundary);
+  // Stages 2-3: one param's gradient at `data`, larger than the staging,
+  // reduced in rounds of at most pack_cap_/W elements of each rank's slice.
+  absl::Status ReduceLargeParam(int id, const char* data);
+  // Stage 0: `numel` gradient elements at `grads` all-reduced in place in
+  // pieces of at most pack_cap_ (fp32 through the staging).
+  absl::Status AllReduceInPieces(char* grads, int64_t numel);
+  // A param larger than a bucket: its own buffer (`big_`).
+  bool Large(int64_t numel) const { return numel > bucket_cap_; }
+  absl::StatusOr<void*> LargeGradBuffer(int id);
   // Rotates to the other bucket after waiting for its reduction.
   absl::Status RotateBucket();
 
@@ -65,6 +83,10 @@ class GradientReducer {
   const ParamRegistry* params_;
   ShardedState* sharded_;
   GradBuckets buckets_;
+  int64_t bucket_cap_ = 0;
+  // The gradient of one param larger than a bucket (capacity: the largest
+  // such param; none if there is none), reduced as soon as it is ready.
+  GradBucket big_;
   DeviceBuffer pack_, recv_;  // fp32 staging; recv_ only for reduce-scatters
   int64_t pack_cap_ = 0;
   // Each rank's fp32 gradient times pre_scale_ is summed over ranks, the

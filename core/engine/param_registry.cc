@@ -113,12 +113,15 @@ std::vector<LayoutParam> ParamRegistry::AssignLayout() {
   return lps;
 }
 
-int64_t ParamRegistry::LargestMatrix() const {
-  int64_t n = 0;
+int64_t ParamRegistry::HiddenSize() const {
+  int64_t n = 0, hidden = 0;
   for (const ParamRecord& p : params_) {
-    if (p.trainable && p.shape.size() == 2) n = std::max(n, p.numel);
+    if (p.trainable && p.shape.size() == 2 && p.numel > n) {
+      n = p.numel;
+      hidden = std::min(p.shape[0], p.shape[1]);
+    }
   }
-  return n;
+  return hidden;
 }
 
 void ParamRegistry::DropInitValues() {

@@ -79,8 +79,10 @@ class ParamRegistry {
   // Layout index -> param id.
   const std::vector<int>& trainable_ids() const { return trainable_ids_; }
   const ParamRecord& by_layout(int li) const { return params_[trainable_ids_[li]]; }
-  // The largest trainable 2-D param's numel (hidden^2 for "auto" sizes).
-  int64_t LargestMatrix() const;
+  // The model's hidden size for "auto" sizes: the smaller dimension of the
+  // largest trainable 2-D param (an embedding [vocab, h], a Linear [4h, h]
+  // or [h, h] all give h); 0 without a 2-D trainable param.
+  int64_t HiddenSize() const;
   void DropInitValues();
 
   // The fp32 initial values of elements [offset, offset+count) of `p`,

@@ -41,8 +41,9 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   e.world = world;
   e.stage = stage;
 
-  // Engine::ResolveAuto: hidden^2 = the largest 2-D trainable param.
-  int64_t hidden2 = 0, largest = 1;
+  // Engine::ResolveAuto: hidden = the smaller dimension of the largest 2-D
+  // trainable param (ParamRegistry::HiddenSize).
+  int64_t matrix = 0, hidden = 0, largest = 1;
   std::vector<LayoutParam> lps;
   for (size_t i = 0; i < params.size(); ++i) {
     const EstimateParam& p = params[i];
@@ -54,15 +55,19 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
       e.frozen_bytes += p.numel * static_cast<int64_t>(DTypeSize(p.dtype));
       continue;
     }
-    if (p.ndim == 2) hidden2 = std::max(hidden2, p.numel);
+    if (p.ndim == 2 && p.numel > matrix) {
+      matrix = p.numel;
+      hidden = p.min_dim > 0 ? p.min_dim
+                             : static_cast<int64_t>(std::sqrt(static_cast<double>(p.numel)));
+    }
     largest = std::max(largest, p.numel);
     lps.push_back({static_cast<int>(i), p.numel, c.dtype});
   }
-  if (hidden2 > 0) {
-    const int64_t hidden = static_cast<int64_t>(std::sqrt(static_cast<double>(hidden2)));
-    if (c.reduce_bucket_size_auto) c.reduce_bucket_size = hidden2;
+  if (hidden > 0) {
+    const int64_t hidden2 = hidden * hidden;
+    if (c.reduce_bucket_size_auto) c.reduce_bucket_size = std::min<int64_t>(hidden2, 500000000);
     if (c.stage3_prefetch_bucket_size_auto) {
-      c.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * hidden2);
+      c.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * static_cast<double>(hidden2));
     }
     if (c.stage3_param_persistence_threshold_auto) {
       c.stage3_param_persistence_threshold = 10 * hidden;
@@ -138,19 +143,22 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
       }
     }
   }
-  // GradientReducer::Allocate: two buckets, the fp32 pack, the receive.
+  // GradientReducer::Allocate: two buckets, the fp32 pack, the receive, and
+  // one gradient buffer for params larger than a bucket.
   if (!lps.empty()) {
-    int64_t cap = std::min(c.reduce_bucket_size, std::max<int64_t>(e.padded_numel, 1));
-    cap = std::max(cap, largest);
+    const int64_t cap = std::max<int64_t>(1, std::min(c.reduce_bucket_size, e.padded_numel));
+    const int64_t pack = std::max<int64_t>(cap, world);
     e.bucket_bytes = 2 * cap * es;
-    e.pack_bytes = cap * 4;
-    if (stage >= 2 && c.reduce_scatter) e.recv_bytes = cap * 4;
+    e.pack_bytes = pack * 4;
+    if (stage >= 2 && c.reduce_scatter) e.recv_bytes = pack * 4;
+    if (largest > cap) e.large_grad_bytes = largest * es;
   }
   // OptimizerBoundary: the fp32 gradient scratch at stage 1 (its
   // reduce-scatter's target), and for fp16/bf16 on a device without the
   // fused update (the GPU; the CPU device reads raw gradients in place).
   if (stage == 1 || (c.dtype != DType::kF32 && topo.gpu)) e.scratch_bytes = owned_total * 4;
-  e.buffer_bytes = e.bucket_bytes + e.pack_bytes + e.recv_bytes + e.staging_bytes + e.scratch_bytes;
+  e.buffer_bytes = e.bucket_bytes + e.pack_bytes + e.recv_bytes + e.staging_bytes +
+                   e.scratch_bytes + e.large_grad_bytes;
 
   // HostStateStore::Update: 2 fp32 + 2 working buffers of the largest piece.
   if (topo.gpu && c.offload_optimizer.device == OffloadDevice::kCpu) {
@@ -211,7 +219,8 @@ std::vector<EstimateParam> GptShapedParams(int64_t total, int64_t hidden) {
   int64_t layers = (total - 50257 * h - 2 * h) / layer;
   if (layers < 1) layers = std::max<int64_t>(0, total / (2 * layer));
   auto add = [&](int64_t rows, int64_t cols) {
-    ps.push_back({rows * cols, cols == 1 ? 1 : 2, true, DType::kF32});
+    ps.push_back({rows * cols, cols == 1 ? 1 : 2, true, DType::kF32,
+                  cols == 1 ? 0 : std::min(rows, cols)});
   };
   const int64_t vocab = std::max<int64_t>(1, (total - layers * layer - 2 * h) / h);
   add(vocab, h);
@@ -255,10 +264,11 @@ std::string FormatEstimate(const MemoryEstimate& e, const EstimateTopology& topo
   line("optimizer moments", e.optimizer_bytes);
   line("frozen params", e.frozen_bytes);
   line("buffers", e.buffer_bytes,
-       absl::StrFormat("buckets %s, pack %s, receive %s, staging %s, fp32 scratch %s; "
-                       "reduce_bucket_size %d",
+       absl::StrFormat("buckets %s, pack %s, receive %s, staging %s, fp32 scratch %s, "
+                       "large-param gradient %s; reduce_bucket_size %d",
                        Bytes(e.bucket_bytes), Bytes(e.pack_bytes), Bytes(e.recv_bytes),
-                       Bytes(e.staging_bytes), Bytes(e.scratch_bytes), e.reduce_bucket_size));
+                       Bytes(e.staging_bytes), Bytes(e.scratch_bytes),
+                       Bytes(e.large_grad_bytes), e.reduce_bucket_size));
   if (e.stage == 3) {
     line("live gathered (max)", e.live_peak_bytes,
          absl::StrFormat("prefetch %d elements, persistence < %d", e.prefetch_bucket_size,

@@ -23,6 +23,9 @@ struct EstimateParam {
   int ndim = 1;               // 2: counts for the "auto" sizes (hidden^2)
   bool trainable = true;
   DType dtype = DType::kF32;  // frozen params only; trainable ones use config.dtype
+  // A 2-D param's smaller dimension (the hidden size of "auto" sizes when it
+  // is the largest 2-D param); 0: taken as sqrt(numel).
+  int64_t min_dim = 0;
 };
 
 struct EstimateTopology {
@@ -40,11 +43,14 @@ struct MemoryEstimate {
   int64_t master_bytes = 0;     // fp32 master in memory (0 with NVMe)
   int64_t optimizer_bytes = 0;  // moments in memory (NVMe: its host staging buffers)
   int64_t frozen_bytes = 0;
-  int64_t buffer_bytes = 0;     // buckets, pack, receive, staging, fp32 scratch
+  int64_t buffer_bytes = 0;     // buckets, pack, receive, staging, fp32 scratch,
+                                // the large-param gradient buffer
   int64_t nvme_bytes = 0;       // swap files on disk, both slots
   // Parts of buffer_bytes.
   int64_t bucket_bytes = 0, pack_bytes = 0, recv_bytes = 0, staging_bytes = 0,
           scratch_bytes = 0;
+  // The own gradient buffer of params larger than a bucket (the largest).
+  int64_t large_grad_bytes = 0;
   // The resolved sizes (after "auto").
   int64_t reduce_bucket_size = 0, prefetch_bucket_size = 0, persistence_threshold = 0;
   int64_t persistent_bytes = 0;  // part of param_bytes
