@@ -297,7 +297,6 @@ const NoEffectCase kNoEffect[] = {
     {R"({"communication_data_type": "bf16"})", "communication_data_type"},
     {R"({"seq_parallel_communication_data_type": "fp32"})",
      "seq_parallel_communication_data_type"},
-    {R"({"wall_clock_breakdown": true})", "wall_clock_breakdown"},
     {R"({"memory_breakdown": true})", "memory_breakdown"},
     {R"({"dump_state": true})", "dump_state"},
     {R"({"sparse_gradients": true})", "sparse_gradients"},
@@ -315,7 +314,7 @@ const NoEffectCase kNoEffect[] = {
     {R"({"flops_profiler": {"enabled": true, "profile_step": 1}})", "flops_profiler"},
     {R"({"activation_checkpointing": {"partition_activations": true}})",
      "activation_checkpointing"},
-    {R"({"comms_logger": {"enabled": true}})", "comms_logger"},
+    {R"({"comms_logger": {"enabled": true, "debug": true}})", "comms_logger.debug"},
     {R"({"elasticity": {"enabled": true}})", "elasticity"},
     {R"({"autotuning": {"enabled": true}})", "autotuning"},
     {R"({"data_efficiency": {"enabled": true}})", "data_efficiency"},
@@ -489,22 +488,49 @@ TEST(ConfigNoEffect, InertValuesAreNotReported) {
   EXPECT_EQ(NoEffectReport(c), "");
 }
 
-TEST(ConfigNoEffect, ReportListsAllInParseOrder) {
+// wall_clock_breakdown, comms_logger and zero_trace take effect (issue 16).
+TEST(ConfigObserve, BreakdownCommsLoggerTrace) {
   Config c = Parse(R"({"wall_clock_breakdown": true,
+    "comms_logger": {"enabled": true, "verbose": false, "prof_all": false,
+                     "prof_ops": ["all_reduce", "all_gather_into_tensor"]},
+    "zero_trace": {"path": "/tmp/t.json", "start_step": 2, "end_step": 4}})");
+  EXPECT_TRUE(c.no_effect_keys.empty()) << NoEffectReport(c);
+  EXPECT_TRUE(c.observe.wall_clock_breakdown);
+  EXPECT_TRUE(c.observe.comms_logger);
+  EXPECT_FALSE(c.observe.comms_prof_all);
+  EXPECT_EQ(c.observe.comms_prof_ops, (std::vector<std::string>{"all_reduce", "all_gather"}));
+  EXPECT_EQ(c.observe.trace_path, "/tmp/t.json");
+  EXPECT_EQ(c.observe.trace_start_step, 2);
+  EXPECT_EQ(c.observe.trace_end_step, 4);
+  EXPECT_FALSE(Parse("{}").observe.wall_clock_breakdown);
+  EXPECT_EQ(Error(R"({"zero_trace": {"path": "t.json", "start_step": 3, "end_step": 3}})"),
+            "zero_trace.end_step: expected more than start_step (3), got 3");
+  EXPECT_NE(Error(R"({"zero_trace": {"start_step": 1}})").find("zero_trace.path"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"zero_trace": {"path": "t", "every": 1}})").find("zero_trace"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"comms_logger": {"prof_ops": ["all_to_all"]}})").find("prof_ops"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"comms_logger": {"enabled": 1}})").find("comms_logger.enabled"),
+            std::string::npos);
+}
+
+TEST(ConfigNoEffect, ReportListsAllInParseOrder) {
+  Config c = Parse(R"({"memory_breakdown": true,
     "zero_optimization": {"stage": 3, "allgather_bucket_size": 2e8,
       "contiguous_gradients": false}, "tensorboard": {"enabled": true}})");
   EXPECT_EQ(c.no_effect_keys,
             (std::vector<std::string>{"zero_optimization.contiguous_gradients",
                                       "zero_optimization.allgather_bucket_size",
-                                      "wall_clock_breakdown", "tensorboard"}));
+                                      "memory_breakdown", "tensorboard"}));
   EXPECT_EQ(NoEffectReport(c),
             "[zero] accepted without effect: zero_optimization.contiguous_gradients, "
-            "zero_optimization.allgather_bucket_size, wall_clock_breakdown, "
+            "zero_optimization.allgather_bucket_size, memory_breakdown, "
             "tensorboard (set \"zero_allow_untested_keys\": false to make these "
             "errors)");
   std::string e = Error(R"({"zero_allow_untested_keys": false,
-    "wall_clock_breakdown": true, "tensorboard": {"enabled": true}})");
-  EXPECT_EQ(e.rfind("wall_clock_breakdown: accepted without effect", 0), 0u) << e;
+    "memory_breakdown": true, "tensorboard": {"enabled": true}})");
+  EXPECT_EQ(e.rfind("memory_breakdown: accepted without effect", 0), 0u) << e;
   EXPECT_NE(e.find("also: tensorboard"), std::string::npos) << e;
   // Explicitly allowed (the default): the same config loads.
   EXPECT_EQ(Parse(R"({"zero_allow_untested_keys": true, "dump_state": true})")

@@ -43,6 +43,18 @@ struct AioConfig {
   int queue_depth = 8;
 };
 
+// DeepSpeed's wall_clock_breakdown and comms_logger, and zero's zero_trace.
+struct ObserveConfig {
+  bool wall_clock_breakdown = false;  // per-step breakdown, printed every steps_per_print
+  bool comms_logger = false;          // comms_logger.enabled
+  bool comms_verbose = false;         // comms_logger.verbose: each collective on rank 0
+  bool comms_prof_all = true;         // comms_logger.prof_all; false: only comms_prof_ops
+  std::vector<std::string> comms_prof_ops;  // "all_reduce", "all_gather", ...
+  std::string trace_path;             // zero_trace.path ("" = off); "{rank}" or .rankN added
+  int64_t trace_start_step = 0;       // zero_trace.start_step: first optimizer step traced
+  int64_t trace_end_step = 1;         // zero_trace.end_step: first step not traced
+};
+
 struct Config {
   // Batch arithmetic; -1 = unset ("auto" or absent). Resolve() fills them.
   int64_t train_batch_size = -1;
@@ -117,6 +129,10 @@ struct Config {
   // zero's own key (DeepSpeed has none): a collective waits this long for
   // its peers before it fails with a timeout on every rank that arrived.
   double comm_timeout_seconds = 300.0;
+
+  // Observing a run (docs/ARCHITECTURE.md, "Observing a run"):
+  // wall_clock_breakdown, comms_logger, zero_trace.
+  ObserveConfig observe;
 
   // Full paths of the keys in the parsed JSON that zero accepts and that
   // change nothing ("zero_optimization.allgather_bucket_size", "tensorboard"),

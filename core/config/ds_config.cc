@@ -315,6 +315,54 @@ absl::Status ParseCheckpoint(const json& v, std::vector<std::string>* no_effect)
   return r.Finish();
 }
 
+// DeepSpeed's comms_logger block (deepspeed/comm/config.py).
+absl::Status ParseCommsLogger(const json& v, ObserveConfig* o,
+                              std::vector<std::string>* no_effect) {
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "comms_logger", no_effect));
+  RETURN_IF_ERROR(r.Bool("enabled", &o->comms_logger));
+  RETURN_IF_ERROR(r.Bool("verbose", &o->comms_verbose));
+  RETURN_IF_ERROR(r.Bool("prof_all", &o->comms_prof_all));
+  RETURN_IF_ERROR(r.NoEffectBool("debug", false));
+  if (const json* ops = r.Find("prof_ops")) {
+    if (!ops->is_array()) {
+      return absl::InvalidArgumentError("comms_logger.prof_ops: expected a list of names");
+    }
+    for (const json& op : *ops) {
+      const std::string name = op.is_string() ? op.get<std::string>() : "";
+      if (name != "all_reduce" && name != "all_gather" && name != "reduce_scatter" &&
+          name != "broadcast" && name != "all_gather_into_tensor" &&
+          name != "reduce_scatter_tensor") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "comms_logger.prof_ops: expected names among all_reduce, all_gather, "
+            "reduce_scatter, broadcast, got ", op.dump()));
+      }
+      // DeepSpeed's tensor variants are the same collectives here.
+      o->comms_prof_ops.push_back(name == "all_gather_into_tensor" ? "all_gather"
+                                  : name == "reduce_scatter_tensor" ? "reduce_scatter"
+                                                                    : name);
+    }
+  }
+  return r.Finish();
+}
+
+// zero's own block: {"path": "trace.json", "start_step": a, "end_step": b}.
+absl::Status ParseZeroTrace(const json& v, ObserveConfig* o,
+                            std::vector<std::string>* no_effect) {
+  ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, "zero_trace", no_effect));
+  RETURN_IF_ERROR(r.String("path", &o->trace_path));
+  RETURN_IF_ERROR(r.Int("start_step", &o->trace_start_step, 0, INT64_MAX));
+  RETURN_IF_ERROR(r.Int("end_step", &o->trace_end_step, 1, INT64_MAX));
+  if (o->trace_path.empty()) {
+    return absl::InvalidArgumentError("zero_trace.path: expected a file path, got none");
+  }
+  if (o->trace_end_step <= o->trace_start_step) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero_trace.end_step: expected more than start_step (", o->trace_start_step, "), got ",
+        o->trace_end_step));
+  }
+  return r.Finish();
+}
+
 }  // namespace
 
 
@@ -379,7 +427,12 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
   // DeepSpeed switches and blocks for features outside model-state
   // management (monitoring, profiling, model code, data loading, other
   // parallelisms): accepted so a ds_config.json loads as-is, reported.
-  for (const char* k : {"wall_clock_breakdown", "memory_breakdown",
+  RETURN_IF_ERROR(r.Bool("wall_clock_breakdown", &c.observe.wall_clock_breakdown));
+  if (const json* v = r.Find("comms_logger")) {
+    RETURN_IF_ERROR(ParseCommsLogger(*v, &c.observe, no_effect));
+  }
+  if (const json* v = r.Find("zero_trace")) RETURN_IF_ERROR(ParseZeroTrace(*v, &c.observe, no_effect));
+  for (const char* k : {"memory_breakdown",
                         "dump_state", "sparse_gradients",
                         "zero_allow_untested_optimizer", "disable_allgather",
                         "dataloader_drop_last", "graph_harvesting",
@@ -391,7 +444,7 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
   r.NoEffect("seq_parallel_communication_data_type");
   for (const char* k :
        {"tensorboard", "wandb", "csv_monitor", "comet", "flops_profiler",
-        "activation_checkpointing", "comms_logger", "elasticity",
+        "activation_checkpointing", "elasticity",
         "autotuning", "data_efficiency", "compression_training",
         "sparse_attention", "pipeline", "data_types", "timers", "nebula",
         "eigenvalue", "progressive_layer_drop", "curriculum_learning",

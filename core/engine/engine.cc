@@ -13,6 +13,7 @@
 #include "core/engine/param_coordinator.h"
 #include "core/engine/sharded_state.h"
 #include "core/engine/step_log.h"
+#include "core/profile/logging_communicator.h"
 
 namespace zero {
 
@@ -46,11 +47,29 @@ Engine::Engine(const Config& config, std::unique_ptr<Communicator> comm)
   ctx_.world = comm_->world_size();
   boundary_ = std::make_unique<OptimizerBoundary>(&ctx_);
   log_ = std::make_unique<StepLog>(ctx_.rank, config.steps_per_print);
+  const ObserveConfig& o = config.observe;
+  if (o.wall_clock_breakdown || !o.trace_path.empty()) {
+    recorder_ = std::make_unique<Recorder>(
+        ctx_.rank, o.wall_clock_breakdown,
+        TraceOptions{o.trace_path, o.trace_start_step, o.trace_end_step});
+    ctx_.recorder = recorder_.get();
+  }
+  if (o.comms_logger) {
+    comm_log_ = std::make_unique<CommLog>(ctx_.rank, ctx_.world,
+                                          CommLogOptions{o.comms_verbose, o.comms_prof_all,
+                                                         o.comms_prof_ops});
+  }
 }
 
 Engine::~Engine() {
   // Finish in-flight reductions and prefetches before their buffers go away.
   if (stream_) (void)stream_->Drain();
+  if (comm_log_ && ctx_.rank == 0) std::fprintf(stderr, "%s", comm_log_->Summary().c_str());
+}
+
+absl::Status Engine::FlushTrace() {
+  if (!recorder_) return absl::OkStatus();
+  return recorder_->FlushTrace();
 }
 
 absl::Status Engine::Check(bool finalized, const char* call) const {
@@ -120,6 +139,12 @@ absl::Status Engine::Finalize() {
   CommBinding b = BindCommToDevice(std::move(comm_), device_.get());
   comm_ = std::move(b.data);
   ctrl_owned_ = std::move(b.ctrl_owned);
+  // comms_logger and zero_trace: every collective timed, counted as before.
+  if (comm_log_ || (recorder_ && !ctx_.config.observe.trace_path.empty())) {
+    const bool ctrl_is_data = b.ctrl == comm_.get();
+    comm_ = MakeLoggingCommunicator(std::move(comm_), comm_log_.get(), recorder_.get());
+    if (ctrl_is_data) b.ctrl = comm_.get();
+  }
   ctx_.comm = comm_.get();
   ctx_.ctrl = b.ctrl;
   RETURN_IF_ERROR(ctx_.Fail(params_.VerifyRanksAgree(ctx_.ctrl, stream_.get())));
@@ -171,12 +196,14 @@ absl::StatusOr<void*> Engine::Gather(int id) {
   RETURN_IF_ERROR(Check(true, "gather"));
   RETURN_IF_ERROR(params_.CheckId(id, "gather"));
   ParamRecord& p = params_.at(id);
+  if (ctx_.recorder) ctx_.recorder->OnCall(false);
   void* data = nullptr;
   if (!p.trainable) {
     data = sharded_->Frozen(id);
   } else if (ctx_.stage() <= 2) {
     data = sharded_->WorkingPtr(p.li);
   } else {
+    ScopedPhase exposed(ctx_.recorder, Phase::kGatherExposed);
     ASSIGN_OR_RETURN(data, coordinator_->Gather(id));
   }
   // The pointer is the caller's now: the update or gather that wrote it
@@ -206,6 +233,8 @@ absl::StatusOr<void*> Engine::GradBuffer(int id) {
     return absl::FailedPreconditionError(absl::StrCat(
         "grad_buffer '", params_.at(id).name, "': the param is frozen (trainable = 0)"));
   }
+  if (ctx_.recorder) ctx_.recorder->OnCall(false);
+  ScopedPhase exposed(ctx_.recorder, Phase::kReduceExposed);
   ASSIGN_OR_RETURN(void* g, reducer_->GradBuffer(id, boundary_->at_boundary()));
   // The slot's zero fill is queued on the device's stream; the caller writes
   // from its own stream or the host, so it must have landed first.
@@ -216,6 +245,8 @@ absl::StatusOr<void*> Engine::GradBuffer(int id) {
 absl::Status Engine::GradReady(int id) {
   RETURN_IF_ERROR(Check(true, "grad_ready"));
   RETURN_IF_ERROR(params_.CheckId(id, "grad_ready"));
+  if (ctx_.recorder) ctx_.recorder->OnCall(true);
+  ScopedPhase exposed(ctx_.recorder, Phase::kReduceExposed);
   RETURN_IF_ERROR(reducer_->GradReady(id, boundary_->at_boundary()));
   absl::Status s = device_->status();
   if (!s.ok()) return DeviceReady("grad_ready");
@@ -225,7 +256,11 @@ absl::Status Engine::GradReady(int id) {
 absl::StatusOr<StepInfo> Engine::Step() {
   RETURN_IF_ERROR(Check(true, "step"));
   const bool boundary = boundary_->at_boundary();
-  RETURN_IF_ERROR(reducer_->FinishMicroStep(boundary));
+  if (ctx_.recorder) ctx_.recorder->OnStepEnter();
+  {
+    ScopedPhase drain(ctx_.recorder, Phase::kReduceDrain);
+    RETURN_IF_ERROR(reducer_->FinishMicroStep(boundary));
+  }
   if (coordinator_) coordinator_->EndMicroStep();
   auto info = boundary_->EndMicroStep();
   // A failed kernel makes the norm NaN, which alone would read as an fp16
@@ -234,6 +269,7 @@ absl::StatusOr<StepInfo> Engine::Step() {
   RETURN_IF_ERROR(DeviceReady("step"));
   if (!info.ok()) return ctx_.Fail(AfterFailedStep(info.status()));
   if (boundary) log_->MaybePrint(*info, boundary_->counters());
+  if (ctx_.recorder) RecordStep(boundary);
   return info;
 }
 
@@ -264,6 +300,20 @@ absl::Status Engine::DeviceReady(const char* call) {
 }
 
 void Engine::ReportSamples(int64_t n) { log_->ReportSamples(n); }
+
+// wall_clock_breakdown: the step's phases, printed on rank 0 every
+// steps_per_print optimizer steps, after the progress line.
+void Engine::RecordStep(bool boundary) {
+  const StateStoreStats io = store_->stats();
+  const StepCounters& c = boundary_->counters();
+  const int64_t n = c.global_step + c.skipped_steps;
+  if (!recorder_->OnStepExit(boundary, n, io.read_bytes, io.write_bytes)) return;
+  const int every = ctx_.config.steps_per_print;
+  if (recorder_->breakdown() && ctx_.rank == 0 && every > 0 && n % every == 0) {
+    std::printf("%s", recorder_->FormatLast().c_str());
+    std::fflush(stdout);
+  }
+}
 
 absl::Status Engine::CheckOwnedRange(int g, int array, int64_t begin, int64_t len,
                                      const char* call) const {

@@ -30,6 +30,8 @@
 #include "core/engine/param_registry.h"
 #include "core/engine/pretrained_loader.h"
 #include "core/partition/layout.h"
+#include "core/profile/comm_log.h"
+#include "core/profile/recorder.h"
 
 namespace zero {
 
@@ -88,6 +90,14 @@ class Engine {
 
   double loss_scale() const { return boundary_->scaler().scale(); }
   EngineStats Stats() const;
+  // Observing a run (docs/ARCHITECTURE.md): the last optimizer step's
+  // breakdown (null unless wall_clock_breakdown or zero_trace), the
+  // collective log (null unless comms_logger.enabled).
+  const Recorder* recorder() const { return recorder_.get(); }
+  const CommLog* comm_log() const { return comm_log_.get(); }
+  // Writes the zero_trace file now (it is written when end_step is reached
+  // and at destruction otherwise).
+  absl::Status FlushTrace();
   const Config& config() const { return ctx_.config; }
   const Layout& layout() const { return ctx_.layout; }
 
@@ -124,8 +134,12 @@ class Engine {
   // released, not mid-accumulation.
   absl::Status CheckWritable(int id, const float* values, const char* what);
   absl::Status CreateParts();
+  void RecordStep(bool boundary);
 
   // Owned resources, then the context that borrows them, then the parts.
+  // The recorder and the log outlive the communicator that reports to them.
+  std::unique_ptr<Recorder> recorder_;
+  std::unique_ptr<CommLog> comm_log_;
   std::unique_ptr<Communicator> comm_;        // data: buffers in device memory
   std::unique_ptr<Communicator> ctrl_owned_;  // device communicators' scalar view
   std::unique_ptr<Device> device_;

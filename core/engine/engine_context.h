@@ -15,6 +15,7 @@
 #include "core/config/config.h"
 #include "core/device/device.h"
 #include "core/partition/layout.h"
+#include "core/profile/recorder.h"
 
 namespace zero {
 
@@ -27,6 +28,7 @@ struct EngineContext {
   CommStream* stream = nullptr;   // reductions and prefetch (overlap_comm)
   int rank = 0, world = 1;
   Layout layout;                  // fixed at finalize
+  Recorder* recorder = nullptr;   // wall_clock_breakdown / zero_trace; null when off
 
   DType dtype() const { return config.dtype; }
   size_t es() const { return DTypeSize(config.dtype); }

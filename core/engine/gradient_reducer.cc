@@ -192,10 +192,11 @@ absl::Status GradientReducer::Flush(GradBucket* bucket, bool boundary) {
   std::vector<int> ids = b.ids;
   std::vector<int64_t> offsets = b.offsets;
   const void* data = b.data.data();
-  b.inflight = ctx_->stream->Submit([this, ids = std::move(ids),
-                                     offsets = std::move(offsets), data, boundary] {
-    return ReduceBucket(ids, data, offsets, boundary);
-  });
+  b.inflight = ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kReduce,
+                                           [this, ids = std::move(ids),
+                                            offsets = std::move(offsets), data, boundary] {
+                                             return ReduceBucket(ids, data, offsets, boundary);
+                                           }, "bucket"));
   b.Clear();
   return absl::OkStatus();
 }

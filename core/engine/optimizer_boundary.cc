@@ -73,10 +73,16 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   }
   double sumsq = 0.0;
   auto reduce = [&]() -> absl::Status {
-    if (stage == 0 && world > 1) RETURN_IF_ERROR(reducer_->ReduceLeftoversStage0());
+    if (stage == 0 && world > 1) {
+      ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
+      RETURN_IF_ERROR(reducer_->ReduceLeftoversStage0());
+    }
     if (stage == 1) {
+      ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
       RETURN_IF_ERROR(reducer_->ReduceScatterFlatStage1(g32, /*zero_grads=*/fused));
-    } else if (!raw) {
+    }
+    ScopedPhase norm(ctx_->recorder, Phase::kNorm);
+    if (stage != 1 && !raw) {
       for (int g = 0; g < groups; ++g) {
         device->ToF32(sharded_->group(g).grads.data(), t, g32[g], sharded_->group(g).owned_len,
                       1.0f);
@@ -180,7 +186,11 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     (void)ctx_->stream->Drain();
     return failed == 0.0;
   };
-  absl::Status updated = store_->Update(u);
+  absl::Status updated;
+  {
+    ScopedPhase timer(ctx_->recorder, Phase::kUpdate);
+    updated = store_->Update(u);
+  }
   if (!agreed && staged_working) {
     // A store in memory does not agree; a param file's write may still
     // have failed here: every rank learns it before the publishing
@@ -205,6 +215,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
 }
 
 absl::Status OptimizerBoundary::PublishWorkingCopy() {
+  ScopedPhase timer(ctx_->recorder, Phase::kPublish);
   RETURN_IF_ERROR(sharded_->AllGatherWorking());
   if (coordinator_ != nullptr) RETURN_IF_ERROR(coordinator_->RefreshPersistent());
   return absl::OkStatus();

@@ -90,7 +90,9 @@ void ParamCoordinator::Prefetch(int id) {
     void* dst = l.buf.data();
     const int li = p.li;
     ShardedState* sharded = sharded_;
-    l.pending = ctx_->stream->Submit([sharded, li, dst] { return sharded->GatherInto(li, dst); });
+    l.pending = ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kGather,
+                                           [sharded, li, dst] { return sharded->GatherInto(li, dst); },
+                                           "prefetch"));
     live_[q] = std::move(l);
     live_bytes_ += p.numel * es;
     live_high_water_ = std::max(live_high_water_, live_bytes_);
@@ -122,7 +124,9 @@ absl::StatusOr<void*> ParamCoordinator::Gather(int id) {
   const int li = p.li;
   ShardedState* sharded = sharded_;
   RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Wait(
-      ctx_->stream->Submit([sharded, li, dst] { return sharded->GatherInto(li, dst); }))));
+      ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kGather,
+                                 [sharded, li, dst] { return sharded->GatherInto(li, dst); },
+                                 "gather")))));
   Live l;
   l.buf = std::move(buf);
   l.refs = 1;

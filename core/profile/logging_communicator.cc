@@ -1,0 +1,102 @@
+#include "core/profile/logging_communicator.h"
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+
+namespace zero {
+namespace {
+
+class LoggingCommunicator : public Communicator {
+ public:
+  LoggingCommunicator(std::unique_ptr<Communicator> inner, CommLog* log, Recorder* recorder)
+      : inner_(std::move(inner)), log_(log), recorder_(recorder) {
+    timeout_seconds_ = inner_->timeout_seconds();
+  }
+
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  std::string backend_name() const override { return inner_->backend_name(); }
+  bool device_memory() const override { return inner_->device_memory(); }
+  int device_ordinal() const override { return inner_->device_ordinal(); }
+
+  absl::Status AllGatherV(const void* send, void* recv, const std::vector<int64_t>& counts,
+                          DType dtype) override {
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    const size_t es = DTypeSize(dtype);
+    return Run(CollectiveOp::kAllGather, CollectiveKind::kAllGather, total * es,
+               AllGatherSent(counts, rank()), es,
+               [&] { return inner_->AllGatherV(send, recv, counts, dtype); });
+  }
+
+  absl::Status ReduceScatterV(const float* send, float* recv,
+                              const std::vector<int64_t>& counts) override {
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    return Run(CollectiveOp::kReduceScatter, CollectiveKind::kReduceScatter,
+               total * sizeof(float), AllGatherSent(counts, rank()), sizeof(float),
+               [&] { return inner_->ReduceScatterV(send, recv, counts); });
+  }
+
+  absl::Status AllReduce(float* data, int64_t count, ReduceOp op) override {
+    return Run(CollectiveOp::kAllReduce, CollectiveKind::kAllReduce, count * sizeof(float),
+               AllReduceSent(count, world_size()), sizeof(float),
+               [&] { return inner_->AllReduce(data, count, op); });
+  }
+  absl::Status AllReduce(double* data, int64_t count, ReduceOp op) override {
+    return Run(CollectiveOp::kAllReduce, CollectiveKind::kAllReduce, count * sizeof(double),
+               AllReduceSent(count, world_size()), sizeof(double),
+               [&] { return inner_->AllReduce(data, count, op); });
+  }
+
+  absl::Status Broadcast(void* data, int64_t bytes, int root) override {
+    return Run(CollectiveOp::kBroadcast, CollectiveKind::kBroadcast, bytes,
+               rank() == root ? bytes : 0, 1,
+               [&] { return inner_->Broadcast(data, bytes, root); });
+  }
+
+  absl::Status Barrier() override { return inner_->Barrier(); }
+  void Abort(const std::string& reason) override { inner_->Abort(reason); }
+  absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
+    auto d = inner_->Duplicate();
+    if (!d.ok()) return d.status();
+    return MakeLoggingCommunicator(std::move(*d), log_, recorder_);
+  }
+
+ private:
+  template <typename F>
+  absl::Status Run(CollectiveOp op, CollectiveKind own, int64_t msg_bytes, int64_t sent_elems,
+                   size_t elem_bytes, F call) {
+    inner_->set_timeout_seconds(timeout_seconds_);
+    const CollectiveKind kind = counting_kind() == CollectiveKind::kCount ? own : counting_kind();
+    const auto t0 = Recorder::Clock::now();
+    absl::Status s = call();
+    const auto t1 = Recorder::Clock::now();
+    if (!s.ok()) return s;
+    Count(own, sent_elems, elem_bytes);
+    if (log_ && log_->Wanted(op)) {
+      log_->Record(op, kind, msg_bytes, sent_elems * static_cast<int64_t>(elem_bytes),
+                   std::chrono::duration<double>(t1 - t0).count());
+    }
+    if (recorder_ && recorder_->tracing()) {
+      recorder_->Add(Phase::kCollective, t0, t1, CollectiveOpName(op),
+                     absl::StrFormat("%d bytes%s", msg_bytes,
+                                     kind == CollectiveKind::kControl ? ", control" : ""));
+    }
+    return s;
+  }
+
+  std::unique_ptr<Communicator> inner_;
+  CommLog* log_;
+  Recorder* recorder_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> MakeLoggingCommunicator(std::unique_ptr<Communicator> inner,
+                                                      CommLog* log, Recorder* recorder) {
+  return std::make_unique<LoggingCommunicator>(std::move(inner), log, recorder);
+}
+
+}  // namespace zero
