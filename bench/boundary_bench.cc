@@ -9,7 +9,9 @@
 // bucket; so Step is the boundary, plus stage 1's reduce-scatter of the full
 // gradient, which is its design, and the publishing all-gather) and
 // cpu::AdamStep over arrays of the owned shard's size writing the same
-// working dtype; each the fastest of `steps` runs. Thread ranks (default 1).
+// working dtype; each the fastest of `steps` runs, in wall time and (one
+// rank, one kernel thread) the calling thread's CPU time. Thread ranks
+// (default 1).
 // JSON lines; noisy on a shared machine: compare ratios within one run.
 //
 // Usage: boundary_bench [params=4e6] [steps=7] [world=1] [offload]
@@ -17,6 +19,7 @@
 //   in-memory store, so the same numbers).
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,6 +40,15 @@ namespace {
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// CPU time of the calling thread: at world 1 with one kernel thread every
+// pass runs on it, so this is what the passes cost, whatever else the
+// machine runs (wall time on a loaded machine mostly measures waiting).
+double ThreadCpu() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 void Check(const absl::Status& s, const char* what) {
@@ -80,9 +92,10 @@ std::vector<Rank> MakeEngines(const zero::Config& c,
   return ranks;
 }
 
-// One step on every rank; returns rank 0's Step() seconds.
-double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per) {
-  std::vector<double> secs(ranks.size());
+// One step on every rank; returns rank 0's Step() seconds (and its thread
+// CPU seconds in *cpu).
+double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu) {
+  std::vector<double> secs(ranks.size()), cpus(ranks.size());
   std::vector<std::thread> th;
   for (size_t r = 0; r < ranks.size(); ++r) {
     th.emplace_back([&, r] {
@@ -100,13 +113,16 @@ double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per) {
         }
         Check(e.GradReady(id), "grad_ready");
       }
+      const double c0 = ThreadCpu();
       const double t0 = Now();
       auto info = e.Step();
       secs[r] = Now() - t0;
+      cpus[r] = ThreadCpu() - c0;
       Check(info.status(), "step");
     });
   }
   for (auto& x : th) x.join();
+  *cpu = cpus[0];
   return secs[0];
 }
 
@@ -121,6 +137,8 @@ int main(int argc, char** argv) {
   const int world = argc > 3 ? std::atoi(argv[3]) : 1;
   const bool offload = argc > 4 && std::string(argv[4]) == "offload";
   const int64_t per = total / kParams;
+  // One rank: one kernel thread, so the thread CPU times cover every pass.
+  if (world == 1) zero::cpu::SetThreads(1);
   for (int stage = 1; stage <= 3; ++stage) {
     for (zero::DType t : {zero::DType::kF32, zero::DType::kBF16, zero::DType::kF16}) {
       zero::Config c;
@@ -144,30 +162,40 @@ int main(int argc, char** argv) {
       std::vector<char> w(owned * zero::DTypeSize(t));
       const zero::math::AdamScalars as =
           zero::math::MakeAdamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, true, 1, 1.0f);
-      std::vector<double> tf, ts, ta;
+      std::vector<double> tf, ts, ta, cf, cs, ca;
       for (int k = 0; k < steps + 2; ++k) {
+        double a_cpu, b_cpu;
         zero::SetFusedBoundary(true);
-        const double a = OneStep(fused, t, per);
+        const double a = OneStep(fused, t, per, &a_cpu);
         zero::SetFusedBoundary(false);
-        const double b = OneStep(separate, t, per);
+        const double b = OneStep(separate, t, per, &b_cpu);
         zero::SetFusedBoundary(true);
+        const double c0 = ThreadCpu();
         const double t0 = Now();
         zero::cpu::AdamStep(as, g.data(), p.data(), m.data(), v.data(), owned, w.data(), t);
         const double k_s = Now() - t0;
+        const double k_cpu = ThreadCpu() - c0;
         if (k < 2) continue;  // warm-up
         tf.push_back(a);
         ts.push_back(b);
         ta.push_back(k_s);
+        cf.push_back(a_cpu);
+        cs.push_back(b_cpu);
+        ca.push_back(k_cpu);
       }
       const double f = Best(tf), s = Best(ts), ad = Best(ta);
+      const double fc = Best(cf), sc = Best(cs), ac = Best(ca);
       std::printf(
           "{\"bench\":\"boundary\",\"stage\":%d,\"dtype\":\"%s\",\"world\":%d,\"offload\":%s,"
           "\"params\":%lld,\"owned\":%lld,\"boundary_ms\":%.3f,\"separate_passes_ms\":%.3f,"
           "\"adam_kernel_ms\":%.3f,\"boundary_vs_adam\":%.2f,\"separate_vs_adam\":%.2f,"
-          "\"speedup\":%.2f}\n",
+          "\"speedup\":%.2f,\"boundary_cpu_ms\":%.3f,\"separate_cpu_ms\":%.3f,"
+          "\"adam_cpu_ms\":%.3f,\"boundary_vs_adam_cpu\":%.2f,\"separate_vs_adam_cpu\":%.2f,"
+          "\"speedup_cpu\":%.2f}\n",
           stage, zero::DTypeName(t), world, offload ? "true" : "false",
           static_cast<long long>(total), static_cast<long long>(owned), f * 1e3, s * 1e3,
-          ad * 1e3, f / ad, s / ad, s / f);
+          ad * 1e3, f / ad, s / ad, s / f, fc * 1e3, sc * 1e3, ac * 1e3, fc / ac, sc / ac,
+          sc / fc);
       std::fflush(stdout);
     }
   }

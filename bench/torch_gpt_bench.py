@@ -10,7 +10,8 @@ examples/python/gpt_train.py, scaled to ~7M params, at 2 and 4 ranks.
         [--modes zero1,zero2,zero3,ddp,ddp_zero_redundancy]
 
 Modes ``zeroN_ac`` add the ds_config ``activation_checkpointing`` section
-(zero.torch recomputes each block in backward). Every (ranks, mode) runs in
+(zero.torch recomputes each block in backward); ``zero3_wrap`` gathers per
+transformer block (``wrap_policy={Block}``) instead of per module. Every (ranks, mode) runs in
 fresh processes (one ``mpirun -np RANKS`` each) so a rank's peak RSS
 (getrusage ru_maxrss) belongs to that mode alone. Same model (rank 0's
 init), same data (each rank its slice of every global batch), same AdamW.
@@ -85,9 +86,11 @@ def worker(args: argparse.Namespace) -> None:
         cfg["zero_optimization"].update(
             reduce_bucket_size=args.bucket, allgather_bucket_size=args.bucket,
             stage3_prefetch_bucket_size=args.bucket)
+        # zero3_wrap: stage 3 gathering per transformer block (wrap_policy).
+        wrap = {gpt_train.Block} if "_wrap" in mode else None
         engine, _, _, _ = ds.initialize(model=model,
                                         model_parameters=model.parameters(),
-                                        config=cfg)
+                                        config=cfg, wrap_policy=wrap)
         assert engine.world_size == world
         for i, (x, y) in enumerate(data):
             xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]

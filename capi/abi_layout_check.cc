@@ -167,3 +167,23 @@ static_assert(ZERO_DTYPE_F32 == 0 && ZERO_DTYPE_F16 == 1 && ZERO_DTYPE_BF16 == 2
               "zero_dtype values changed");
 static_assert(ZERO_OPTIMIZER_ADAM == 0 && ZERO_OPTIMIZER_ADAMW == 1 && ZERO_OPTIMIZER_SGD == 2,
               "zero_optimizer values changed");
+
+// 1.5: observing a run.
+ZERO_PIN_SIZE(zero_step_breakdown, 152, 8);
+ZERO_PIN_FIELD(zero_step_breakdown, struct_size, 0, 8);
+ZERO_PIN_FIELD(zero_step_breakdown, global_step, 8, 8);
+ZERO_PIN_FIELD(zero_step_breakdown, micro_steps, 16, 4);
+ZERO_PIN_FIELD(zero_step_breakdown, step_ms, 24, 8);
+ZERO_PIN_FIELD(zero_step_breakdown, forward_ms, 32, 8);
+ZERO_PIN_FIELD(zero_step_breakdown, publish_ms, 128, 8);
+ZERO_PIN_FIELD(zero_step_breakdown, nvme_read_bytes, 136, 8);
+ZERO_PIN_FIELD(zero_step_breakdown, nvme_write_bytes, 144, 8);
+
+ZERO_PIN_SIZE(zero_comm_log_entry, 80, 8);
+ZERO_PIN_FIELD(zero_comm_log_entry, struct_size, 0, 8);
+ZERO_PIN_FIELD(zero_comm_log_entry, op, 8, 4);
+ZERO_PIN_FIELD(zero_comm_log_entry, control, 12, 4);
+ZERO_PIN_FIELD(zero_comm_log_entry, bucket_bytes, 16, 8);
+ZERO_PIN_FIELD(zero_comm_log_entry, sent_bytes, 40, 8);
+ZERO_PIN_FIELD(zero_comm_log_entry, total_ms, 48, 8);
+ZERO_PIN_FIELD(zero_comm_log_entry, busbw_gbs, 72, 8);

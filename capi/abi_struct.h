@@ -41,6 +41,8 @@ ZERO_ABI_STRUCT(zero_load_options, allow_missing);   // 1.0
 ZERO_ABI_STRUCT(zero_param_info, trainable);         // 1.1
 ZERO_ABI_STRUCT(zero_safetensors_options, allow_missing);  // 1.4
 ZERO_ABI_STRUCT(zero_init_spec, fan_in);             // 1.4
+ZERO_ABI_STRUCT(zero_step_breakdown, nvme_write_bytes);  // 1.5
+ZERO_ABI_STRUCT(zero_comm_log_entry, busbw_gbs);     // 1.5
 
 #undef ZERO_ABI_STRUCT
 

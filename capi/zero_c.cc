@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <exception>
+#include <type_traits>
 #include <memory>
 #include <new>
 #include <string>
@@ -84,9 +85,24 @@ zero_status Guard(F&& f) {
 #define ZERO_CHECK_ARG(call, p) \
   if ((p) == nullptr) return Null(call, #p)
 
-zero::DType ToDType(zero_dtype t) { return static_cast<zero::DType>(t); }
+// A C enum's value as the integer the caller stored. A C caller may store
+// any int in a zero_dtype; C++ loading one outside the enumerators' range as
+// the enum type is undefined behaviour (UBSan's -fsanitize=enum), so every
+// enum the caller hands in is read through its bytes and range-checked as an
+// integer before it is used as the enum (//tests:enum_range_c_test).
+template <typename E>
+int64_t EnumValue(const E& e) {
+  static_assert(std::is_enum<E>::value, "EnumValue reads enums");
+  std::make_signed_t<std::underlying_type_t<E>> v;
+  static_assert(sizeof v == sizeof e, "an enum's underlying type");
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
-bool ValidDType(int t) { return t >= ZERO_DTYPE_F32 && t <= ZERO_DTYPE_BF16; }
+bool ValidDType(int64_t t) { return t >= ZERO_DTYPE_F32 && t <= ZERO_DTYPE_BF16; }
+
+// Only after ValidDType.
+zero::DType ToDType(int64_t t) { return static_cast<zero::DType>(t); }
 
 // zero_config (C) -> zero::Config (C++). Negative means "DeepSpeed default";
 // fields past an older caller's struct_size are ZERO_CONFIG_INIT's, which
@@ -97,14 +113,16 @@ absl::StatusOr<zero::Config> FromC(const zero_config* in) {
   const zero_config* c = &*read;
   zero::Config k;
   k.stage = c->stage;
-  if (!ValidDType(c->dtype)) return absl::InvalidArgumentError(absl::StrCat("zero_config.dtype: expected 0..2, got ", static_cast<int>(c->dtype)));
-  k.dtype = ToDType(c->dtype);
-  switch (c->optimizer) {
+  const int64_t dtype = EnumValue(c->dtype);
+  if (!ValidDType(dtype)) return absl::InvalidArgumentError(absl::StrCat("zero_config.dtype: expected 0..2, got ", dtype));
+  k.dtype = ToDType(dtype);
+  const int64_t optimizer = EnumValue(c->optimizer);
+  switch (optimizer) {
     case ZERO_OPTIMIZER_ADAM: k.optimizer = zero::OptimizerType::kAdam; break;
     case ZERO_OPTIMIZER_ADAMW: k.optimizer = zero::OptimizerType::kAdamW; break;
     case ZERO_OPTIMIZER_SGD: k.optimizer = zero::OptimizerType::kSgd; break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat("zero_config.optimizer: expected 0..2, got ", static_cast<int>(c->optimizer)));
+      return absl::InvalidArgumentError(absl::StrCat("zero_config.optimizer: expected 0..2, got ", optimizer));
   }
   auto f = [](float v, double* out) { if (v >= 0.0f) *out = v; };
   auto i64 = [](int64_t v, int64_t* out) { if (v >= 0) *out = v; };
@@ -168,7 +186,7 @@ extern "C" {
 int32_t zero_version(void) { return ZERO_VERSION_CODE; }
 
 const char* zero_status_string(zero_status status) {
-  switch (status) {
+  switch (EnumValue(status)) {
     case ZERO_OK: return "ok";
     case ZERO_INVALID_ARGUMENT: return "invalid argument";
     case ZERO_FAILED_PRECONDITION: return "failed precondition (call in the wrong state)";
@@ -336,16 +354,16 @@ zero_status RegisterParam(const char* call, zero_engine_t* engine,
                                 " needs 0..", ZERO_MAX_DIMS, " dims and a non-NULL shape");
     return ZERO_INVALID_ARGUMENT;
   }
-  if (!ValidDType(desc->dtype)) {
-    g_last_error = absl::StrCat(call, " '", desc->name, "': dtype ",
-                                static_cast<int>(desc->dtype), " not in 0..2");
+  const int64_t dtype = EnumValue(desc->dtype);
+  if (!ValidDType(dtype)) {
+    g_last_error = absl::StrCat(call, " '", desc->name, "': dtype ", dtype, " not in 0..2");
     return ZERO_INVALID_ARGUMENT;
   }
   return Guard([&] {
     zero::ParamSpec spec;
     spec.name = desc->name;
     spec.shape.assign(desc->shape, desc->shape + desc->ndim);
-    spec.dtype = ToDType(desc->dtype);
+    spec.dtype = ToDType(dtype);
     spec.init = desc->init;
     spec.init_spec = init_spec;
     spec.fill = fill;
@@ -372,7 +390,7 @@ zero_status zero_engine_register_param_init(zero_engine_t* engine, const zero_pa
   if (spec_in == nullptr) return Null(call, "spec");
   auto read = ReadStruct(spec_in, kInitSpecDefaults);
   if (!read.ok()) return BadStruct(call, read.status());
-  const int64_t kind = static_cast<int64_t>(read->kind);
+  const int64_t kind = EnumValue(read->kind);
   if (kind < ZERO_INIT_ZEROS || kind > ZERO_INIT_FAN_IN_UNIFORM) {
     g_last_error = absl::StrCat(call, ": spec kind ", kind, " not in 0..7");
     return ZERO_INVALID_ARGUMENT;
@@ -608,6 +626,110 @@ zero_status zero_engine_stats(const zero_engine_t* engine, zero_stats* stats) {
   });
 }
 
+// ---- 1.5: observing a run ----------------------------------------------
+
+zero_status zero_engine_step_breakdown(const zero_engine_t* engine, zero_step_breakdown* out) {
+  ZERO_CHECK_ARG("zero_engine_step_breakdown", engine);
+  ZERO_CHECK_ARG("zero_engine_step_breakdown", out);
+  absl::Status size_ok = CheckStructSize(out);
+  if (!size_ok.ok()) return BadStruct("zero_engine_step_breakdown", size_ok);
+  return Guard([&] {
+    const zero::Recorder* r = engine->engine->recorder();
+    if (r == nullptr) {
+      return Report(absl::FailedPreconditionError(
+          "zero_engine_step_breakdown: the config has no \"wall_clock_breakdown\": true "
+          "(nor \"zero_trace\")"));
+    }
+    const zero::StepBreakdown& b = r->last();
+    using P = zero::Phase;
+    zero_step_breakdown o = ZeroStruct<zero_step_breakdown>();
+    o.global_step = b.global_step;
+    o.micro_steps = b.micro_steps;
+    o.step_ms = b.step_ms;
+    o.forward_ms = b.at(P::kForward);
+    o.backward_ms = b.at(P::kBackward);
+    o.optimizer_ms = b.at(P::kStep);
+    o.reduce_ms = b.at(P::kReduce);
+    o.reduce_exposed_ms = b.at(P::kReduceExposed) + b.at(P::kReduceDrain);
+    o.reduce_hidden_ms = b.reduce_hidden_ms();
+    o.gather_ms = b.at(P::kGather);
+    o.gather_exposed_ms = b.at(P::kGatherExposed);
+    o.gather_hidden_ms = b.gather_hidden_ms();
+    o.boundary_reduce_ms = b.at(P::kBoundaryReduce);
+    o.norm_ms = b.at(P::kNorm);
+    o.update_ms = b.at(P::kUpdate);
+    o.publish_ms = b.at(P::kPublish);
+    o.nvme_read_bytes = b.nvme_read_bytes;
+    o.nvme_write_bytes = b.nvme_write_bytes;
+    WriteStruct(o, out);
+    return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_engine_comm_log(const zero_engine_t* engine, zero_comm_log_entry* entries,
+                                 int32_t capacity, int32_t* count) {
+  ZERO_CHECK_ARG("zero_engine_comm_log", engine);
+  ZERO_CHECK_ARG("zero_engine_comm_log", count);
+  if (capacity < 0 || (capacity > 0 && entries == nullptr)) {
+    return Report(absl::InvalidArgumentError(
+        "zero_engine_comm_log: entries is null or capacity is negative"));
+  }
+  for (int32_t i = 0; i < capacity; ++i) {
+    absl::Status size_ok = CheckStructSize(&entries[i]);
+    if (!size_ok.ok()) return BadStruct("zero_engine_comm_log", size_ok);
+  }
+  return Guard([&] {
+    const zero::CommLog* log = engine->engine->comm_log();
+    if (log == nullptr) {
+      return Report(absl::FailedPreconditionError(
+          "zero_engine_comm_log: the config has no \"comms_logger\": {\"enabled\": true}"));
+    }
+    const std::vector<zero::CommLogEntry> es = log->Entries();
+    *count = static_cast<int32_t>(es.size());
+    for (int32_t i = 0; i < capacity && i < static_cast<int32_t>(es.size()); ++i) {
+      const zero::CommLogEntry& e = es[i];
+      zero_comm_log_entry o = ZeroStruct<zero_comm_log_entry>();
+      o.op = static_cast<int32_t>(e.op);
+      o.control = e.kind == zero::CollectiveKind::kControl ? 1 : 0;
+      o.bucket_bytes = e.bucket_bytes;
+      o.count = e.count;
+      o.bytes = e.bytes;
+      o.sent_bytes = e.sent_bytes;
+      o.total_ms = e.total_ms;
+      o.mean_ms = e.mean_ms();
+      o.algbw_gbs = e.algbw_gbs();
+      o.busbw_gbs = e.busbw_gbs(log->world());
+      WriteStruct(o, &entries[i]);
+    }
+    return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_engine_comm_log_summary(const zero_engine_t* engine, char* buf,
+                                         size_t capacity, size_t* length) {
+  ZERO_CHECK_ARG("zero_engine_comm_log_summary", engine);
+  ZERO_CHECK_ARG("zero_engine_comm_log_summary", length);
+  if (capacity > 0 && buf == nullptr) {
+    return Report(absl::InvalidArgumentError("zero_engine_comm_log_summary: buf is null"));
+  }
+  return Guard([&] {
+    const zero::CommLog* log = engine->engine->comm_log();
+    if (log == nullptr) {
+      return Report(absl::FailedPreconditionError(
+          "zero_engine_comm_log_summary: the config has no \"comms_logger\": "
+          "{\"enabled\": true}"));
+    }
+    const std::string s = log->Summary();
+    *length = s.size();
+    if (capacity > s.size()) {
+      std::memcpy(buf, s.c_str(), s.size() + 1);
+    } else if (capacity > 0) {
+      buf[0] = '\0';
+    }
+    return Report(absl::OkStatus());
+  });
+}
+
 void zero_engine_destroy(zero_engine_t* engine) {
   try {
     delete engine;
@@ -664,14 +786,14 @@ zero_status zero_checkpoint_export_safetensors(const char* dir, const char* tag,
                                                const char* out_path, zero_dtype dtype) {
   ZERO_CHECK_ARG("zero_checkpoint_export_safetensors", dir);
   ZERO_CHECK_ARG("zero_checkpoint_export_safetensors", out_path);
-  if (!ValidDType(dtype)) {
-    g_last_error = absl::StrCat("zero_checkpoint_export_safetensors: dtype ",
-                                static_cast<int>(dtype), " not in 0..2");
+  const int64_t dt = EnumValue(dtype);
+  if (!ValidDType(dt)) {
+    g_last_error = absl::StrCat("zero_checkpoint_export_safetensors: dtype ", dt, " not in 0..2");
     return ZERO_INVALID_ARGUMENT;
   }
   return Guard([&] {
     return Report(zero::ckpt::ExportSafetensors(dir, tag != nullptr ? tag : "", out_path,
-                                                ToDType(dtype)));
+                                                ToDType(dt)));
   });
 }
 

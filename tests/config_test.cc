@@ -599,6 +599,35 @@ TEST(ConfigErrors, HugeIntegersAreRangeErrorsNotConversions) {
   EXPECT_EQ(c.stage3_max_live_parameters, int64_t{1} << 62);
 }
 
+// Found by //tests/fuzz:config (tools/fuzz.sh): the batch arithmetic
+// multiplied micro batch, accumulation steps and world size in int64
+// without checking (a product that wraps is undefined, and could "match").
+TEST(ConfigErrors, BatchProductsThatOverflowAreErrors) {
+  Config c = Parse(R"({"train_batch_size": 8,
+    "train_micro_batch_size_per_gpu": 4611686018427387904, "gradient_accumulation_steps": 4})");
+  EXPECT_EQ(c.Resolve(2).message(),
+            "train_batch_size: train_micro_batch_size_per_gpu * gradient_accumulation_steps * "
+            "world_size = 4611686018427387904 * 4 * 2 does not fit in 64 bits");
+  c = Parse(R"({"train_micro_batch_size_per_gpu": 4611686018427387904,
+    "gradient_accumulation_steps": 2})");
+  EXPECT_EQ(c.Resolve(3).message(),
+            "train_batch_size: train_micro_batch_size_per_gpu * gradient_accumulation_steps * "
+            "world_size = 4611686018427387904 * 2 * 3 does not fit in 64 bits");
+  c = Parse(R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4611686018427387904})");
+  EXPECT_EQ(c.Resolve(4).message(),
+            "train_batch_size: micro batch * world size = 4611686018427387904 * 4 * 1 does not "
+            "fit in 64 bits");
+  c = Parse(R"({"train_batch_size": 8, "gradient_accumulation_steps": 4611686018427387904})");
+  EXPECT_FALSE(c.Resolve(4).ok());
+  // The largest products that fit still resolve.
+  c = Parse(R"({"train_micro_batch_size_per_gpu": 1073741824,
+    "gradient_accumulation_steps": 1073741824})");
+  Config big = c;
+  ASSERT_TRUE(big.Resolve(4).ok());
+  EXPECT_EQ(big.train_batch_size, int64_t{1} << 62);
+  EXPECT_FALSE(c.Resolve(8).ok());  // 2^63
+}
+
 TEST(ConfigComments, HashAndSlashCommentsOutsideStrings) {
   Config c = Parse(R"(# a DeepSpeed config, as pasted
 {

@@ -34,6 +34,50 @@ class HostfileTest(unittest.TestCase):
         h = zl.parse_hostfile("w1 slots=4\nw2 slots=4\n")
         self.assertEqual(dict(zl.select(h, exclude="w1:3@w2")), {"w1": 3})
 
+    def test_hostile_hostfiles_are_errors_naming_the_line(self):
+        cases = [
+            ("w1 slots=99999999999999999999\n", "line 1: slots must be 1..65536"),
+            ("w1 slots=0\n", "line 1: slots must be 1..65536, got 0"),
+            ("w1 slots=\u0663\n", "line 1: expected 'HOST slots=N'"),  # Arabic-Indic 3
+            ("-np slots=1\n", "line 1: host '-np' is not a host name"),
+            ("a:b slots=1\n", "line 1: host 'a:b' is not a host name"),
+            ("w1 slots=1\n# x\nw\x00 slots=1\n", "line 3: host 'w.x00' is not a host name"),
+            # \x1c is no line break: one malformed line 1, not two hosts.
+            ("w1 slots=1\x1cw2 slots=1\n", "line 1: expected 'HOST slots=N'"),
+        ]
+        for text, msg in cases:
+            with self.assertRaisesRegex(zl.HostfileError, msg, msg=repr(text)):
+                zl.parse_hostfile(text)
+
+    def test_hostile_filters_are_errors(self):
+        h = zl.parse_hostfile("w1 slots=4\nw2 slots=2\n")
+        for spec, msg in [("w1:-1", "must be integers >= 0"),  # was slot -1
+                          ("w1: 1", "must be integers >= 0"),
+                          ("w1:1_0", "must be integers >= 0"),
+                          ("w1:", "must be integers >= 0"),
+                          ("w1:0@w1:1", "host 'w1' is repeated"),
+                          ("w1:4", "has 4 slots, asked for slot 4")]:
+            with self.assertRaisesRegex(zl.HostfileError, msg, msg=spec):
+                zl.select(h, include=spec)
+        with self.assertRaisesRegex(zl.HostfileError, "'w2' has 2 slots, asked for slot 5"):
+            zl.select(h, exclude="w2:5")
+
+    def test_hostfile_not_utf8_and_bad_port_exit_2(self):
+        with tempfile.NamedTemporaryFile("wb", suffix=".hostfile", delete=False) as f:
+            f.write(b"w1 slots=1\n\xff\xfe\n")
+        try:
+            r = subprocess.run([sys.executable, zl.__file__, "--hostfile", f.name, "--dry-run", "true"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("not UTF-8 text", r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+        finally:
+            os.unlink(f.name)
+        r = subprocess.run([sys.executable, zl.__file__, "--hostfile", "/nonexistent", "--master_port", "70000", "--dry-run", "true"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--master_port must be 1..65535", r.stderr)
+
     def test_num_nodes_and_gpus(self):
         h = zl.parse_hostfile("w1 slots=8\nw2 slots=8\nw3 slots=8\n")
         self.assertEqual(dict(zl.select(h, num_nodes=2, num_gpus=2)), {"w1": 2, "w2": 2})

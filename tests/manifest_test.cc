@@ -66,11 +66,34 @@ TEST(ManifestTest, FloatsAndHugeValuesInIntegerFieldsAreRefused) {
     ASSERT_NE(t, Valid()) << bad;
     absl::Status s = Parse(t);
     EXPECT_TRUE(absl::IsDataLoss(s)) << bad << ": " << s;
-    EXPECT_NE(s.message().find("expected a 64-bit integer"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("param 'w': expected an integer in ["), std::string::npos) << s;
   }
   std::string t = absl::StrReplaceAll(Valid(), {{"\"world_size\": 2", "\"world_size\": 1e10"}});
   ASSERT_NE(t, Valid());
-  EXPECT_TRUE(absl::IsDataLoss(Parse(t)));
+  absl::Status s = Parse(t);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("expected an integer in [-2147483648, 2147483647], got 10000000000"),
+            std::string::npos) << s;
+}
+
+TEST(ManifestTest, ChecksumsAreHexDigitsOnly) {
+  const std::string valid = Valid();
+  const std::string field = "\"index_xxh3\":\"0000000000000000\"";
+  ASSERT_NE(valid.find(field), std::string::npos) << valid;
+  // std::stoull took all of these (as 2^64-1, 0x12, 12, 12).
+  for (const char* bad : {"\"-1\"", "\"0x12\"", "\" 12\"", "\"12zz\"", "\"\"",
+                          "\"00000000000000001\"", "12"}) {
+    std::string t = valid;
+    t.replace(t.find(field), field.size(), std::string("\"index_xxh3\":") + bad);
+    absl::Status s = Parse(t);
+    EXPECT_TRUE(absl::IsDataLoss(s)) << bad << ": " << s;
+    EXPECT_NE(s.message().find("files: expected"), std::string::npos) << s;
+  }
+  std::string t = valid;
+  t.replace(t.find(field), field.size(), "\"index_xxh3\":\"aBcD\"");
+  auto m = ParseManifest(t, "m.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->files[0].index_xxh3, 0xabcdu);
 }
 
 }  // namespace

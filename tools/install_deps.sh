@@ -12,6 +12,7 @@ PKGS=(
   python3-dev python3-numpy python3-pytest pybind11-dev python3-torch python3-venv python3-pip
   bindgen abigail-tools
   pkg-config bc
+  clang libclang-rt-dev
 )
 
 missing=()
@@ -32,4 +33,13 @@ fi
 if ! /usr/bin/python3 -c "import safetensors" 2>/dev/null; then
   echo "install_deps: pip installing safetensors" >&2
   /usr/bin/python3 -m pip install -q --break-system-packages safetensors
+fi
+
+# `atheris` (libFuzzer for Python): the hostfile parser's fuzz target
+# (tools/fuzz.sh; tests/fuzz/hostfile_fuzz.py). Optional: without it the
+# long run reports the target skipped; the replay test needs only Python.
+if ! /usr/bin/python3 -c "import atheris" 2>/dev/null; then
+  echo "install_deps: pip installing atheris" >&2
+  /usr/bin/python3 -m pip install -q --break-system-packages atheris ||
+    echo "install_deps: atheris not installed (hostfile fuzzing skipped)" >&2
 fi

@@ -34,22 +34,39 @@ class HostfileError(ValueError):
     pass
 
 
+# Host names: letters, digits, '.', '_' and '-', not starting with '-' (the
+# mpirun hostfile and the --include/--exclude syntax give ':', '@', ',' and
+# blanks a meaning). Slot counts: ASCII digits, at most MAX_SLOTS.
+HOST_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*", re.ASCII)
+MAX_SLOTS = 1 << 16
+
+
+def check_host(host, where):
+    if not HOST_RE.fullmatch(host):
+        raise HostfileError(f"{where}: host {host!r} is not a host name "
+                            "(letters, digits, '.', '_', '-')")
+    return host
+
+
 def parse_hostfile(text):
     """Returns an OrderedDict host -> slots."""
     hosts = OrderedDict()
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
+    # Lines as a text editor counts them (str.splitlines also splits at
+    # \x0b, \x1c, \u2028, ...), so errors name the right line.
+    for lineno, raw in enumerate(text.split("\n"), 1):
+        line = raw.split("#", 1)[0].strip(" \t\r")
         if not line:
             continue
-        m = re.fullmatch(r"(\S+)\s+slots=(\d+)", line)
+        m = re.fullmatch(r"(\S+)[ \t]+slots=([0-9]+)", line, re.ASCII)
         if not m:
             raise HostfileError(f"hostfile line {lineno}: expected 'HOST slots=N', got {raw!r}")
-        host, slots = m.group(1), int(m.group(2))
+        host = check_host(m.group(1), f"hostfile line {lineno}")
+        if len(m.group(2)) > 6 or not 1 <= int(m.group(2)) <= MAX_SLOTS:
+            raise HostfileError(f"hostfile line {lineno}: slots must be 1..{MAX_SLOTS}, "
+                                f"got {m.group(2)}")
         if host in hosts:
             raise HostfileError(f"hostfile line {lineno}: host {host!r} is repeated")
-        if slots < 1:
-            raise HostfileError(f"hostfile line {lineno}: slots must be >= 1")
-        hosts[host] = slots
+        hosts[host] = int(m.group(2))
     if not hosts:
         raise HostfileError("hostfile: no hosts")
     return hosts
@@ -61,14 +78,17 @@ def parse_filter(spec):
     for part in spec.split("@"):
         if not part:
             raise HostfileError(f"filter {spec!r}: empty host entry")
-        if ":" in part:
-            host, slots = part.split(":", 1)
-            try:
-                out[host] = sorted({int(s) for s in slots.split(",")})
-            except ValueError:
-                raise HostfileError(f"filter {spec!r}: slots of {host!r} must be integers")
-        else:
-            out[part] = None
+        host, sep, slots = part.partition(":")
+        check_host(host, f"filter {spec!r}")
+        if host in out:
+            raise HostfileError(f"filter {spec!r}: host {host!r} is repeated")
+        if not sep:
+            out[host] = None
+            continue
+        ids = slots.split(",")
+        if not all(re.fullmatch(r"[0-9]{1,6}", i, re.ASCII) for i in ids):
+            raise HostfileError(f"filter {spec!r}: slots of {host!r} must be integers >= 0")
+        out[host] = sorted({int(i) for i in ids})
     return out
 
 
@@ -96,6 +116,8 @@ def select_slots(hosts, include=None, exclude=None, num_nodes=-1, num_gpus=-1):
         for h, slots in parse_filter(exclude).items():
             if h not in hosts:
                 raise HostfileError(f"--exclude: unknown host {h!r}")
+            if slots is not None and max(slots) >= hosts[h]:
+                raise HostfileError(f"--exclude: {h!r} has {hosts[h]} slots, asked for slot {max(slots)}")
             if slots is None:
                 chosen.pop(h, None)
             elif h in chosen:
@@ -208,11 +230,20 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if not a.program:
         ap.error("no program to launch")
+    if a.master_port is not None and not 1 <= a.master_port <= 65535:
+        ap.error(f"--master_port must be 1..65535, got {a.master_port}")
+    if a.num_gpus > MAX_SLOTS:
+        ap.error(f"--num_gpus/--num_procs must be at most {MAX_SLOTS}, got {a.num_gpus}")
     gpus = local_gpu_count()
     try:
         if os.path.isfile(a.hostfile):
-            with open(a.hostfile) as f:
-                hosts = parse_hostfile(f.read())
+            with open(a.hostfile, "rb") as f:
+                data = f.read()
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise HostfileError(f"hostfile {a.hostfile}: not UTF-8 text ({e.reason} at byte {e.start})")
+            hosts = parse_hostfile(text)
         else:  # this host alone, as deepspeed without a hostfile
             n = a.num_gpus if a.num_gpus > 0 else max(gpus, 1)
             hosts = OrderedDict([("localhost", n)])

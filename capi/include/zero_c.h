@@ -567,6 +567,82 @@ ZERO_API zero_status zero_engine_write_master_range(zero_engine_t* engine,
                                                     int64_t count,
                                                     const float* values);
 
+/* ---- 1.5: observing a run (wall_clock_breakdown, comms_logger) -------- */
+
+/* One optimizer step's wall time by phase, in milliseconds, on this rank
+ * (docs/ARCHITECTURE.md, "Observing a run"). forward + backward +
+ * optimizer tile step_ms. First published size (1.5): through
+ * nvme_write_bytes. */
+typedef struct zero_step_breakdown {
+  size_t struct_size;
+  int64_t global_step;       /* optimizer steps (skipped ones too) after it; 0: none yet */
+  int32_t micro_steps;       /* micro-steps in it */
+  double step_ms;            /* first call of its first micro-step to its step's return */
+  double forward_ms;         /* first gather/grad_buffer to first grad_ready, per micro-step */
+  double backward_ms;        /* first grad_ready to zero_engine_step, per micro-step */
+  double optimizer_ms;       /* inside zero_engine_step (the update on the last micro-step) */
+  double reduce_ms;          /* gradient bucket reductions, on whichever thread ran them */
+  double reduce_exposed_ms;  /* the caller waiting for or running reductions */
+  double reduce_hidden_ms;   /* reduce_ms the caller did not wait for (overlapped) */
+  double gather_ms;          /* stage 3: gathers and prefetches */
+  double gather_exposed_ms;  /* stage 3: the caller inside zero_engine_gather */
+  double gather_hidden_ms;   /* stage 3: gather_ms the caller did not wait for */
+  double boundary_reduce_ms; /* stage 0 leftovers, stage 1's flat reduce-scatter */
+  double norm_ms;            /* fp32 cast, sum of squares, norm all-reduce */
+  double update_ms;          /* unscale+clip factor, optimizer, working-copy cast (fused) */
+  double publish_ms;         /* all-gather of the updated working copy */
+  int64_t nvme_read_bytes;   /* NVMe bytes read in the step */
+  int64_t nvme_write_bytes;  /* NVMe bytes written in the step */
+} zero_step_breakdown;
+
+#define ZERO_STEP_BREAKDOWN_INIT                                              \
+  {                                                                           \
+    sizeof(zero_step_breakdown), 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, \
+        0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0                                    \
+  }
+
+/* The last optimizer step's breakdown. ZERO_FAILED_PRECONDITION unless the
+ * config turned on "wall_clock_breakdown" (or "zero_trace"). */
+ZERO_API zero_status zero_engine_step_breakdown(const zero_engine_t* engine,
+                                                zero_step_breakdown* out);
+
+/* One line of the collective log: a collective and a message-size bucket
+ * (sizes in (bucket_bytes/2, bucket_bytes]). Bandwidths as nccl-tests
+ * defines them, in GB/s (1e9 bytes). First published size (1.5): through
+ * busbw_gbs. */
+typedef struct zero_comm_log_entry {
+  size_t struct_size;
+  int32_t op;            /* 0 all_gather, 1 reduce_scatter, 2 all_reduce, 3 broadcast */
+  int32_t control;       /* 1: bookkeeping (norms, agreement), zero_stats' control traffic */
+  int64_t bucket_bytes;  /* upper end of the message-size bucket */
+  int64_t count;         /* collectives */
+  int64_t bytes;         /* sum of their sizes (the data each moves) */
+  int64_t sent_bytes;    /* bytes this rank sent, as zero_stats counts them */
+  double total_ms;       /* total time */
+  double mean_ms;        /* total_ms / count */
+  double algbw_gbs;      /* bytes / total time */
+  double busbw_gbs;      /* algbw x (W-1)/W; x 2(W-1)/W for all_reduce; x 1 broadcast */
+} zero_comm_log_entry;
+
+#define ZERO_COMM_LOG_ENTRY_INIT \
+  { sizeof(zero_comm_log_entry), 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0 }
+
+/* The collective log ("comms_logger": {"enabled": true}). Writes up to
+ * `capacity` entries (each one's struct_size set by the caller, as
+ * ZERO_COMM_LOG_ENTRY_INIT does) and sets *count to the number there are
+ * (call with capacity 0 to ask). ZERO_FAILED_PRECONDITION when the log is
+ * off. */
+ZERO_API zero_status zero_engine_comm_log(const zero_engine_t* engine,
+                                          zero_comm_log_entry* entries,
+                                          int32_t capacity, int32_t* count);
+
+/* The log as DeepSpeed's log_summary table (what rank 0 prints when the
+ * engine is destroyed), NUL-terminated in `buf` when it fits in `capacity`
+ * bytes; *length gets strlen of the whole text either way. */
+ZERO_API zero_status zero_engine_comm_log_summary(const zero_engine_t* engine,
+                                                  char* buf, size_t capacity,
+                                                  size_t* length);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

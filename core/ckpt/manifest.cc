@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "core/ckpt/file_util.h"
+#include "core/ckpt/json_int.h"
 
 namespace zero {
 namespace ckpt {
@@ -176,21 +177,9 @@ namespace {
 
 // Integers from the manifest: a float or an out-of-range value is an error
 // (nlohmann's conversion of one would be undefined behaviour).
-int64_t I64(const ordered_json& v) {
-  if (!v.is_number_integer() ||
-      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
-    throw std::invalid_argument(absl::StrCat("expected a 64-bit integer, got ", v.dump()));
-  }
-  return v.get<int64_t>();
-}
+int64_t I64(const ordered_json& v) { return JsonInt(v); }
 
-int I32(const ordered_json& v) {
-  const int64_t x = I64(v);
-  if (x < INT32_MIN || x > INT32_MAX) {
-    throw std::invalid_argument(absl::StrCat("expected a 32-bit integer, got ", v.dump()));
-  }
-  return static_cast<int>(x);
-}
+int I32(const ordered_json& v) { return static_cast<int>(JsonInt(v, INT32_MIN, INT32_MAX)); }
 
 }  // namespace
 
@@ -259,7 +248,7 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text,
       f.rank = I32(jf.at("rank"));
       f.file = jf.at("file").get<std::string>();
       f.bytes = I64(jf.at("bytes"));
-      f.index_xxh3 = std::stoull(jf.at("index_xxh3").get<std::string>(), nullptr, 16);
+      f.index_xxh3 = JsonHex64(jf.at("index_xxh3"));
       m.files.push_back(f);
     }
   } catch (const std::exception& e) {

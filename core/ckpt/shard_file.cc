@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/io_fault.h"
 #include "core/ckpt/file_util.h"
+#include "core/ckpt/json_int.h"
 #include "core/ckpt/manifest.h"
 
 namespace zero {
@@ -196,8 +197,11 @@ absl::StatusOr<std::unique_ptr<ShardFileReader>> ShardFileReader::Open(
   if (std::memcmp(&footer[3], kMagic, 8) != 0) {
     return loss("no ZEROSHD1 footer (truncated, or not a zero rank file)");
   }
+  // Compared without wrapping: ioff + ilen overflowing 64 bits must not
+  // "match" the size (a huge ilen would then be allocated).
   const uint64_t ioff = footer[0], ilen = footer[1];
-  if (ioff + ilen + kFooterBytes != static_cast<uint64_t>(r->bytes_)) {
+  const uint64_t body = static_cast<uint64_t>(r->bytes_ - kFooterBytes);
+  if (ioff > body || ilen != body - ioff) {
     return loss("footer does not match the file size (truncated?)");
   }
   std::string index(ilen, '\0');
@@ -214,19 +218,24 @@ absl::StatusOr<std::unique_ptr<ShardFileReader>> ShardFileReader::Open(
                 "(a rank file from another save?)");
   }
   try {
+    // Every integer checked (JsonInt: a float or an out-of-range value would
+    // convert with undefined behaviour), every sum overflow-safe.
     auto j = nlohmann::json::parse(index);
-    r->rank_ = j.at("rank").get<int>();
+    r->rank_ = static_cast<int>(JsonInt(j.at("rank"), 0, INT32_MAX));
+    const int64_t data_end = static_cast<int64_t>(ioff);
     for (const auto& js : j.at("sections")) {
       SectionInfo s;
       s.param = js.at("param").get<std::string>();
       s.state = StateFromName(js.at("state").get<std::string>());
-      s.offset = js.at("offset").get<int64_t>();
-      s.numel = js.at("numel").get<int64_t>();
-      s.file_offset = js.at("file_offset").get<int64_t>();
-      s.xxh3 = std::stoull(js.at("xxh3").get<std::string>(), nullptr, 16);
-      if (s.state < 0 || s.numel < 0 || s.file_offset < 0 ||
-          s.file_offset + s.numel * 4 > static_cast<int64_t>(ioff)) {
-        return loss(absl::StrCat("section ", s.Name(), " is out of bounds"));
+      s.offset = JsonInt(js.at("offset"), 0);
+      s.numel = JsonInt(js.at("numel"), 0, INT64_MAX / 4);
+      s.file_offset = JsonInt(js.at("file_offset"), 0);
+      s.xxh3 = JsonHex64(js.at("xxh3"));
+      if (s.state < 0 || s.offset > INT64_MAX - s.numel || s.file_offset > data_end ||
+          s.numel * 4 > data_end - s.file_offset) {
+        return loss(absl::StrCat("section '", s.param, "/", StateName(s.state), "' (offset ",
+                                 s.offset, ", numel ", s.numel, ", file_offset ", s.file_offset,
+                                 ") is out of bounds (data ends at byte ", data_end, ")"));
       }
       r->sections_.push_back(std::move(s));
     }

@@ -4,6 +4,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +26,10 @@ using Clock = std::chrono::steady_clock;
 // MPI_Finalize would wait for it forever, so the exit handler skips it.
 std::atomic<bool> g_broken{false};
 std::atomic<bool> g_we_initialized{false};
+// Below MPI_THREAD_MULTIPLE (MPI initialized by the application with
+// SERIALIZED), the workers of different communicators take turns.
+std::atomic<bool> g_serialize{false};
+std::mutex g_serial_mu;
 
 void FinalizeAtExit() {
   int finalized = 0;
@@ -35,6 +43,7 @@ absl::Status EnsureMpi() {
   if (initialized) {
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
+    g_serialize = provided < MPI_THREAD_MULTIPLE;
     if (provided < MPI_THREAD_SERIALIZED) {
       return absl::FailedPreconditionError(
           "mpi communicator: MPI was initialized without thread support "
@@ -49,6 +58,7 @@ absl::Status EnsureMpi() {
     return absl::InternalError("mpi communicator: MPI_Init_thread failed");
   }
   g_we_initialized = true;
+  g_serialize = provided < MPI_THREAD_MULTIPLE;
   std::atexit(FinalizeAtExit);
   return absl::OkStatus();
 }
@@ -59,6 +69,103 @@ std::string MpiError(int code) {
   MPI_Error_string(code, buf, &len);
   return std::string(buf, len);
 }
+
+// Runs blocking MPI collectives for one communicator on its own thread
+// (docs/ARCHITECTURE.md, "Failures"). Blocking collectives take MPI's tuned
+// algorithms, which are faster than the non-blocking ones (libnbc) at most
+// sizes; running them here lets the calling thread wait with a deadline
+// and return a timeout when a peer is dead or stuck, while this thread stays
+// inside MPI (it is detached then: the communicator is broken, and the job
+// ends without MPI_Finalize). Shared with the communicator by a shared_ptr,
+// so a stuck worker never outlives what it touches.
+class BlockingWorker {
+ public:
+  static std::shared_ptr<BlockingWorker> Start() {
+    auto w = std::shared_ptr<BlockingWorker>(new BlockingWorker());
+    std::thread([w] { w->Loop(); }).detach();
+    return w;
+  }
+
+  // Runs `job` (returns an MPI error code) on the worker; waits until it
+  // returns or `deadline` passes. false: timed out (the job still runs).
+  bool Run(std::function<int()> job, Clock::time_point deadline, int* rc) {
+    const uint64_t seq = posted_.load(std::memory_order_relaxed) + 1;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      job_ = std::move(job);
+      posted_.store(seq, std::memory_order_release);
+      if (worker_sleeping_) cv_job_.notify_one();
+    }
+    // Most small collectives end within tens of microseconds: spin on the
+    // flag (yielding the core) before sleeping on the condition variable.
+    const auto spin_until = Clock::now() + std::chrono::microseconds(200);
+    for (unsigned i = 0;; ++i) {
+      if (finished_.load(std::memory_order_acquire) >= seq) {
+        *rc = rc_;
+        return true;
+      }
+      if ((i & 15) == 15 && Clock::now() > spin_until) break;
+      std::this_thread::yield();
+    }
+    std::unique_lock<std::mutex> l(mu_);
+    caller_sleeping_ = true;
+    const bool done = cv_done_.wait_until(
+        l, deadline, [&] { return finished_.load(std::memory_order_acquire) >= seq; });
+    caller_sleeping_ = false;
+    if (done) *rc = rc_;
+    return done;
+  }
+
+  void Stop() {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+    cv_job_.notify_one();
+  }
+
+ private:
+  BlockingWorker() = default;
+
+  void Loop() {
+    uint64_t seq = 0;
+    for (;;) {
+      // A burst of collectives follows one another closely: spin a little
+      // for the next one before sleeping.
+      const auto spin_until = Clock::now() + std::chrono::microseconds(100);
+      for (unsigned i = 0; posted_.load(std::memory_order_acquire) <= seq; ++i) {
+        if ((i & 15) == 15 && Clock::now() > spin_until) break;
+        std::this_thread::yield();
+      }
+      std::function<int()> job;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        worker_sleeping_ = true;
+        cv_job_.wait(l, [&] { return stop_ || posted_.load(std::memory_order_acquire) > seq; });
+        worker_sleeping_ = false;
+        if (stop_) return;
+        job = std::move(job_);
+        ++seq;
+      }
+      int rc;
+      if (g_serialize.load()) {
+        std::lock_guard<std::mutex> serial(g_serial_mu);
+        rc = job();
+      } else {
+        rc = job();
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      rc_ = rc;
+      finished_.store(seq, std::memory_order_release);
+      if (caller_sleeping_) cv_done_.notify_one();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_job_, cv_done_;
+  std::function<int()> job_;
+  std::atomic<uint64_t> posted_{0}, finished_{0};
+  int rc_ = MPI_SUCCESS;
+  bool stop_ = false, worker_sleeping_ = false, caller_sleeping_ = false;
+};
 
 class MpiCommunicator : public Communicator {
  public:
@@ -73,6 +180,7 @@ class MpiCommunicator : public Communicator {
     oversubscribed_ = 2 * local_ranks > std::max(1u, std::thread::hardware_concurrency());
   }
   ~MpiCommunicator() override {
+    if (worker_) worker_->Stop();  // a stuck one never reads it; it is detached
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && !broken_) MPI_Comm_free(&comm_);
@@ -95,13 +203,15 @@ class MpiCommunicator : public Communicator {
         static_cast<char*>(recv) + static_cast<size_t>(d[rank_]) * es) {
       sbuf = MPI_IN_PLACE;
     }
-    MPI_Request req;
     // Equal pieces (every shard-sized gather) take the regular collective,
     // whose algorithms are faster than the v-variant's.
-    int rc = Equal(c) ? MPI_Iallgather(sbuf, c[rank_], t, recv, c[rank_], t, comm_, &req)
-                      : MPI_Iallgatherv(sbuf, c[rank_], t, recv, c.data(), d.data(),
-                                        t, comm_, &req);
-    if (auto s = Wait(rc, &req, "all-gather"); !s.ok()) return s;
+    MPI_Comm comm = comm_;
+    const int rank = rank_;
+    auto s = Blocking("all-gather", [=, c = std::move(c), d = std::move(d)] {
+      return Equal(c) ? MPI_Allgather(sbuf, c[rank], t, recv, c[rank], t, comm)
+                      : MPI_Allgatherv(sbuf, c[rank], t, recv, c.data(), d.data(), t, comm);
+    });
+    if (!s.ok()) return s;
     Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_), DTypeSize(dtype));
     return absl::OkStatus();
   }
@@ -110,6 +220,9 @@ class MpiCommunicator : public Communicator {
                               const std::vector<int64_t>& counts) override {
     std::vector<int> c, d;
     if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
+    // Stays non-blocking and polled: it is at or above raw MPI speed that
+    // way, and the blocking (tuned) algorithms sum in another order at 3+
+    // ranks, which would change every fp32 result recorded so far.
     MPI_Request req;
     int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_FLOAT,
                                                   MPI_SUM, comm_, &req)
@@ -129,17 +242,18 @@ class MpiCommunicator : public Communicator {
 
   absl::Status Broadcast(void* data, int64_t bytes, int root) override {
     if (bytes > INT_MAX) return absl::InvalidArgumentError("Broadcast: too large");
-    MPI_Request req;
-    int rc = MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_, &req);
-    if (auto s = Wait(rc, &req, "broadcast"); !s.ok()) return s;
+    MPI_Comm comm = comm_;
+    auto s = Blocking("broadcast", [=] {
+      return MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm);
+    });
+    if (!s.ok()) return s;
     Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0, 1);
     return absl::OkStatus();
   }
 
   absl::Status Barrier() override {
-    MPI_Request req;
-    int rc = MPI_Ibarrier(comm_, &req);
-    return Wait(rc, &req, "barrier");
+    MPI_Comm comm = comm_;
+    return Blocking("barrier", [=] { return MPI_Barrier(comm); });
   }
 
   absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
@@ -164,10 +278,12 @@ class MpiCommunicator : public Communicator {
   template <typename T>
   absl::Status AllReduceT(T* data, int64_t count, MPI_Datatype t, ReduceOp op) {
     if (count > INT_MAX) return absl::InvalidArgumentError("AllReduce: too large");
-    MPI_Request req;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), t,
-                            op == ReduceOp::kSum ? MPI_SUM : MPI_MAX, comm_, &req);
-    if (auto s = Wait(rc, &req, "all-reduce"); !s.ok()) return s;
+    MPI_Comm comm = comm_;
+    const MPI_Op mop = op == ReduceOp::kSum ? MPI_SUM : MPI_MAX;
+    auto s = Blocking("all-reduce", [=] {
+      return MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), t, mop, comm);
+    });
+    if (!s.ok()) return s;
     Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_), sizeof(T));
     return absl::OkStatus();
   }
@@ -204,6 +320,31 @@ class MpiCommunicator : public Communicator {
     return absl::AbortedError(absl::StrCat(
         "mpi communicator: ", what, " on rank ", rank_,
         ": an earlier collective timed out; the communicator is unusable"));
+  }
+
+  // A blocking collective on the worker thread, waited for until the
+  // timeout: a peer that never arrives becomes DeadlineExceeded here (and
+  // the communicator is broken) while the worker stays inside MPI.
+  absl::Status Blocking(const char* what, std::function<int()> job) {
+    if (broken_) return Broken(what);
+    if (!worker_) worker_ = BlockingWorker::Start();
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(timeout_seconds_));
+    int rc = MPI_SUCCESS;
+    if (!worker_->Run(std::move(job), deadline, &rc)) {
+      broken_ = true;
+      g_broken = true;
+      return absl::DeadlineExceededError(absl::StrCat(
+          "mpi communicator: ", what, " timed out after ", timeout_seconds_, " s on rank ",
+          rank_, " of ", world_, ": a peer is dead or stuck (comm_timeout_seconds)"));
+    }
+    if (rc != MPI_SUCCESS) {
+      broken_ = true;
+      g_broken = true;
+      return absl::AbortedError(
+          absl::StrCat("mpi communicator: ", what, " failed: ", MpiError(rc)));
+    }
+    return absl::OkStatus();
   }
 
   // Polls the request until it completes or the timeout passes. Polling
@@ -258,6 +399,7 @@ class MpiCommunicator : public Communicator {
   int rank_ = 0, world_ = 1;
   bool broken_ = false;
   bool oversubscribed_ = false;
+  std::shared_ptr<BlockingWorker> worker_;  // started by the first collective
 };
 
 }  // namespace

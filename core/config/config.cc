@@ -55,31 +55,50 @@ absl::Status Config::Resolve(int world_size) {
         gradient_predivide_factor));
   }
   // Batch arithmetic: train = micro * gas * world; any two give the third.
+  // Products are overflow-checked: huge values from a ds_config or the C
+  // struct are an error, not a wrapped (undefined) product.
   int64_t& tb = train_batch_size;
   int64_t& mb = train_micro_batch_size_per_gpu;
   int64_t& gas = gradient_accumulation_steps;
   const int64_t w = world_size;
-  if (tb > 0 && mb > 0 && gas > 0) {
-    if (tb != mb * gas * w) {
+  auto product = [&](int64_t a, int64_t b, int64_t c, const char* what,
+                     int64_t* out) -> absl::Status {
+    if (__builtin_mul_overflow(a, b, out) || __builtin_mul_overflow(*out, c, out)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "train_batch_size: expected train_micro_batch_size_per_gpu * "
-          "gradient_accumulation_steps * world_size = ", mb, " * ", gas,
-          " * ", w, " = ", mb * gas * w, ", got ", tb));
+          "train_batch_size: ", what, " = ", a, " * ", b, " * ", c,
+          " does not fit in 64 bits"));
+    }
+    return absl::OkStatus();
+  };
+  constexpr const char* kAll =
+      "train_micro_batch_size_per_gpu * gradient_accumulation_steps * world_size";
+  int64_t p = 0;
+  if (tb > 0 && mb > 0 && gas > 0) {
+    absl::Status s = product(mb, gas, w, kAll, &p);
+    if (!s.ok()) return s;
+    if (tb != p) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "train_batch_size: expected ", kAll, " = ", mb, " * ", gas, " * ", w, " = ", p,
+          ", got ", tb));
     }
   } else if (tb > 0 && mb > 0) {
-    if (tb % (mb * w) != 0) {
+    absl::Status s = product(mb, w, 1, "micro batch * world size", &p);
+    if (!s.ok()) return s;
+    if (tb % p != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "train_batch_size: expected a multiple of micro batch * world size (",
-          mb * w, "), got ", tb));
+          "train_batch_size: expected a multiple of micro batch * world size (", p, "), got ",
+          tb));
     }
-    gas = tb / (mb * w);
+    gas = tb / p;
   } else if (tb > 0 && gas > 0) {
-    if (tb % (gas * w) != 0) {
+    absl::Status s = product(gas, w, 1, "gradient_accumulation_steps * world size", &p);
+    if (!s.ok()) return s;
+    if (tb % p != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "train_batch_size: expected a multiple of gradient_accumulation_steps"
-          " * world size (", gas * w, "), got ", tb));
+          " * world size (", p, "), got ", tb));
     }
-    mb = tb / (gas * w);
+    mb = tb / p;
   } else if (tb > 0) {
     gas = 1;
     if (tb % w != 0) {
@@ -90,7 +109,8 @@ absl::Status Config::Resolve(int world_size) {
   } else {
     if (gas <= 0) gas = 1;
     if (mb <= 0) mb = 1;
-    tb = mb * gas * w;
+    absl::Status s = product(mb, gas, w, kAll, &tb);
+    if (!s.ok()) return s;
   }
   if (dtype != DType::kF16) loss_scale = 1.0;  // no scaling outside fp16
   if (scheduler == SchedulerType::kWarmupCosineLR && total_num_steps < 1) {

@@ -61,4 +61,38 @@
   X(nvme_direct_io) \
   X(nvme_uring)
 
+// X(field) for every field of zero_step_breakdown after struct_size.
+#define ZERO_STEP_BREAKDOWN_FIELDS(X) \
+  X(global_step) \
+  X(micro_steps) \
+  X(step_ms) \
+  X(forward_ms) \
+  X(backward_ms) \
+  X(optimizer_ms) \
+  X(reduce_ms) \
+  X(reduce_exposed_ms) \
+  X(reduce_hidden_ms) \
+  X(gather_ms) \
+  X(gather_exposed_ms) \
+  X(gather_hidden_ms) \
+  X(boundary_reduce_ms) \
+  X(norm_ms) \
+  X(update_ms) \
+  X(publish_ms) \
+  X(nvme_read_bytes) \
+  X(nvme_write_bytes)
+
+// X(field) for every field of zero_comm_log_entry after struct_size.
+#define ZERO_COMM_LOG_ENTRY_FIELDS(X) \
+  X(op) \
+  X(control) \
+  X(bucket_bytes) \
+  X(count) \
+  X(bytes) \
+  X(sent_bytes) \
+  X(total_ms) \
+  X(mean_ms) \
+  X(algbw_gbs) \
+  X(busbw_gbs)
+
 #endif  // ZERO_BINDINGS_PYTHON_SRC_ABI_TABLES_H_

@@ -406,6 +406,44 @@ class Engine {
     return bytes_read;
   }
 
+  // wall_clock_breakdown: the last optimizer step's phases.
+  py::dict StepBreakdown() const {
+    zero_step_breakdown b = ZERO_STEP_BREAKDOWN_INIT;
+    Check(zero_engine_step_breakdown(get(), &b));
+    py::dict d;
+#define ZERO_FIELD(f) d[#f] = b.f;
+    ZERO_STEP_BREAKDOWN_FIELDS(ZERO_FIELD)
+#undef ZERO_FIELD
+    return d;
+  }
+
+  // comms_logger: one dict per collective and message-size bucket.
+  py::list CommLog() const {
+    int32_t n = 0;
+    Check(zero_engine_comm_log(get(), nullptr, 0, &n));
+    std::vector<zero_comm_log_entry> raw(n);
+    for (auto& e : raw) e = ZERO_COMM_LOG_ENTRY_INIT;
+    Check(zero_engine_comm_log(get(), raw.data(), n, &n));
+    py::list out;
+    for (int32_t i = 0; i < n && i < static_cast<int32_t>(raw.size()); ++i) {
+      py::dict d;
+#define ZERO_FIELD(f) d[#f] = raw[i].f;
+      ZERO_COMM_LOG_ENTRY_FIELDS(ZERO_FIELD)
+#undef ZERO_FIELD
+      out.append(d);
+    }
+    return out;
+  }
+
+  std::string CommLogSummary() const {
+    size_t length = 0;
+    Check(zero_engine_comm_log_summary(get(), nullptr, 0, &length));
+    std::string s(length + 1, '\0');
+    Check(zero_engine_comm_log_summary(get(), s.data(), s.size(), &length));
+    s.resize(length);
+    return s;
+  }
+
   py::dict Stats() const {
     zero_stats st = ZERO_STATS_INIT;
     Check(zero_engine_stats(get(), &st));
@@ -547,6 +585,9 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("load_safetensors", &Engine::LoadSafetensors, py::arg("path"),
            py::arg("allow_missing"), py::arg("prefix_strip"), py::arg("prefix_add"))
       .def("stats", &Engine::Stats)
+      .def("step_breakdown", &Engine::StepBreakdown)
+      .def("comm_log", &Engine::CommLog)
+      .def("comm_log_summary", &Engine::CommLogSummary)
       .def("close", &Engine::Destroy)
       .def_property_readonly("closed", &Engine::closed);
 }

@@ -338,3 +338,29 @@ def test_a_raising_fill_fails_finalize_naming_the_param():
             eng.register_param("x", np.zeros(4), init=zero.InitSpec.zeros())
         with pytest.raises(zero.InvalidArgumentError):
             eng.register_param("x", shape=(4,), init=zero.InitSpec.kaiming_uniform())
+
+
+def test_step_breakdown_and_comm_log():
+    """wall_clock_breakdown and comms_logger through the C ABI (1.5)."""
+    with make_engine(stage=1, wall_clock_breakdown=True,
+                     comms_logger={"enabled": True}) as eng:
+        for _ in range(2):
+            eng.gather("w")
+            eng.grad_buffer("w")[...] = 1.0
+            eng.grad_ready("w")
+            eng.release("w")
+            eng.step()
+        b = eng.step_breakdown()
+        assert b["global_step"] == 2 and b["micro_steps"] == 1
+        assert b["step_ms"] > 0 and b["update_ms"] > 0
+        parts = b["forward_ms"] + b["backward_ms"] + b["optimizer_ms"]
+        assert parts <= b["step_ms"] * 1.05 + 0.01
+        log = eng.comm_log()
+        assert all(e["count"] > 0 and 0 <= e["op"] <= 3 for e in log)
+        assert isinstance(log[0]["control"], bool) if log else True
+        assert "comms log" in eng.comm_log_summary()
+    with make_engine() as eng:
+        with pytest.raises(zero.FailedPreconditionError, match="wall_clock_breakdown"):
+            eng.step_breakdown()
+        with pytest.raises(zero.FailedPreconditionError, match="comms_logger"):
+            eng.comm_log()

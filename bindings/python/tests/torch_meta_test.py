@@ -1,9 +1,14 @@
 """zero.torch.initialize with params on the meta device (issue 13): init
 specs inferred from module types match torch's own initialization in
 distribution, training from them works, pretrained= loads a safetensors file
-exactly, unknown module types and meta buffers are refused by name."""
+exactly, unknown module types and meta buffers are refused by name. Under
+mpirun (world 3, stage 3) a meta-built model gets the same values as in one
+process, torch's statistics per param, and trains like the eager model."""
+import json
 import math
 import os
+import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -242,3 +247,42 @@ def test_pretrained_index_json_and_failure_restores_meta(tmp_path):
     with pytest.raises(zero.ZeroError):
         zt.initialize(model, cfg(1), pretrained=str(tmp_path / "missing.safetensors"))
     assert all(p.is_meta for p in model.parameters())
+
+
+def test_meta_model_under_mpirun_world3_stage3(tmp_path):
+    """torch_meta_worker.py on 3 MPI ranks: the meta model's params right
+    after initialize equal the one-process stage-3 ones bit for bit (each
+    element drawn from (seed, name, index) by whichever rank owns it) and so
+    have torch's statistics; meta and eager (torch's defaults) models train
+    alike on the ranks' slices."""
+    mpirun = shutil.which("mpirun")
+    assert mpirun, "openmpi-bin is required"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env.setdefault("OMPI_MCA_plm_rsh_agent", "")
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          "torch_meta_worker.py")
+    cmd = [mpirun, "-np", "3", "--oversubscribe", "--allow-run-as-root",
+           "--mca", "btl", "self,vader", "-x", "PYTHONPATH",
+           sys.executable, worker, "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = torch.load(tmp_path / "meta_init.pt")
+    one = zt.initialize(meta_gpt(), cfg(3))
+    try:
+        want = one.full_state_dict()
+    finally:
+        one.destroy()
+    ref = torch_default_gpt()
+    assert set(got) == set(want)
+    for name, p in ref.named_parameters():
+        assert torch.equal(got[name], want[name]), name
+        kind, b = expected(name, p, ref)
+        check_stats(got[name], kind, b, name)
+    per_rank = [json.loads((tmp_path / f"losses{r}.json").read_text()) for r in range(3)]
+    meta = [sum(r["meta"][k] for r in per_rank) / 3 for k in range(STEPS)]
+    eager = [sum(r["eager"][k] for r in per_rank) / 3 for k in range(STEPS)]
+    assert meta[-1] < meta[0] - 0.3 and eager[-1] < eager[0] - 0.3, (meta, eager)
+    assert abs(meta[0] - eager[0]) < 0.5, (meta, eager)
+    drop_m, drop_e = meta[0] - meta[-1], eager[0] - eager[-1]
+    assert 0.5 * drop_e < drop_m < 2.0 * drop_e, (meta, eager)

@@ -81,14 +81,16 @@ def _train_steps(engine, batches, rank: int, world: int, gas: int) -> list:
 
 
 def train_zero(stage: int, rank: int = 0, world: int = 1, gas: int = 1,
-               comm=None, overlap_grad_hooks: bool = True, steps: int = STEPS):
+               comm=None, overlap_grad_hooks: bool = True, steps: int = STEPS,
+               wrap_policy=None):
     """zero.torch on this rank's slice of each global batch; returns
     (full fp32 params by name, engine stats, list of StepInfo)."""
     import zero.torch as zt
 
     model = make_model()
     engine = zt.initialize(model, ds_config(stage, gas, world), comm=comm,
-                           overlap_grad_hooks=overlap_grad_hooks)
+                           overlap_grad_hooks=overlap_grad_hooks,
+                           wrap_policy=wrap_policy)
     try:
         infos = _train_steps(engine, make_data(steps), rank, world, gas)
         params = engine.full_state_dict()

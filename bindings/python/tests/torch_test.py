@@ -31,6 +31,67 @@ def test_grads_handed_in_after_backward_match_hooks(stage):
     torch_model.assert_params_close(params, REFERENCE)
 
 
+@pytest.mark.parametrize("policy", [torch.nn.Linear, 500,
+                                    lambda m, name: name in ("0", "3")])
+def test_stage3_wrap_policy_trains_bitwise_like_per_module_gathers(policy):
+    """FSDP-style units (by class, by size, by a callable): the same values
+    are gathered, so training is bit for bit that of per-module gathers."""
+    want, _, _ = torch_model.train_zero(3)
+    got, _, _ = torch_model.train_zero(3, wrap_policy=policy)
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert torch.equal(got[name], want[name]), name
+    torch_model.assert_params_close(got, REFERENCE)
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = torch.nn.Linear(d, d)
+        self.norm = torch.nn.LayerNorm(d)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.norm(self.fc(x)))
+
+
+def test_stage3_wrap_policy_gathers_per_block_with_fewer_hooks():
+    """A unit gathers its whole subtree in one pre-forward hook (the block's
+    Linear and LayerNorm read gathered values inside it); only units get
+    forward hooks; a bad policy is refused by name."""
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(8, 16), _Block(16), _Block(16),
+                                   torch.nn.Linear(16, 2))
+
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(3))
+    y = torch.randn(4, 2, generator=torch.Generator().manual_seed(4))
+    results = {}
+    for policy in (None, {_Block}):
+        m = model()
+        with zt.initialize(m, torch_model.ds_config(3), wrap_policy=policy) as engine:
+            seen = []
+            h = m[1].fc.register_forward_pre_hook(
+                lambda mod, inp: seen.append(mod.weight.stride() != (0, 0)))
+            for _ in range(3):
+                loss = torch_model.loss_fn(engine(x), y)
+                engine.backward(loss)
+                engine.step()
+            h.remove()
+            assert all(seen) and seen  # gathered when the inner Linear runs
+            assert all(c == 0 for c in engine._gather_count)
+            results[policy is None] = (len(engine._hooks), engine.wrapped_modules,
+                                       engine.full_state_dict())
+    hooks_all, names_all, params_all = results[True]
+    hooks_blk, names_blk, params_blk = results[False]
+    assert names_blk == ["", "1", "2"]
+    assert len(names_all) == 9  # root, 2 Linears, 2 blocks x (self, fc, norm)
+    assert hooks_blk < hooks_all
+    for name in params_all:
+        assert torch.equal(params_blk[name], params_all[name]), name
+    with pytest.raises(zero.InvalidArgumentError, match="wrap_policy"):
+        zt.initialize(model(), torch_model.ds_config(3), wrap_policy="Block")
+
+
 @pytest.mark.parametrize("stage", [1, 2])
 def test_gradient_accumulation_matches_torch(stage):
     params, _, infos = torch_model.train_zero(stage, gas=2)

@@ -76,6 +76,44 @@ STATS_FIELDS: Tuple[Tuple[str, str, str], ...] = (
     ('nvme_uring', 'bool', '1: io_uring; 0: blocking pread/pwrite'),
 )
 
+#: zero_step_breakdown after struct_size: (name, kind, description); kind is
+#: bool (an int32_t flag), int or float.
+STEP_BREAKDOWN_FIELDS: Tuple[Tuple[str, str, str], ...] = (
+    ('global_step', 'int', 'optimizer steps (skipped ones too) after it; 0: none yet'),
+    ('micro_steps', 'int', 'micro-steps in it'),
+    ('step_ms', 'float', "first call of its first micro-step to its step's return"),
+    ('forward_ms', 'float', 'first gather/grad_buffer to first grad_ready, per micro-step'),
+    ('backward_ms', 'float', 'first grad_ready to zero_engine_step, per micro-step'),
+    ('optimizer_ms', 'float', 'inside zero_engine_step (the update on the last micro-step)'),
+    ('reduce_ms', 'float', 'gradient bucket reductions, on whichever thread ran them'),
+    ('reduce_exposed_ms', 'float', 'the caller waiting for or running reductions'),
+    ('reduce_hidden_ms', 'float', 'reduce_ms the caller did not wait for (overlapped)'),
+    ('gather_ms', 'float', 'stage 3: gathers and prefetches'),
+    ('gather_exposed_ms', 'float', 'stage 3: the caller inside zero_engine_gather'),
+    ('gather_hidden_ms', 'float', 'stage 3: gather_ms the caller did not wait for'),
+    ('boundary_reduce_ms', 'float', "stage 0 leftovers, stage 1's flat reduce-scatter"),
+    ('norm_ms', 'float', 'fp32 cast, sum of squares, norm all-reduce'),
+    ('update_ms', 'float', 'unscale+clip factor, optimizer, working-copy cast (fused)'),
+    ('publish_ms', 'float', 'all-gather of the updated working copy'),
+    ('nvme_read_bytes', 'int', 'NVMe bytes read in the step'),
+    ('nvme_write_bytes', 'int', 'NVMe bytes written in the step'),
+)
+
+#: zero_comm_log_entry after struct_size: (name, kind, description); kind is
+#: bool (an int32_t flag), int or float.
+COMM_LOG_ENTRY_FIELDS: Tuple[Tuple[str, str, str], ...] = (
+    ('op', 'int', '0 all_gather, 1 reduce_scatter, 2 all_reduce, 3 broadcast'),
+    ('control', 'bool', "1: bookkeeping (norms, agreement), zero_stats' control traffic"),
+    ('bucket_bytes', 'int', 'upper end of the message-size bucket'),
+    ('count', 'int', 'collectives'),
+    ('bytes', 'int', 'sum of their sizes (the data each moves)'),
+    ('sent_bytes', 'int', 'bytes this rank sent, as zero_stats counts them'),
+    ('total_ms', 'float', 'total time'),
+    ('mean_ms', 'float', 'total_ms / count'),
+    ('algbw_gbs', 'float', 'bytes / total time'),
+    ('busbw_gbs', 'float', 'algbw x (W-1)/W; x 2(W-1)/W for all_reduce; x 1 broadcast'),
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class StepInfo:

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _zero_c
-from ._abi_tables import STATS_FIELDS, StepInfo
+from ._abi_tables import COMM_LOG_ENTRY_FIELDS, STATS_FIELDS, STEP_BREAKDOWN_FIELDS, StepInfo
 from .comm import Comm
 from .dtypes import DType, float32_to_bf16
 from .errors import InvalidArgumentError, NotFoundError
@@ -485,6 +485,32 @@ class Engine:
         """
         return self._c.load_safetensors(os.fspath(path), bool(allow_missing),
                                         prefix_strip, prefix_add)
+
+    def step_breakdown(self) -> Dict[str, float]:
+        """The last optimizer step's wall time by phase, in ms, and its NVMe
+        bytes (the fields of ``zero_step_breakdown``:
+        ``zero._abi_tables.STEP_BREAKDOWN_FIELDS``). Needs
+        ``"wall_clock_breakdown": true`` in the config (or ``"zero_trace"``);
+        otherwise :class:`zero.FailedPreconditionError`."""
+        raw = self._c.step_breakdown()
+        return {name: (float(raw[name]) if kind == "float" else int(raw[name]))
+                for name, kind, _ in STEP_BREAKDOWN_FIELDS}
+
+    def comm_log(self) -> List[Dict[str, Any]]:
+        """The collective log (``"comms_logger": {"enabled": true}``): one
+        dict per collective and message-size bucket (``op``: 0 all_gather,
+        1 reduce_scatter, 2 all_reduce, 3 broadcast; ``control``; count,
+        bytes, sent_bytes, times and nccl-tests' algbw/busbw in GB/s)."""
+        out = []
+        for raw in self._c.comm_log():
+            out.append({name: (bool(raw[name]) if kind == "bool" else
+                               float(raw[name]) if kind == "float" else int(raw[name]))
+                        for name, kind, _ in COMM_LOG_ENTRY_FIELDS})
+        return out
+
+    def comm_log_summary(self) -> str:
+        """The collective log as DeepSpeed's log_summary table."""
+        return self._c.comm_log_summary()
 
     def stats(self) -> Dict[str, int]:
         """Bytes per category on this rank and elements sent per collective

@@ -564,6 +564,57 @@ def _checkpointed_forward(forward: Any) -> Any:
     return wrapper
 
 
+def _wrap_units(model: torch.nn.Module, policy: Any) -> Optional[Set[int]]:
+    """Stage 3's gather units (FSDP's auto-wrap policies), as ids of modules;
+    None: every module (no policy). ``policy`` is
+
+    - a module class or a tuple/list/set of them: every module of such a
+      type is a unit (FSDP's ``ModuleWrapPolicy``, e.g. the transformer
+      block class);
+    - an int N: bottom-up, a module whose params not yet in a unit number at
+      least N elements becomes one (FSDP's ``size_based_auto_wrap_policy``
+      with ``min_num_params``);
+    - a callable ``(module, name) -> bool``.
+
+    The root is always a unit too: it takes the params no other unit does.
+    """
+    if policy is None:
+        return None
+    units: Set[int] = {id(model)}
+    if isinstance(policy, bool):
+        raise InvalidArgumentError("wrap_policy: expected module classes, an int or a callable")
+    if isinstance(policy, int):
+        if policy < 1:
+            raise InvalidArgumentError(f"wrap_policy: min_num_params must be >= 1, got {policy}")
+
+        # Children before parents (reverse pre-order); a module shared by
+        # two parents counts once.
+        left: Dict[int, int] = {}
+        for m in reversed(list(model.modules())):
+            n = sum(p.numel() for p in m.parameters(recurse=False))
+            n += sum(left.pop(id(c), 0) for c in m.children())
+            if m is not model and n >= policy:
+                units.add(id(m))
+                n = 0
+            left[id(m)] = n
+        return units
+    if isinstance(policy, type):
+        policy = (policy,)
+    if isinstance(policy, (tuple, list, set, frozenset)):
+        classes = tuple(policy)
+        if not classes or not all(isinstance(c, type) and issubclass(c, torch.nn.Module)
+                                  for c in classes):
+            raise InvalidArgumentError(
+                f"wrap_policy: expected torch.nn.Module subclasses, got {policy!r}")
+        units.update(id(m) for m in model.modules() if isinstance(m, classes))
+        return units
+    if callable(policy):
+        units.update(id(m) for n, m in model.named_modules() if policy(m, n))
+        return units
+    raise InvalidArgumentError(
+        f"wrap_policy: expected module classes, an int or a callable, got {policy!r}")
+
+
 class ZeroTorchEngine(torch.nn.Module):
     """A PyTorch module whose parameters, gradients and optimizer states live
     in a zero runtime; made by :func:`initialize`.
@@ -578,9 +629,10 @@ class ZeroTorchEngine(torch.nn.Module):
                  model_parameters: Optional[Iterable[torch.nn.Parameter]] = None,
                  overlap_grad_hooks: bool = True, *,
                  init_fn: Any = None, pretrained: Any = None,
-                 init_seed: int = 0,
+                 init_seed: int = 0, wrap_policy: Any = None,
                  _keep_originals: bool = False) -> None:
         super().__init__()
+        self._wrap_policy = wrap_policy
         for name, p in model.named_parameters():
             if p.device.type == "meta":
                 continue  # described, not copied (_meta_init_spec)
@@ -1271,12 +1323,30 @@ class ZeroTorchEngine(torch.nn.Module):
             self._grad_accs.append(acc)
 
     def _install_stage3_hooks(self) -> None:
-        # Every module gets the hooks: the stack of running forwards tells
-        # which module a param used outside its owner belongs to.
-        for module in self.module.modules():
+        # Without a wrap policy every module is a unit and gets the hooks
+        # (gathering its own params): the stack of running forwards tells
+        # which module a param used outside its owner belongs to. With one,
+        # only the units do (the root always is one), each gathering the
+        # params of its subtree that no nested unit takes.
+        units = _wrap_units(self.module, self._wrap_policy)
+        #: Names of the modules that gather for their subtree (stage 3).
+        self.wrapped_modules = [n for n, m in self.module.named_modules()
+                                if units is None or id(m) in units]
+
+        # Pre-order, each module once (as modules()), with the unit it is in.
+        stack = [(self.module, self.module)]
+        seen: Set[int] = set()
+        while stack:
+            module, unit = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            if units is None or id(module) in units:
+                unit = module
+                self._module_params.setdefault(id(module), [])
             idx = [self._index[id(p)] for p in module.parameters(recurse=False)
                    if id(p) in self._index]
-            self._module_params[id(module)] = idx
+            self._module_params[id(unit)].extend(idx)
             if idx:
                 module.__dict__["_parameters"] = _ZeroParamDict(
                     self, OrderedDict.items(module._parameters))
@@ -1284,8 +1354,10 @@ class ZeroTorchEngine(torch.nn.Module):
             if type(module) is torch.nn.Linear and "forward" not in vars(module):
                 module.forward = types.MethodType(_zero3_linear_forward, module)
                 self._patched_linears.append(module)
-            self._hooks.append(module.register_forward_pre_hook(self._pre_forward))
-            self._hooks.append(module.register_forward_hook(self._post_forward))
+            if unit is module:
+                self._hooks.append(module.register_forward_pre_hook(self._pre_forward))
+                self._hooks.append(module.register_forward_hook(self._post_forward))
+            stack.extend((c, unit) for c in reversed(list(module.children())))
 
     def _install_state_dict_hooks(self) -> None:
         """``module.state_dict()`` holds the runtime's working values (stage
@@ -1647,7 +1719,7 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
                comm: Optional[Comm] = None,
                overlap_grad_hooks: bool = True,
                init_fn: Any = None, pretrained: Any = None,
-               init_seed: int = 0) -> Any:
+               init_seed: int = 0, wrap_policy: Any = None) -> Any:
     """Moves ``model``'s state into a zero runtime, as ``deepspeed.initialize``.
 
     DeepSpeed's form (keywords, or ``args`` first)::
@@ -1678,6 +1750,10 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
         overlap_grad_hooks: hand gradients over from autograd hooks as
             backward produces them (default); False hands them in after
             backward, in reverse registration order.
+        wrap_policy: stage 3's gather units, as FSDP's auto-wrap policies:
+            module classes, an int (min params per unit, bottom-up) or a
+            callable ``(module, name) -> bool`` (see _wrap_units). Default:
+            every module gathers its own params.
         init_fn, init_seed: models larger than one rank. Params on the
             ``meta`` device (``device="meta"``, ``zero.torch.Init()``) are
             never materialized whole: each is registered with an init spec
@@ -1709,7 +1785,7 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
                                model_parameters=model_parameters,
                                overlap_grad_hooks=overlap_grad_hooks,
                                init_fn=init_fn, pretrained=pretrained,
-                               init_seed=init_seed)
+                               init_seed=init_seed, wrap_policy=wrap_policy)
     if not isinstance(model, torch.nn.Module):
         raise InvalidArgumentError(
             f"initialize: model must be a torch.nn.Module, got {type(model).__name__}")
@@ -1743,7 +1819,8 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
                              model_parameters=model_parameters,
                              overlap_grad_hooks=overlap_grad_hooks,
                              init_fn=init_fn, pretrained=pretrained,
-                             init_seed=init_seed, _keep_originals=True)
+                             init_seed=init_seed, wrap_policy=wrap_policy,
+                             _keep_originals=True)
     loader = None
     if training_data is not None:
         try:

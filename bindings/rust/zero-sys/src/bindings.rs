@@ -2149,3 +2149,599 @@ extern "C" {
         values: *const f32,
     ) -> zero_status;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct zero_step_breakdown {
+    pub struct_size: usize,
+    pub global_step: i64,
+    pub micro_steps: i32,
+    pub step_ms: f64,
+    pub forward_ms: f64,
+    pub backward_ms: f64,
+    pub optimizer_ms: f64,
+    pub reduce_ms: f64,
+    pub reduce_exposed_ms: f64,
+    pub reduce_hidden_ms: f64,
+    pub gather_ms: f64,
+    pub gather_exposed_ms: f64,
+    pub gather_hidden_ms: f64,
+    pub boundary_reduce_ms: f64,
+    pub norm_ms: f64,
+    pub update_ms: f64,
+    pub publish_ms: f64,
+    pub nvme_read_bytes: i64,
+    pub nvme_write_bytes: i64,
+}
+#[test]
+fn bindgen_test_layout_zero_step_breakdown() {
+    assert_eq!(
+        ::core::mem::size_of::<zero_step_breakdown>(),
+        152usize,
+        concat!("Size of: ", stringify!(zero_step_breakdown))
+    );
+    assert_eq!(
+        ::core::mem::align_of::<zero_step_breakdown>(),
+        8usize,
+        concat!("Alignment of ", stringify!(zero_step_breakdown))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_global_step() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).global_step) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(global_step)
+            )
+        );
+    }
+    test_field_global_step();
+    fn test_field_micro_steps() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).micro_steps) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(micro_steps)
+            )
+        );
+    }
+    test_field_micro_steps();
+    fn test_field_step_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).step_ms) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(step_ms)
+            )
+        );
+    }
+    test_field_step_ms();
+    fn test_field_forward_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).forward_ms) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(forward_ms)
+            )
+        );
+    }
+    test_field_forward_ms();
+    fn test_field_backward_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).backward_ms) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(backward_ms)
+            )
+        );
+    }
+    test_field_backward_ms();
+    fn test_field_optimizer_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).optimizer_ms) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(optimizer_ms)
+            )
+        );
+    }
+    test_field_optimizer_ms();
+    fn test_field_reduce_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).reduce_ms) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(reduce_ms)
+            )
+        );
+    }
+    test_field_reduce_ms();
+    fn test_field_reduce_exposed_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).reduce_exposed_ms) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(reduce_exposed_ms)
+            )
+        );
+    }
+    test_field_reduce_exposed_ms();
+    fn test_field_reduce_hidden_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).reduce_hidden_ms) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(reduce_hidden_ms)
+            )
+        );
+    }
+    test_field_reduce_hidden_ms();
+    fn test_field_gather_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).gather_ms) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(gather_ms)
+            )
+        );
+    }
+    test_field_gather_ms();
+    fn test_field_gather_exposed_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).gather_exposed_ms) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(gather_exposed_ms)
+            )
+        );
+    }
+    test_field_gather_exposed_ms();
+    fn test_field_gather_hidden_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).gather_hidden_ms) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(gather_hidden_ms)
+            )
+        );
+    }
+    test_field_gather_hidden_ms();
+    fn test_field_boundary_reduce_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).boundary_reduce_ms) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(boundary_reduce_ms)
+            )
+        );
+    }
+    test_field_boundary_reduce_ms();
+    fn test_field_norm_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).norm_ms) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(norm_ms)
+            )
+        );
+    }
+    test_field_norm_ms();
+    fn test_field_update_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).update_ms) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(update_ms)
+            )
+        );
+    }
+    test_field_update_ms();
+    fn test_field_publish_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).publish_ms) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(publish_ms)
+            )
+        );
+    }
+    test_field_publish_ms();
+    fn test_field_nvme_read_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).nvme_read_bytes) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(nvme_read_bytes)
+            )
+        );
+    }
+    test_field_nvme_read_bytes();
+    fn test_field_nvme_write_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_step_breakdown>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).nvme_write_bytes) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_step_breakdown),
+                "::",
+                stringify!(nvme_write_bytes)
+            )
+        );
+    }
+    test_field_nvme_write_bytes();
+}
+extern "C" {
+    pub fn zero_engine_step_breakdown(
+        engine: *const zero_engine_t,
+        out: *mut zero_step_breakdown,
+    ) -> zero_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct zero_comm_log_entry {
+    pub struct_size: usize,
+    pub op: i32,
+    pub control: i32,
+    pub bucket_bytes: i64,
+    pub count: i64,
+    pub bytes: i64,
+    pub sent_bytes: i64,
+    pub total_ms: f64,
+    pub mean_ms: f64,
+    pub algbw_gbs: f64,
+    pub busbw_gbs: f64,
+}
+#[test]
+fn bindgen_test_layout_zero_comm_log_entry() {
+    assert_eq!(
+        ::core::mem::size_of::<zero_comm_log_entry>(),
+        80usize,
+        concat!("Size of: ", stringify!(zero_comm_log_entry))
+    );
+    assert_eq!(
+        ::core::mem::align_of::<zero_comm_log_entry>(),
+        8usize,
+        concat!("Alignment of ", stringify!(zero_comm_log_entry))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_comm_log_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_comm_log_entry),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_op() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_comm_log_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).op) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_comm_log_entry),
+                "::",
+                stringify!(op)
+            )
+        );
+    }
+    test_field_op();
+    fn test_field_control() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_comm_log_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).control) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_comm_log_entry),
+                "::",
+                stringify!(control)
+            )
+        );
+    }
+    test_field_control();
+    fn test_field_bucket_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_comm_log_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).bucket_bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_comm_log_entry),
+                "::",
+                stringify!(bucket_bytes)
+            )
+        );
+    }
+    test_field_bucket_bytes();
+    fn test_field_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_comm_log_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).count) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_comm_log_entry),
+                "::",
+                stringify!(count)
+            )
+        );
+    }
+    test_field_count();
+    fn test_field_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_comm_log_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).bytes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_comm_log_entry),
+                "::",
+                stringify!(bytes)
+            )
+        );
+    }
+    test_field_bytes();
+    fn test_field_sent_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_comm_log_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).sent_bytes) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_comm_log_entry),
+                "::",
+                stringify!(sent_bytes)
+            )
+        );
+    }
+    test_field_sent_bytes();
+    fn test_field_total_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_comm_log_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).total_ms) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_comm_log_entry),
+                "::",
+                stringify!(total_ms)
+            )
+        );
+    }
+    test_field_total_ms();
+    fn test_field_mean_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_comm_log_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).mean_ms) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_comm_log_entry),
+                "::",
+                stringify!(mean_ms)
+            )
+        );
+    }
+    test_field_mean_ms();
+    fn test_field_algbw_gbs() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_comm_log_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).algbw_gbs) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_comm_log_entry),
+                "::",
+                stringify!(algbw_gbs)
+            )
+        );
+    }
+    test_field_algbw_gbs();
+    fn test_field_busbw_gbs() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_comm_log_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).busbw_gbs) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_comm_log_entry),
+                "::",
+                stringify!(busbw_gbs)
+            )
+        );
+    }
+    test_field_busbw_gbs();
+}
+extern "C" {
+    pub fn zero_engine_comm_log(
+        engine: *const zero_engine_t,
+        entries: *mut zero_comm_log_entry,
+        capacity: i32,
+        count: *mut i32,
+    ) -> zero_status;
+}
+extern "C" {
+    pub fn zero_engine_comm_log_summary(
+        engine: *const zero_engine_t,
+        buf: *mut core::ffi::c_char,
+        capacity: usize,
+        length: *mut usize,
+    ) -> zero_status;
+}

@@ -147,3 +147,45 @@ pub const fn zero_param_info_init() -> zero_param_info {
         trainable: 0,
     }
 }
+
+/// `ZERO_STEP_BREAKDOWN_INIT`: [`zero_step_breakdown`] as the header initializes it.
+pub const fn zero_step_breakdown_init() -> zero_step_breakdown {
+    zero_step_breakdown {
+        struct_size: core::mem::size_of::<zero_step_breakdown>(),
+        global_step: 0,
+        micro_steps: 0,
+        step_ms: 0.0,
+        forward_ms: 0.0,
+        backward_ms: 0.0,
+        optimizer_ms: 0.0,
+        reduce_ms: 0.0,
+        reduce_exposed_ms: 0.0,
+        reduce_hidden_ms: 0.0,
+        gather_ms: 0.0,
+        gather_exposed_ms: 0.0,
+        gather_hidden_ms: 0.0,
+        boundary_reduce_ms: 0.0,
+        norm_ms: 0.0,
+        update_ms: 0.0,
+        publish_ms: 0.0,
+        nvme_read_bytes: 0,
+        nvme_write_bytes: 0,
+    }
+}
+
+/// `ZERO_COMM_LOG_ENTRY_INIT`: [`zero_comm_log_entry`] as the header initializes it.
+pub const fn zero_comm_log_entry_init() -> zero_comm_log_entry {
+    zero_comm_log_entry {
+        struct_size: core::mem::size_of::<zero_comm_log_entry>(),
+        op: 0,
+        control: 0,
+        bucket_bytes: 0,
+        count: 0,
+        bytes: 0,
+        sent_bytes: 0,
+        total_ms: 0.0,
+        mean_ms: 0.0,
+        algbw_gbs: 0.0,
+        busbw_gbs: 0.0,
+    }
+}

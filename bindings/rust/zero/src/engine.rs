@@ -239,7 +239,7 @@ impl<'a> ParamDesc<'a> {
 
 // StepInfo and Stats mirror zero_step_info and zero_stats field for field;
 // they are generated from the header (src/generated.rs).
-pub use crate::generated::{Stats, StepInfo};
+pub use crate::generated::{CommLogEntry, Stats, StepBreakdown, StepInfo};
 
 /// What was registered for a param ([`Engine::param_info`],
 /// `zero_param_info`).
@@ -896,6 +896,32 @@ impl<'c> Engine<'c> {
         let mut out = vec![0.0; self.meta(id)?.numel];
         self.read_master(id, &mut out)?;
         Ok(out)
+    }
+
+    /// The last optimizer step's wall time by phase
+    /// (`zero_engine_step_breakdown`); [`Status::FailedPrecondition`] unless
+    /// the config has `"wall_clock_breakdown": true` (or `"zero_trace"`).
+    pub fn step_breakdown(&self) -> Result<StepBreakdown> {
+        let mut b = sys::zero_step_breakdown_init();
+        // SAFETY: live handle, valid out pointer with struct_size set.
+        check(unsafe { sys::zero_engine_step_breakdown(self.raw.as_ptr(), &mut b) })?;
+        Ok(StepBreakdown::from_raw(&b))
+    }
+
+    /// The collective log (`zero_engine_comm_log`): one entry per collective
+    /// and message-size bucket; [`Status::FailedPrecondition`] unless the
+    /// config has `"comms_logger": {"enabled": true}`.
+    pub fn comm_log(&self) -> Result<Vec<CommLogEntry>> {
+        let mut n: i32 = 0;
+        // SAFETY: live handle; capacity 0 asks for the count only.
+        check(unsafe { sys::zero_engine_comm_log(self.raw.as_ptr(), ptr::null_mut(), 0, &mut n) })?;
+        let mut raw = vec![sys::zero_comm_log_entry_init(); n.max(0) as usize];
+        // SAFETY: `raw` holds `n` entries, each with struct_size set.
+        check(unsafe {
+            sys::zero_engine_comm_log(self.raw.as_ptr(), raw.as_mut_ptr(), n, &mut n)
+        })?;
+        raw.truncate(n.max(0) as usize);
+        Ok(raw.iter().map(CommLogEntry::from_raw).collect())
     }
 
     /// Memory and traffic counters of this rank.

@@ -228,3 +228,117 @@ impl Stats {
         }
     }
 }
+
+/// One optimizer step's wall time by phase, in milliseconds, on this rank
+/// (docs/ARCHITECTURE.md, "Observing a run"). forward + backward + optimizer
+/// tile step_ms (`zero_step_breakdown`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepBreakdown {
+    /// Optimizer steps (skipped ones too) after it; 0: none yet.
+    pub global_step: i64,
+    /// Micro-steps in it.
+    pub micro_steps: i32,
+    /// First call of its first micro-step to its step's return.
+    pub step_ms: f64,
+    /// First gather/grad_buffer to first grad_ready, per micro-step.
+    pub forward_ms: f64,
+    /// First grad_ready to zero_engine_step, per micro-step.
+    pub backward_ms: f64,
+    /// Inside zero_engine_step (the update on the last micro-step).
+    pub optimizer_ms: f64,
+    /// Gradient bucket reductions, on whichever thread ran them.
+    pub reduce_ms: f64,
+    /// The caller waiting for or running reductions.
+    pub reduce_exposed_ms: f64,
+    /// Reduce_ms the caller did not wait for (overlapped).
+    pub reduce_hidden_ms: f64,
+    /// Stage 3: gathers and prefetches.
+    pub gather_ms: f64,
+    /// Stage 3: the caller inside zero_engine_gather.
+    pub gather_exposed_ms: f64,
+    /// Stage 3: gather_ms the caller did not wait for.
+    pub gather_hidden_ms: f64,
+    /// Stage 0 leftovers, stage 1's flat reduce-scatter.
+    pub boundary_reduce_ms: f64,
+    /// Fp32 cast, sum of squares, norm all-reduce.
+    pub norm_ms: f64,
+    /// Unscale+clip factor, optimizer, working-copy cast (fused).
+    pub update_ms: f64,
+    /// All-gather of the updated working copy.
+    pub publish_ms: f64,
+    /// NVMe bytes read in the step.
+    pub nvme_read_bytes: i64,
+    /// NVMe bytes written in the step.
+    pub nvme_write_bytes: i64,
+}
+
+impl StepBreakdown {
+    /// From the raw struct the library filled.
+    pub(crate) fn from_raw(raw: &sys::zero_step_breakdown) -> StepBreakdown {
+        StepBreakdown {
+            global_step: raw.global_step,
+            micro_steps: raw.micro_steps,
+            step_ms: raw.step_ms,
+            forward_ms: raw.forward_ms,
+            backward_ms: raw.backward_ms,
+            optimizer_ms: raw.optimizer_ms,
+            reduce_ms: raw.reduce_ms,
+            reduce_exposed_ms: raw.reduce_exposed_ms,
+            reduce_hidden_ms: raw.reduce_hidden_ms,
+            gather_ms: raw.gather_ms,
+            gather_exposed_ms: raw.gather_exposed_ms,
+            gather_hidden_ms: raw.gather_hidden_ms,
+            boundary_reduce_ms: raw.boundary_reduce_ms,
+            norm_ms: raw.norm_ms,
+            update_ms: raw.update_ms,
+            publish_ms: raw.publish_ms,
+            nvme_read_bytes: raw.nvme_read_bytes,
+            nvme_write_bytes: raw.nvme_write_bytes,
+        }
+    }
+}
+
+/// One line of the collective log: a collective and a message-size bucket
+/// (sizes in (bucket_bytes/2, bucket_bytes]). Bandwidths as nccl-tests defines
+/// them, in GB/s (1e9 bytes) (`zero_comm_log_entry`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CommLogEntry {
+    /// 0 all_gather, 1 reduce_scatter, 2 all_reduce, 3 broadcast.
+    pub op: i32,
+    /// True: bookkeeping (norms, agreement), zero_stats' control traffic.
+    pub control: bool,
+    /// Upper end of the message-size bucket.
+    pub bucket_bytes: i64,
+    /// Collectives.
+    pub count: i64,
+    /// Sum of their sizes (the data each moves).
+    pub bytes: i64,
+    /// Bytes this rank sent, as zero_stats counts them.
+    pub sent_bytes: i64,
+    /// Total time.
+    pub total_ms: f64,
+    /// Total_ms / count.
+    pub mean_ms: f64,
+    /// Bytes / total time.
+    pub algbw_gbs: f64,
+    /// Algbw x (W-1)/W; x 2(W-1)/W for all_reduce; x 1 broadcast.
+    pub busbw_gbs: f64,
+}
+
+impl CommLogEntry {
+    /// From the raw struct the library filled.
+    pub(crate) fn from_raw(raw: &sys::zero_comm_log_entry) -> CommLogEntry {
+        CommLogEntry {
+            op: raw.op,
+            control: raw.control != 0,
+            bucket_bytes: raw.bucket_bytes,
+            count: raw.count,
+            bytes: raw.bytes,
+            sent_bytes: raw.sent_bytes,
+            total_ms: raw.total_ms,
+            mean_ms: raw.mean_ms,
+            algbw_gbs: raw.algbw_gbs,
+            busbw_gbs: raw.busbw_gbs,
+        }
+    }
+}

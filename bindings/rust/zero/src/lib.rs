@@ -37,6 +37,7 @@ pub use engine::{
     Engine, Gathered, GradBuffer, InitSpec, LoadSafetensorsOptions, ParamData, ParamDesc, ParamId,
     ParamInfo, Stats, StepInfo,
 };
+pub use engine::{CommLogEntry, StepBreakdown};
 pub use error::{Error, Result, Status};
 
 /// The version of the header these bindings were generated from, as

@@ -346,3 +346,31 @@ fn init_spec_registers_described_values() {
         .register_param(ParamDesc::new("x", &[4]).init_spec(InitSpec::linear_weight(0)))
         .is_err());
 }
+
+/// wall_clock_breakdown and comms_logger through the C ABI (1.5).
+#[test]
+fn step_breakdown_and_comm_log() {
+    let comm = Communicator::new_self().unwrap();
+    let cfg = Config::from_json(
+        r#"{"steps_per_print": 0, "wall_clock_breakdown": true, "comms_logger": {"enabled": true}}"#,
+    )
+    .unwrap();
+    let mut engine = Engine::new(&cfg, &comm).unwrap();
+    let w = engine
+        .register_param(ParamDesc::new("w", &[4, 4]).init(&[0.5; 16]))
+        .unwrap();
+    engine.finalize().unwrap();
+    for _ in 0..2 {
+        let mut grad = engine.grad_buffer(w).unwrap();
+        grad.as_f32_mut().unwrap()[0] = 1.0;
+        grad.ready().unwrap();
+        engine.step().unwrap();
+    }
+    let b = engine.step_breakdown().unwrap();
+    assert_eq!(b.global_step, 2);
+    assert!(b.step_ms > 0.0 && b.update_ms > 0.0);
+    let log = engine.comm_log().unwrap();
+    assert!(log.iter().all(|x| x.count > 0));
+    let plain = Engine::new(&sgd(1, 0.1), &comm).unwrap();
+    assert!(plain.step_breakdown().is_err());
+}
