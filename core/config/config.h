@@ -104,6 +104,10 @@ struct Config {
   // false: stages 1-3 all-reduce each bucket (stage 1: the flat gradient)
   // and each rank keeps its shard, instead of reduce-scattering.
   bool reduce_scatter = true;
+  // communication_data_type (top level): the dtype gradients are reduced
+  // in (fp32, fp16 or bf16; GradientReducer). Absent or null: fp32, a
+  // departure from DeepSpeed, which reduces in the model's dtype.
+  DType communication_data_type = DType::kF32;
   // Stages 1-2: the all-gathers that publish the updated working copy move
   // at most this many elements each (ShardedState::AllGatherWorking).
   int64_t allgather_bucket_size = 500000000;

@@ -21,6 +21,16 @@ absl::Status ShardedState::Allocate() {
   const int stage = ctx_->stage();
   const bool nvme_params =
       stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kNvme;
+  // With GPU state, "cpu" would have to keep stage 3's own working shard in
+  // host memory and upload it for each gather; this version does not, so it
+  // is refused rather than silently leaving the shard on the GPU (issue 15).
+  if (stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kCpu &&
+      !d->host_accessible()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "zero_optimization.offload_param.device: \"cpu\" with model state on device ",
+        d->name(), " is not supported in this version (the stage-3 working shard would stay "
+        "in device memory); use \"none\", or the cpu device"));
+  }
   groups_.resize(layout.groups().size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     const LayoutGroup& lg = layout.groups()[g];
