@@ -31,6 +31,11 @@ struct OffloadConfig {
   std::string nvme_path;
   int buffer_count = 4;     // nvme: host buffers the state streams through
   bool pin_memory = false;  // GPU: page-locked host staging
+  // nvme (zero's key, not DeepSpeed's): two slots per file and a step that
+  // flips them only after every rank wrote all of its state; twice the disk.
+  // Off: one slot, and a step that fails mid-write fails the engine
+  // (docs/ARCHITECTURE.md, "Offload").
+  bool atomic_step = false;
 };
 
 struct AioConfig {

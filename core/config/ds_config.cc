@@ -21,6 +21,7 @@ absl::Status ParseOffload(const json& v, const std::string& path,
               : device == "nvme" ? OffloadDevice::kNvme
                                  : OffloadDevice::kNone;
   RETURN_IF_ERROR(r.String("nvme_path", &o->nvme_path));
+  RETURN_IF_ERROR(r.Bool("atomic_step", &o->atomic_step));
   if (is_param) {
     // zero has no CPU tier for stage 3's working copy: it stays where the
     // device keeps it. Only "nvme" moves it (core/offload/param_file.h).
