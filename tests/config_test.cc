@@ -141,6 +141,25 @@ TEST(ConfigTest, ReductionKeysTakeEffect) {
 
 // A size the file names keeps its value, even DeepSpeed's default; absent
 // or "auto" is sized from the model at finalize.
+// communication_data_type takes effect (issue 15): the gradient reductions
+// dtype; absent or null is fp32; anything else is an error naming the key.
+TEST(ConfigTest, CommunicationDataType) {
+  EXPECT_EQ(ParseDsConfig("{}")->communication_data_type, DType::kF32);
+  EXPECT_EQ(ParseDsConfig(R"({"communication_data_type": null})")->communication_data_type,
+            DType::kF32);
+  EXPECT_EQ(ParseDsConfig(R"({"communication_data_type": "fp16"})")->communication_data_type,
+            DType::kF16);
+  EXPECT_EQ(ParseDsConfig(R"({"communication_data_type": "BF16"})")->communication_data_type,
+            DType::kBF16);
+  auto c = ParseDsConfig(R"({"zero_allow_untested_keys": false, "communication_data_type": "bf16"})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->no_effect_keys.empty());
+  auto bad = ParseDsConfig(R"({"communication_data_type": "fp8"})");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("communication_data_type"), std::string::npos)
+      << bad.status();
+}
+
 TEST(ConfigTest, AbsentSizesAreSizedFromTheModel) {
   Config c = Parse(R"({"zero_optimization": {"stage": 3,
     "reduce_bucket_size": 5e8, "stage3_prefetch_bucket_size": "auto"}})");
@@ -294,7 +313,6 @@ const NoEffectCase kNoEffect[] = {
     // DeepSpeed reads the factor only when not prescaling.
     {R"({"prescale_gradients": true, "gradient_predivide_factor": 2.0})",
      "gradient_predivide_factor"},
-    {R"({"communication_data_type": "bf16"})", "communication_data_type"},
     {R"({"seq_parallel_communication_data_type": "fp32"})",
      "seq_parallel_communication_data_type"},
     {R"({"memory_breakdown": true})", "memory_breakdown"},

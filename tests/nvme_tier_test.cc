@@ -1,14 +1,22 @@
 // The NVMe tier: state round-trips through the files over io_uring and the
-// blocking fallback, with and without O_DIRECT; a failed step leaves the last
-// committed state whole; bad paths and files changed underneath are clear
+// blocking fallback, with and without O_DIRECT, in one slot or two
+// (atomic_step); with two a failed step leaves the last committed state
+// whole, with one it makes the tier refuse every later call; files are
+// preallocated and a full disk is refused at Create with the bytes needed
+// and free; a killed run's leftover files are removed by the next claim,
+// a live one's kept; bad paths and files changed underneath are clear
 // errors; the files go away with the tier.
 #include "core/offload/nvme_tier.h"
 #include "core/offload/param_file.h"
+#include "core/offload/swap_dir.h"
+#include "core/common/io_fault.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,9 +41,23 @@ bool Exists(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
-NvmeTierOptions Options(const std::string& dir, bool uring, bool direct, int buffers) {
+std::vector<std::string> FilesIn(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  ::closedir(d);
+  return out;
+}
+
+NvmeTierOptions Options(const std::string& dir, bool uring, bool direct, int buffers,
+                        bool atomic = false) {
   NvmeTierOptions o;
   o.dir = dir;
+  o.atomic_step = atomic;
   o.tag = "t";
   o.num_arrays = 3;
   o.buffer_count = buffers;
@@ -91,9 +113,10 @@ class NvmeTierTest : public ::testing::TestWithParam<std::tuple<bool, bool, int>
 TEST_P(NvmeTierTest, StateRoundTripsThroughTheFiles) {
   const auto [uring, direct, buffers] = GetParam();
   const std::string dir = TempDir("roundtrip");
+  for (bool atomic : {false, true}) {
   std::vector<std::string> paths;
   {
-    auto t = NvmeTier::Create(Options(dir, uring, direct, buffers), kGroups);
+    auto t = NvmeTier::Create(Options(dir, uring, direct, buffers, atomic), kGroups);
     ASSERT_TRUE(t.ok()) << t.status();
     NvmeTierStats st = (*t)->stats();
     std::printf("uring=%d direct=%d note='%s'\n", st.uring, st.direct_io, st.note.c_str());
@@ -109,8 +132,18 @@ TEST_P(NvmeTierTest, StateRoundTripsThroughTheFiles) {
     ASSERT_EQ(paths.size(), 3u);
     for (const auto& p : paths) EXPECT_TRUE(Exists(p)) << p;
     EXPECT_GT((*t)->stats().bytes_written, 3 * 4 * (10000 + 3 + 70001) * 3);
+    // Disk: every element's 3 arrays once per slot, plus the 4 KiB padding
+    // of each chunk's regions.
+    const int64_t state = 12 * (10000 + 3 + 70001);
+    EXPECT_GE((*t)->stats().file_bytes, (atomic ? 2 : 1) * state);
+    EXPECT_LE((*t)->stats().file_bytes, (atomic ? 2 : 1) * (state + 30 * 3 * 4096));
+    struct stat fs;
+    ASSERT_EQ(::stat(paths[2].c_str(), &fs), 0);
+    EXPECT_GE(fs.st_blocks * 512, fs.st_size) << "preallocated, no holes";
   }
   for (const auto& p : paths) EXPECT_FALSE(Exists(p)) << p << " left behind";
+  EXPECT_TRUE(FilesIn(dir).empty()) << "lock file left behind";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -168,7 +201,7 @@ TEST(NvmeTierErrors, FileTruncatedBetweenStepsIsDataLoss) {
 // full disk would: the step fails and the committed state stays the old one.
 TEST(NvmeTierErrors, FailedWriteLeavesTheStepNotApplied) {
   for (bool uring : {true, false}) {
-    auto t = NvmeTier::Create(Options(TempDir("efbig"), uring, true, 3), {20000});
+    auto t = NvmeTier::Create(Options(TempDir("efbig"), uring, true, 3, /*atomic=*/true), {20000});
     ASSERT_TRUE(t.ok()) << t.status();
     ASSERT_TRUE((*t)->Initialize([](const NvmeTier::Chunk& c, float* const* arr) {
       for (int64_t i = 0; i < c.len; ++i) arr[0][i] = static_cast<float>(c.begin + i);
@@ -204,7 +237,7 @@ TEST(NvmeTierErrors, FailedWriteLeavesTheStepNotApplied) {
 }
 
 TEST(NvmeTierErrors, AnotherRanksFailureLeavesTheStepNotApplied) {
-  auto t = NvmeTier::Create(Options(TempDir("agree"), true, true, 4), kGroups);
+  auto t = NvmeTier::Create(Options(TempDir("agree"), true, true, 4, /*atomic=*/true), kGroups);
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_TRUE(Init(t->get()).ok());
   ASSERT_TRUE(Step(t->get()).ok());
@@ -213,12 +246,121 @@ TEST(NvmeTierErrors, AnotherRanksFailureLeavesTheStepNotApplied) {
   ExpectState(t->get(), 1);
 }
 
+// One slot (the default): a write that fails mid-step (an injected EIO or
+// ENOSPC, io_uring and blocking) fails the step naming the file, and the
+// tier then refuses every access, pointing at the last checkpoint; so does
+// another rank's failure.
+TEST(NvmeTierErrors, OneSlotFailedStepRefusesEverythingAfter) {
+  for (bool uring : {true, false}) {
+    for (const char* fault : {"write:3:EIO", "write:2:ENOSPC", "read:4:EIO", "agree"}) {
+      auto t = NvmeTier::Create(Options(TempDir("oneslot"), uring, true, 3), kGroups);
+      ASSERT_TRUE(t.ok()) << t.status();
+      ASSERT_TRUE(Init(t->get()).ok());
+      ASSERT_TRUE(Step(t->get()).ok());
+      const bool agree = std::string(fault) == "agree";
+      const int64_t before = io::IoFaultsInjected();
+      if (!agree) {
+        ASSERT_TRUE(io::SetIoFaults(fault).ok());
+      }
+      absl::Status s = Step(t->get(), /*agree=*/!agree);
+      ASSERT_TRUE(io::SetIoFaults("").ok());
+      ASSERT_FALSE(s.ok()) << fault;
+      if (agree) {
+        EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+      } else {
+        EXPECT_EQ(io::IoFaultsInjected(), before + 1) << fault;
+        EXPECT_EQ(s.code(), std::string(fault).find("ENOSPC") != std::string::npos
+                                ? absl::StatusCode::kResourceExhausted
+                                : absl::StatusCode::kUnavailable) << s;
+        EXPECT_NE(s.message().find((*t)->paths()[0]), std::string::npos) << s;
+      }
+      EXPECT_TRUE((*t)->damaged());
+      std::vector<float> out(3);
+      absl::Status r = (*t)->ReadRange(0, 0, 0, 3, out.data());
+      EXPECT_EQ(r.code(), absl::StatusCode::kDataLoss) << r;
+      EXPECT_NE(r.message().find("load the last checkpoint"), std::string::npos) << r;
+      EXPECT_FALSE(Step(t->get()).ok());
+    }
+  }
+}
+
+// Short transfers (half a request, 4 KiB-aligned under O_DIRECT) are
+// finished by the IO engine: nothing is lost.
+TEST(NvmeTierErrors, ShortReadsAndWritesAreCompleted) {
+  for (bool uring : {true, false}) {
+    auto t = NvmeTier::Create(Options(TempDir("short"), uring, true, 3), kGroups);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_TRUE(Init(t->get()).ok());
+    const int64_t before = io::IoFaultsInjected();
+    ASSERT_TRUE(io::SetIoFaults("read:2+:short;write:3+:short").ok());
+    for (int s = 1; s <= 2; ++s) ASSERT_TRUE(Step(t->get()).ok());
+    ASSERT_TRUE(io::SetIoFaults("").ok());
+    EXPECT_GT(io::IoFaultsInjected(), before + 10);
+    ExpectState(t->get(), 2);
+  }
+}
+
+// Preallocation: a disk without room fails Create with the bytes needed and
+// the bytes free (no file left); an injected ENOSPC from fallocate too.
+TEST(NvmeTierErrors, FullDiskFailsAtCreateWithBytesNeededAndFree) {
+  const std::string dir = TempDir("full");
+  const int64_t avail = SwapDir::FreeBytes(dir);
+  ASSERT_GT(avail, 0);
+  // One group as large as the free space and more.
+  auto t = NvmeTier::Create(Options(dir, true, true, 2), {avail / 12 + 1000000});
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted) << t.status();
+  EXPECT_NE(t.status().message().find("needs"), std::string::npos) << t.status();
+  EXPECT_NE(t.status().message().find("bytes are free"), std::string::npos) << t.status();
+  EXPECT_TRUE(FilesIn(dir).empty());
+  ASSERT_TRUE(io::SetIoFaults("alloc:2:ENOSPC").ok());
+  t = NvmeTier::Create(Options(dir, true, true, 2), kGroups);
+  ASSERT_TRUE(io::SetIoFaults("").ok());
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted) << t.status();
+  EXPECT_NE(t.status().message().find("cannot reserve"), std::string::npos) << t.status();
+  EXPECT_NE(t.status().message().find("bytes free"), std::string::npos) << t.status();
+  EXPECT_TRUE(FilesIn(dir).empty()) << FilesIn(dir).size();
+}
+
+// A run killed with its tier alive leaves its files and an unheld lock; the
+// next claim on the directory removes them and says so. A live tier's files
+// (this process, another claim) are left alone.
+TEST(SwapDirTest, LeftoversOfAKilledRunAreRemovedLiveOnesKept) {
+  const std::string dir = TempDir("leftover");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    auto t = NvmeTier::Create(Options(dir, false, true, 2), kGroups);
+    if (!t.ok()) ::_exit(2);
+    ::kill(::getpid(), SIGKILL);  // dies holding its files
+    ::_exit(3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  const size_t left = FilesIn(dir).size();
+  EXPECT_EQ(left, kGroups.size() + 1) << "3 state files and the lock";
+  auto live = NvmeTier::Create(Options(dir, true, true, 2), {100});
+  ASSERT_TRUE(live.ok()) << live.status();
+  EXPECT_NE((*live)->stats().note.find("removed 3 leftover swap file(s)"), std::string::npos)
+      << (*live)->stats().note;
+  EXPECT_EQ(FilesIn(dir).size(), 2u) << "only the live tier's file and lock";
+  auto second = NvmeTier::Create(Options(dir, true, true, 2), {100});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->stats().note.find("removed"), std::string::npos) << (*second)->stats().note;
+  EXPECT_EQ(FilesIn(dir).size(), 4u);
+  live->reset();
+  second->reset();
+  EXPECT_TRUE(FilesIn(dir).empty());
+}
+
 // Unaligned slices through O_DIRECT bounce buffers (and buffered IO): writes
 // keep the bytes around them, reads see the committed slot only.
 TEST(ParamFileTest, UnalignedSlicesRoundTripAndCommitFlips) {
   for (bool direct : {true, false}) {
     const int64_t n = 3 * 4096 + 123;
-    auto f = ParamFile::Create(TempDir("shard"), direct ? "d.swp" : "b.swp", n, direct);
+    auto f = ParamFile::Create(TempDir("shard"), direct ? "d.swp" : "b.swp", n, direct,
+                               /*slots=*/2);
     ASSERT_TRUE(f.ok()) << f.status();
     std::vector<char> init(n), out(n);
     for (int64_t i = 0; i < n; ++i) init[i] = static_cast<char>(i * 7);

@@ -270,6 +270,17 @@ TEST(StandinDevice, CheckpointWithOffloadedStateResumesBitwise) {
   }
 }
 
+// offload_param "cpu" with device state is refused by name, not ignored.
+TEST(StandinDevice, OffloadParamCpuWithDeviceStateIsRefused) {
+  Config c = Cfg(3, DType::kBF16);
+  c.offload_param.device = OffloadDevice::kCpu;
+  auto r = TrainOn(c, 1, StandinSpec(), CommKind::kStaging);
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(r[0].status().code(), absl::StatusCode::kUnimplemented) << r[0].status();
+  EXPECT_NE(r[0].status().message().find("offload_param.device"), std::string::npos)
+      << r[0].status();
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace zero

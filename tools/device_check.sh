@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Device check for one CUDA GPU (an H200 when lent), within 8 minutes:
+# Device check for one CUDA GPU (an H200 when lent), within 8 minutes: every
+# step's timeout is capped by what is left of ZERO_DEVICE_CHECK_SECONDS (470
+# by default), so the whole check ends in time however the steps go; a step
+# with no time left, or a test that cannot be built or run, prints FAILED:
 #   1. build the CUDA targets with Bazel (--config=cuda); if Bazel is missing
 #      or its build fails, build the kernel test and benchmark with nvcc alone;
 #   2. run the GPU tests (kernels, CudaDevice, NCCL, the 2-rank dead-peer);
@@ -12,6 +15,7 @@
 #   tools/device_check.sh
 #   ZERO_DEVICE_CHECK_NO_GPU_OK=1 tools/device_check.sh   # CPU dry run
 #   ZERO_DEVICE_CHECK_NVCC=1 tools/device_check.sh        # skip Bazel
+#   (tests: NVCC=path, GTEST_HEADER=path override the tools it looks for)
 #
 # Exit status: 0 all built, no test or check failed (bandwidth targets are
 # reported, not enforced); 1 a build, test or check failed; 2 no GPU visible
@@ -34,6 +38,21 @@ emit() {
   if [ -n "$JSONL" ]; then echo "$1" >> "$JSONL"; fi
 }
 elapsed() { echo $(( $(date +%s) - START )); }
+DEADLINE="${ZERO_DEVICE_CHECK_SECONDS:-470}"
+# budget WANT: WANT seconds, or what is left before the deadline (>= 1: a
+# timeout of 0 would mean none); no_time STEP: that step is FAILED unrun.
+budget() {
+  local left=$(( DEADLINE - $(elapsed) ))
+  local b=$1
+  [ "$left" -lt "$b" ] && b=$left
+  [ "$b" -lt 1 ] && b=1
+  echo "$b"
+}
+time_left() { [ $(( DEADLINE - $(elapsed) )) -ge 5 ]; }
+no_time() {
+  emit "{\"kind\":\"step\",\"name\":\"$1\",\"status\":\"FAILED\",\"why\":\"no time left of ${DEADLINE} s\"}"
+  failed=1
+}
 json_str() { printf '%s' "$1" | tr -d '\n' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
 
 failed=0
@@ -59,7 +78,7 @@ BENCH=""
 built_with=""
 if [ -z "${ZERO_DEVICE_CHECK_NVCC:-}" ] && command -v bazel >/dev/null 2>&1; then
   t0=$(date +%s)
-  if timeout 330 bazel build --config=cuda --jobs="$JOBS" "${CUDA_TESTS[@]}" \
+  if timeout "$(budget 240)" bazel build --config=cuda --jobs="$JOBS" "${CUDA_TESTS[@]}" \
        "${HOST_TESTS[@]}" //bench/cuda:cuda_kernels_bench \
        > "$LOGDIR/bazel_build.log" 2>&1; then
     built_with=bazel
@@ -71,14 +90,17 @@ if [ -z "${ZERO_DEVICE_CHECK_NVCC:-}" ] && command -v bazel >/dev/null 2>&1; the
   fi
 fi
 
-NVCC=/usr/local/cuda/bin/nvcc
+NVCC="${NVCC:-/usr/local/cuda/bin/nvcc}"
+GTEST_HEADER="${GTEST_HEADER:-/usr/include/gtest/gtest.h}"
 NVFLAGS=(-std=c++17 -O3 --fmad=false -Xcompiler -ffp-contract=off -ccbin /usr/bin/g++
          -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
          -I. -I/usr/local/cuda/include)
-if [ -z "$built_with" ]; then
+if [ -z "$built_with" ] && ! time_left; then
+  no_time "nvcc build"
+elif [ -z "$built_with" ]; then
   t0=$(date +%s)
   ok=false
-  if timeout 240 "$NVCC" "${NVFLAGS[@]}" kernels/cuda/*.cu \
+  if timeout "$(budget 200)" "$NVCC" "${NVFLAGS[@]}" kernels/cuda/*.cu \
        bench/cuda/cuda_kernels_bench.cc -o "$WORK/cuda_kernels_bench" \
        > "$LOGDIR/nvcc_bench.log" 2>&1; then
     ok=true
@@ -98,8 +120,10 @@ count_cases() {  # log -> "passed skipped failed"
   echo "$r $s $f"
 }
 
-if [ "$built_with" = bazel ]; then
-  timeout 200 bazel test --config=cuda --jobs="$JOBS" --local_test_jobs=1 \
+if [ "$built_with" = bazel ] && ! time_left; then
+  no_time "gpu tests"
+elif [ "$built_with" = bazel ]; then
+  timeout "$(budget 150)" bazel test --config=cuda --jobs="$JOBS" --local_test_jobs=1 \
     --test_output=errors "${CUDA_TESTS[@]}" "${HOST_TESTS[@]}" \
     > "$LOGDIR/bazel_test.log" 2>&1
   testlogs="$(bazel info --config=cuda bazel-testlogs 2>/dev/null)"
@@ -115,13 +139,19 @@ if [ "$built_with" = bazel ]; then
       cp "$log" "$LOGDIR/$(echo "$path" | tr '/:' '__').log" 2>/dev/null || true
     fi
   done
-elif [ "$built_with" = nvcc ] && [ -f /usr/include/gtest/gtest.h ]; then
+elif [ "$built_with" = nvcc ] && [ ! -f "$GTEST_HEADER" ]; then
+  # Not a silent skip: the GPU tests did not run, so the check failed.
+  emit "{\"kind\":\"test\",\"target\":\"cuda_kernels_test (nvcc)\",\"status\":\"FAILED\",\"why\":\"no GoogleTest ($GTEST_HEADER): GPU tests not run\"}"
+  failed=1
+elif [ "$built_with" = nvcc ] && ! time_left; then
+  no_time "cuda_kernels_test (nvcc)"
+elif [ "$built_with" = nvcc ]; then
   # Without Bazel: the kernel GPU test alone (the others need absl/MPI).
   t0=$(date +%s)
-  if timeout 240 "$NVCC" "${NVFLAGS[@]}" kernels/cuda/*.cu \
+  if timeout "$(budget 150)" "$NVCC" "${NVFLAGS[@]}" kernels/cuda/*.cu \
        kernels/cuda/cuda_kernels_test.cc -lgtest_main -lgtest -lpthread \
        -o "$WORK/cuda_kernels_test" > "$LOGDIR/nvcc_test.log" 2>&1; then
-    timeout 120 "$WORK/cuda_kernels_test" > "$LOGDIR/cuda_kernels_test.log" 2>&1
+    timeout "$(budget 60)" "$WORK/cuda_kernels_test" > "$LOGDIR/cuda_kernels_test.log" 2>&1
     rc=$?
     read -r r s f < <(count_cases "$LOGDIR/cuda_kernels_test.log")
     st=$([ $rc -eq 0 ] && echo PASSED || echo FAILED)
@@ -138,11 +168,12 @@ fi
 # ranks sharing the GPU, collectives staged through host memory; each rank
 # compares with a CPU single-rank run in the same process.
 if [ "$built_with" = bazel ] && [ "$gpu" = true ]; then
-  timeout 60 bazel build --config=cuda --jobs="$JOBS" //tests:mpi_engine_main >> "$LOGDIR/bazel_build.log" 2>&1
+  timeout "$(budget 40)" bazel build --config=cuda --jobs="$JOBS" //tests:mpi_engine_main >> "$LOGDIR/bazel_build.log" 2>&1
   MPI_BIN="$(bazel info --config=cuda bazel-bin 2>/dev/null)/tests/mpi_engine_main"
   for np in 2 4; do
+    if ! time_left; then no_time "mpi_engine_main --device cuda np $np"; continue; fi
     t0=$(date +%s)
-    timeout 120 bash tests/run_mpi.sh "$np" "$MPI_BIN" --device cuda > "$LOGDIR/mpi_engine_cuda_np$np.log" 2>&1
+    timeout "$(budget 60)" bash tests/run_mpi.sh "$np" "$MPI_BIN" --device cuda > "$LOGDIR/mpi_engine_cuda_np$np.log" 2>&1
     rc=$?
     line=$(grep -E 'passed, [0-9]+ failed' "$LOGDIR/mpi_engine_cuda_np$np.log" | tail -1)
     emit "{\"kind\":\"test\",\"target\":\"mpi_engine_main --device cuda\",\"np\":$np,\"status\":\"$([ $rc -eq 0 ] && echo PASSED || echo FAILED)\",\"result\":\"$(json_str "$line")\",\"seconds\":$(( $(date +%s) - t0 ))}"
@@ -153,8 +184,10 @@ fi
 # --- Benchmark ------------------------------------------------------------
 bench_rc=-1
 missed=""
-if [ -n "$BENCH" ] && [ -x "$BENCH" ]; then
-  timeout 150 "$BENCH" > "$WORK/bench.jsonl" 2> "$LOGDIR/bench.stderr"
+if [ -n "$BENCH" ] && [ -x "$BENCH" ] && ! time_left; then
+  no_time "cuda_kernels_bench"
+elif [ -n "$BENCH" ] && [ -x "$BENCH" ]; then
+  timeout "$(budget 90)" "$BENCH" > "$WORK/bench.jsonl" 2> "$LOGDIR/bench.stderr"
   bench_rc=$?
   while IFS= read -r line; do
     emit "$line"

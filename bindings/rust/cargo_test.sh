@@ -26,8 +26,19 @@ fi
 # The mpirun test is required under Bazel too (mpirun is a test dependency).
 export ZERO_REQUIRE_MPIRUN=1
 
+# Under a sanitizer (tools/san_run.sh) the library is instrumented and its
+# runtime must come first in every process that loads it: cargo's runner
+# preloads it into the test binaries (and what they start) only, never into
+# cargo or rustc. Doc tests that run are built and run by rustdoc, without
+# the runner, so they run in the plain suite only.
+doctests=()
+if [ -n "${ZERO_TEST_PRELOAD:-}" ]; then
+  export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$ZERO_TEST_PRELOAD"
+  doctests=(--lib --bins --tests --examples)
+fi
+
 cd "$W/bindings/rust"
 cargo --version
-cargo test --offline --locked --workspace -- --test-threads=2
+cargo test --offline --locked --workspace "${doctests[@]}" -- --test-threads=2
 RUSTDOCFLAGS="-D warnings" cargo doc --offline --locked --workspace --no-deps
 echo "cargo test and cargo doc passed"

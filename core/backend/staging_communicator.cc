@@ -91,6 +91,33 @@ class StagingCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
+  absl::Status ReduceScatterVHalf(const void* send, void* recv,
+                                  const std::vector<int64_t>& counts, DType dtype) override {
+    Sync();
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    Scratch in(device_, on_device_, total * 2);
+    Scratch out(device_, on_device_, counts[rank()] * 2);
+    if (!in.ok() || !out.ok()) return NoMemory(total * 2);
+    if (total > 0) device_->Copy(in.data(), send, total * 2);
+    absl::Status s = Inner()->ReduceScatterVHalf(in.data(), out.data(), counts, dtype);
+    if (!s.ok()) return s;
+    if (counts[rank()] > 0) device_->Copy(recv, out.data(), counts[rank()] * 2);
+    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank()), 2);
+    return absl::OkStatus();
+  }
+  absl::Status AllReduceHalf(void* data, int64_t count, DType dtype) override {
+    Sync();
+    Scratch host(device_, on_device_, count * 2);
+    if (!host.ok()) return NoMemory(count * 2);
+    if (count > 0) device_->Copy(host.data(), data, count * 2);
+    absl::Status s = Inner()->AllReduceHalf(host.data(), count, dtype);
+    if (!s.ok()) return s;
+    if (count > 0) device_->Copy(data, host.data(), count * 2);
+    Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_size()), 2);
+    return absl::OkStatus();
+  }
+
   absl::Status AllReduce(float* data, int64_t count, ReduceOp op) override {
     return AllReduceT(data, count, op);
   }

@@ -38,6 +38,20 @@ class StandinDeviceComm : public Communicator {
     if (r == nullptr || s == nullptr) return HostMemory("reduce_scatter");
     return Run([&] { return inner_->ReduceScatterV(s, r, counts); });
   }
+  absl::Status ReduceScatterVHalf(const void* send, void* recv,
+                                  const std::vector<int64_t>& counts, DType dtype) override {
+    Before();
+    const void* s = Dev(send, "reduce_scatter");
+    void* r = counts[rank()] > 0 ? Dev(recv, "reduce_scatter") : const_cast<void*>(s);
+    if (r == nullptr || s == nullptr) return HostMemory("reduce_scatter");
+    return Run([&] { return inner_->ReduceScatterVHalf(s, r, counts, dtype); });
+  }
+  absl::Status AllReduceHalf(void* data, int64_t n, DType dtype) override {
+    Before();
+    void* d = Dev(data, "all_reduce");
+    if (d == nullptr && n > 0) return HostMemory("all_reduce");
+    return Run([&] { return inner_->AllReduceHalf(d, n, dtype); });
+  }
   absl::Status AllReduce(float* data, int64_t n, ReduceOp op) override {
     Before();
     auto* d = static_cast<float*>(Dev(data, "all_reduce"));

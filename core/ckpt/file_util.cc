@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/errno_status.h"
+#include "core/common/io_fault.h"
 
 #ifndef RENAME_EXCHANGE
 #define RENAME_EXCHANGE (1 << 1)
@@ -44,7 +45,7 @@ std::string Parent(const std::string& path) {
 absl::Status FsyncDir(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return ErrnoError("open directory", path, errno);
-  int rc = ::fsync(fd);
+  int rc = io::Fsync(fd, path);
   int err = errno;
   ::close(fd);
   // Some file systems cannot fsync a directory (EINVAL); that is not a loss.
@@ -58,7 +59,7 @@ absl::Status WriteFileAtomic(const std::string& path, const std::string& data) {
   if (fd < 0) return ErrnoError("create", tmp, errno);
   size_t done = 0;
   while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    ssize_t n = io::Write(fd, data.data() + done, data.size() - done, tmp);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int err = errno;
@@ -67,13 +68,13 @@ absl::Status WriteFileAtomic(const std::string& path, const std::string& data) {
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
+  if (io::Fsync(fd, tmp) != 0) {
     int err = errno;
     ::close(fd);
     return ErrnoError("fsync", tmp, err);
   }
   if (::close(fd) != 0) return ErrnoError("close", tmp, errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError("rename to", path, errno);
+  if (io::Rename(tmp, path) != 0) return ErrnoError("rename to", path, errno);
   return FsyncDir(Parent(path));
 }
 
@@ -83,7 +84,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::string out;
   char buf[1 << 16];
   while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
+    ssize_t n = io::Read(fd, buf, sizeof(buf), path);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int err = errno;
@@ -149,15 +150,14 @@ absl::Status RemoveTree(const std::string& path) {
 
 absl::Status CommitDir(const std::string& staging, const std::string& target) {
   if (Exists(target)) {
-    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(),
-                    RENAME_EXCHANGE) != 0) {
+    if (io::RenameExchange(staging, target) != 0) {
       return ErrnoError(absl::StrCat("swap ", staging, " with"), target, errno);
     }
     absl::Status s = FsyncDir(Parent(target));
     if (!s.ok()) return s;
     return RemoveTree(staging);  // now holds the old contents
   }
-  if (::rename(staging.c_str(), target.c_str()) != 0) {
+  if (io::Rename(staging, target) != 0) {
     return ErrnoError(absl::StrCat("rename ", staging, " to"), target, errno);
   }
   return FsyncDir(Parent(target));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/io_fault.h"
 #include "core/ckpt/checkpoint_reader.h"
 #include "core/ckpt/file_util.h"
 #include "core/common/status_macros.h"
@@ -41,7 +42,7 @@ class OutFile {
   absl::Status Write(const void* data, size_t n) {
     const char* p = static_cast<const char*>(data);
     while (n > 0) {
-      ssize_t k = ::write(fd_, p, n);
+      ssize_t k = io::Write(fd_, p, n, path_);
       if (k < 0 && errno == EINTR) continue;
       if (k < 0) return ErrnoError("write", path_, errno);
       p += k;
@@ -50,7 +51,7 @@ class OutFile {
     return absl::OkStatus();
   }
   absl::Status Close() {
-    if (::fsync(fd_) != 0) return ErrnoError("fsync", path_, errno);
+    if (io::Fsync(fd_, path_) != 0) return ErrnoError("fsync", path_, errno);
     int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) return ErrnoError("close", path_, errno);
@@ -109,7 +110,7 @@ absl::Status ExportSafetensors(const std::string& dir, const std::string& tag,
     RETURN_IF_ERROR(out.Write(half.data(), static_cast<size_t>(p.numel) * 2));
   }
   RETURN_IF_ERROR(out.Close());
-  if (::rename(tmp.c_str(), out_path.c_str()) != 0) return ErrnoError("rename to", out_path, errno);
+  if (io::Rename(tmp, out_path) != 0) return ErrnoError("rename to", out_path, errno);
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/io_fault.h"
 #include "core/ckpt/file_util.h"
 #include "core/common/status_macros.h"
 #include "kernels/cast_math.h"
@@ -36,7 +37,7 @@ int64_t ElementSize(const std::string& dtype) {
 absl::Status PreadAll(int fd, const std::string& path, void* buf, int64_t n, int64_t at) {
   char* p = static_cast<char*>(buf);
   while (n > 0) {
-    ssize_t k = ::pread(fd, p, static_cast<size_t>(n), at);
+    ssize_t k = io::Pread(fd, p, static_cast<size_t>(n), at, path);
     if (k < 0 && errno == EINTR) continue;
     if (k < 0) return ErrnoError("read", path, errno);
     if (k == 0) {

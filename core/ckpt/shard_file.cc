@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/io_fault.h"
 #include "core/ckpt/file_util.h"
 #include "core/ckpt/json_int.h"
 #include "core/ckpt/manifest.h"
@@ -24,6 +25,24 @@ constexpr char kMagic[8] = {'Z', 'E', 'R', 'O', 'S', 'H', 'D', '1'};
 constexpr int64_t kFooterBytes = 32;
 constexpr int64_t kAlign = 64;
 constexpr int64_t kChunk = 4 << 20;  // bytes per write / read / progress report
+
+// Whole `n` bytes at `off` (short reads continued); false with errno set,
+// or errno 0 at the end of the file.
+bool PreadFull(int fd, void* buf, size_t n, off_t off, const std::string& path) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t k = io::Pread(fd, p, n, off, path);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      if (k == 0) errno = 0;
+      return false;
+    }
+    p += k;
+    off += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
 
 std::string Hex(uint64_t v) {
   char buf[20];
@@ -64,7 +83,7 @@ ShardFileWriter::~ShardFileWriter() {
 absl::Status ShardFileWriter::Write(const void* data, int64_t bytes) {
   const char* p = static_cast<const char*>(data);
   while (bytes > 0) {
-    ssize_t n = ::write(fd_, p, static_cast<size_t>(bytes));
+    ssize_t n = io::Write(fd_, p, static_cast<size_t>(bytes), path_ + ".tmp");
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoError("write", path_ + ".tmp", errno);
     p += n;
@@ -139,11 +158,11 @@ absl::StatusOr<ShardFileWriter::Done> ShardFileWriter::Finish() {
   if (s.ok()) s = Write(footer, sizeof(footer));
   if (!s.ok()) return s;
   const std::string tmp = path_ + ".tmp";
-  if (::fsync(fd_) != 0) return ErrnoError("fsync", tmp, errno);
+  if (io::Fsync(fd_, tmp) != 0) return ErrnoError("fsync", tmp, errno);
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) return ErrnoError("close", tmp, errno);
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) return ErrnoError("rename to", path_, errno);
+  if (io::Rename(tmp, path_) != 0) return ErrnoError("rename to", path_, errno);
   d.bytes = pos_;
   return d;
 }
@@ -172,7 +191,7 @@ absl::StatusOr<std::unique_ptr<ShardFileReader>> ShardFileReader::Open(
   }
   if (r->bytes_ < kFooterBytes) return loss(absl::StrCat("truncated: only ", r->bytes_, " bytes"));
   uint64_t footer[4];
-  if (::pread(r->fd_, footer, sizeof(footer), r->bytes_ - kFooterBytes) != kFooterBytes) {
+  if (!PreadFull(r->fd_, footer, sizeof(footer), r->bytes_ - kFooterBytes, path)) {
     return ErrnoError("read footer of", path, errno);
   }
   if (std::memcmp(&footer[3], kMagic, 8) != 0) {
@@ -186,8 +205,7 @@ absl::StatusOr<std::unique_ptr<ShardFileReader>> ShardFileReader::Open(
     return loss("footer does not match the file size (truncated?)");
   }
   std::string index(ilen, '\0');
-  if (ilen > 0 && ::pread(r->fd_, &index[0], ilen, static_cast<off_t>(ioff)) !=
-                      static_cast<ssize_t>(ilen)) {
+  if (ilen > 0 && !PreadFull(r->fd_, &index[0], ilen, static_cast<off_t>(ioff), path)) {
     return ErrnoError("read index of", path, errno);
   }
   r->index_xxh3_ = XXH3_64bits(index.data(), index.size());
@@ -246,8 +264,8 @@ absl::Status ShardFileReader::Read(const SectionInfo& s, int64_t lo, int64_t hi,
     const int64_t len = std::min(kChunk, bytes - a);
     int64_t got = 0;
     while (got < len) {
-      ssize_t n = ::pread(fd_, buf.data() + got, static_cast<size_t>(len - got),
-                          static_cast<off_t>(s.file_offset + a + got));
+      ssize_t n = io::Pread(fd_, buf.data() + got, static_cast<size_t>(len - got),
+                            static_cast<off_t>(s.file_offset + a + got), path_);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         st = n < 0 ? ErrnoError("read", path_, errno)

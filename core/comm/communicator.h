@@ -72,6 +72,27 @@ class Communicator {
   virtual absl::Status ReduceScatterV(const float* send, float* recv,
                                       const std::vector<int64_t>& counts) = 0;
 
+  // Gradient reductions in half precision (communication_data_type fp16 /
+  // bf16): buffers hold `dtype` elements (kF16 or kBF16), half the bytes of
+  // the fp32 calls. The thread backend sums each element in fp32 in rank
+  // order and rounds once; MPI (a user op) and NCCL (ncclHalf /
+  // ncclBfloat16) combine partial sums in their own order, rounding each to
+  // `dtype`, as DeepSpeed's fp16 reductions over NCCL do. Backends without
+  // it return Unimplemented naming themselves.
+  virtual absl::Status ReduceScatterVHalf(const void* send, void* recv,
+                                          const std::vector<int64_t>& counts, DType dtype) {
+    (void)send, (void)recv, (void)counts, (void)dtype;
+    return absl::UnimplementedError(absl::StrCat(
+        "communication_data_type fp16/bf16: the ", backend_name(),
+        " communicator has no half-precision reduce-scatter"));
+  }
+  virtual absl::Status AllReduceHalf(void* data, int64_t count, DType dtype) {
+    (void)data, (void)count, (void)dtype;
+    return absl::UnimplementedError(absl::StrCat(
+        "communication_data_type fp16/bf16: the ", backend_name(),
+        " communicator has no half-precision all-reduce"));
+  }
+
   virtual absl::Status AllReduce(float* data, int64_t count, ReduceOp op) = 0;
   virtual absl::Status AllReduce(double* data, int64_t count, ReduceOp op) = 0;
 

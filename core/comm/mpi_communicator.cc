@@ -12,10 +12,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <mutex>
 #include <thread>
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cast_math.h"
 
 namespace zero {
 namespace {
@@ -61,6 +63,32 @@ absl::Status EnsureMpi() {
   g_serialize = provided < MPI_THREAD_MULTIPLE;
   std::atexit(FinalizeAtExit);
   return absl::OkStatus();
+}
+
+// Sums of fp16 / bf16 elements (MPI_UINT16_T bits) for MPI_SUM's place:
+// each partial sum is computed in fp32 and rounded to the format.
+void SumF16(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    b[i] = math::FloatToHalf(math::HalfToFloat(a[i]) + math::HalfToFloat(b[i]));
+  }
+}
+void SumBf16(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    b[i] = math::FloatToBf16(math::Bf16ToFloat(a[i]) + math::Bf16ToFloat(b[i]));
+  }
+}
+MPI_Op HalfSum(DType t) {
+  static MPI_Op f16 = MPI_OP_NULL, bf16 = MPI_OP_NULL;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    MPI_Op_create(&SumF16, 1, &f16);
+    MPI_Op_create(&SumBf16, 1, &bf16);
+  });
+  return t == DType::kF16 ? f16 : bf16;
 }
 
 std::string MpiError(int code) {
@@ -230,6 +258,29 @@ class MpiCommunicator : public Communicator {
                                             MPI_SUM, comm_, &req);
     if (auto s = Wait(rc, &req, "reduce-scatter"); !s.ok()) return s;
     Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status ReduceScatterVHalf(const void* send, void* recv,
+                                  const std::vector<int64_t>& counts, DType dtype) override {
+    std::vector<int> c, d;
+    if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
+    MPI_Request req;
+    const MPI_Op op = HalfSum(dtype);
+    int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_UINT16_T, op, comm_, &req)
+                      : MPI_Ireduce_scatter(send, recv, c.data(), MPI_UINT16_T, op, comm_, &req);
+    if (auto s = Wait(rc, &req, "reduce-scatter"); !s.ok()) return s;
+    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), 2);
+    return absl::OkStatus();
+  }
+
+  absl::Status AllReduceHalf(void* data, int64_t count, DType dtype) override {
+    if (count > INT_MAX) return absl::InvalidArgumentError("AllReduce: too large");
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_UINT16_T,
+                            HalfSum(dtype), comm_, &req);
+    if (auto s = Wait(rc, &req, "all-reduce"); !s.ok()) return s;
+    Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_), 2);
     return absl::OkStatus();
   }
 

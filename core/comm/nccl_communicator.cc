@@ -152,12 +152,36 @@ class NcclCommunicator : public Communicator {
 
   absl::Status ReduceScatterV(const float* send, float* recv,
                               const std::vector<int64_t>& counts) override {
+    return ReduceScatterBytes(send, recv, counts, ncclFloat32, sizeof(float));
+  }
+  absl::Status ReduceScatterVHalf(const void* send, void* recv,
+                                  const std::vector<int64_t>& counts, DType dtype) override {
+    return ReduceScatterBytes(send, recv, counts,
+                              dtype == DType::kF16 ? ncclFloat16 : ncclBfloat16, 2);
+  }
+  absl::Status AllReduceHalf(void* data, int64_t count, DType dtype) override {
+    absl::Status s = Run("all-reduce", [&]() -> ncclResult_t {
+      if (count == 0) return ncclSuccess;
+      return ncclAllReduce(data, data, count,
+                           dtype == DType::kF16 ? ncclFloat16 : ncclBfloat16, ncclSum, comm_,
+                           stream_);
+    });
+    if (s.ok()) Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_), 2);
+    return s;
+  }
+
+  // Sums `send` over ranks (elements of `t`, `es` bytes); rank r keeps
+  // piece r in `recv`.
+  absl::Status ReduceScatterBytes(const void* send_v, void* recv_v,
+                                  const std::vector<int64_t>& counts, ncclDataType_t t,
+                                  size_t es) {
     if (auto s = CheckCounts(counts); !s.ok()) return s;
+    const char* send = static_cast<const char*>(send_v);
+    char* recv = static_cast<char*>(recv_v);
     absl::Status s = Run("reduce-scatter", [&]() -> ncclResult_t {
       if (Equal(counts)) {
         if (counts[0] == 0) return ncclSuccess;
-        return ncclReduceScatter(send, recv, counts[0], ncclFloat32, ncclSum,
-                                 comm_, stream_);
+        return ncclReduceScatter(send, recv, counts[0], t, ncclSum, comm_, stream_);
       }
       ncclResult_t r = ncclGroupStart();
       if (r != ncclSuccess) return r;
@@ -165,9 +189,8 @@ class NcclCommunicator : public Communicator {
       for (int p = 0; p < world_ && r == ncclSuccess; ++p) {
         if (counts[p] > 0) {
           // recvbuff matters only on the root p.
-          float* dst = p == rank_ ? recv : const_cast<float*>(send) + off;
-          r = ncclReduce(send + off, dst, counts[p], ncclFloat32, ncclSum, p,
-                         comm_, stream_);
+          char* dst = p == rank_ ? recv : const_cast<char*>(send) + off * es;
+          r = ncclReduce(send + off * es, dst, counts[p], t, ncclSum, p, comm_, stream_);
         }
         off += counts[p];
       }
@@ -175,7 +198,7 @@ class NcclCommunicator : public Communicator {
       return r != ncclSuccess ? r : e;
     });
     if (s.ok()) {
-      Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
+      Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), es);
     }
     return s;
   }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cast_math.h"
 
 namespace zero {
 namespace {
@@ -89,6 +90,48 @@ class ThreadCommunicator : public Communicator {
     if (n > 0) std::memcpy(recv, acc.data(), n * sizeof(float));
     Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
     return absl::OkStatus();
+  }
+
+  absl::Status ReduceScatterVHalf(const void* send, void* recv,
+                                  const std::vector<int64_t>& counts, DType dtype) override {
+    if (static_cast<int>(counts.size()) != g_->world) {
+      return absl::InvalidArgumentError("ReduceScatterV: counts size != world");
+    }
+    int64_t offset = 0;
+    for (int r = 0; r < rank_; ++r) offset += counts[r];
+    g_->send[rank_] = send;
+    if (auto s = Meet("reduce-scatter"); !s.ok()) return s;
+    const int64_t n = counts[rank_];
+    std::vector<uint16_t> out(n);
+    SumHalf(offset, n, dtype, out.data());
+    if (auto s = Meet("reduce-scatter"); !s.ok()) return s;
+    if (n > 0) std::memcpy(recv, out.data(), n * 2);
+    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), 2);
+    return absl::OkStatus();
+  }
+
+  absl::Status AllReduceHalf(void* data, int64_t count, DType dtype) override {
+    g_->send[rank_] = data;
+    if (auto s = Meet("all-reduce"); !s.ok()) return s;
+    std::vector<uint16_t> out(count);
+    SumHalf(0, count, dtype, out.data());
+    if (auto s = Meet("all-reduce"); !s.ok()) return s;
+    if (count > 0) std::memcpy(data, out.data(), count * 2);
+    Count(CollectiveKind::kAllReduce, AllReduceSent(count, g_->world), 2);
+    return absl::OkStatus();
+  }
+
+  // out[i] = round(sum over ranks, in rank order, in fp32, of send[r][offset + i]).
+  void SumHalf(int64_t offset, int64_t n, DType dtype, uint16_t* out) {
+    const bool f16 = dtype == DType::kF16;
+    for (int64_t i = 0; i < n; ++i) {
+      float acc = 0.0f;
+      for (int r = 0; r < g_->world; ++r) {
+        const uint16_t x = static_cast<const uint16_t*>(g_->send[r])[offset + i];
+        acc += f16 ? math::HalfToFloat(x) : math::Bf16ToFloat(x);
+      }
+      out[i] = f16 ? math::FloatToHalf(acc) : math::FloatToBf16(acc);
+    }
   }
 
   template <typename T>

@@ -31,6 +31,11 @@ struct OffloadConfig {
   std::string nvme_path;
   int buffer_count = 4;     // nvme: host buffers the state streams through
   bool pin_memory = false;  // GPU: page-locked host staging
+  // nvme (zero's key, not DeepSpeed's): two slots per file and a step that
+  // flips them only after every rank wrote all of its state; twice the disk.
+  // Off: one slot, and a step that fails mid-write fails the engine
+  // (docs/ARCHITECTURE.md, "Offload").
+  bool atomic_step = false;
 };
 
 struct AioConfig {
@@ -99,6 +104,10 @@ struct Config {
   // false: stages 1-3 all-reduce each bucket (stage 1: the flat gradient)
   // and each rank keeps its shard, instead of reduce-scattering.
   bool reduce_scatter = true;
+  // communication_data_type (top level): the dtype gradients are reduced
+  // in (fp32, fp16 or bf16; GradientReducer). Absent or null: fp32, a
+  // departure from DeepSpeed, which reduces in the model's dtype.
+  DType communication_data_type = DType::kF32;
   // Stages 1-2: the all-gathers that publish the updated working copy move
   // at most this many elements each (ShardedState::AllGatherWorking).
   int64_t allgather_bucket_size = 500000000;

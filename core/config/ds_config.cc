@@ -21,6 +21,7 @@ absl::Status ParseOffload(const json& v, const std::string& path,
               : device == "nvme" ? OffloadDevice::kNvme
                                  : OffloadDevice::kNone;
   RETURN_IF_ERROR(r.String("nvme_path", &o->nvme_path));
+  RETURN_IF_ERROR(r.Bool("atomic_step", &o->atomic_step));
   if (is_param) {
     // zero has no CPU tier for stage 3's working copy: it stays where the
     // device keeps it. Only "nvme" moves it (core/offload/param_file.h).
@@ -442,8 +443,13 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
     }
   }
   if (const json* v = r.Find("checkpoint")) RETURN_IF_ERROR(ParseCheckpoint(*v, no_effect));
-  // Gradients are reduced in fp32.
-  r.NoEffect("communication_data_type", "fp32");
+  // The dtype of gradient reductions (GradientReducer); absent: fp32.
+  if (const json* v = r.Find("communication_data_type"); v != nullptr && !v->is_null()) {
+    std::string t;
+    RETURN_IF_ERROR(r.String("communication_data_type", &t, {"fp32", "fp16", "bf16"}));
+    t = absl::AsciiStrToLower(t);
+    c.communication_data_type = t == "fp16" ? DType::kF16 : t == "bf16" ? DType::kBF16 : DType::kF32;
+  }
   // DeepSpeed switches and blocks for features outside model-state
   // management (monitoring, profiling, model code, data loading, other
   // parallelisms): accepted so a ds_config.json loads as-is, reported.

@@ -283,10 +283,28 @@ absl::StatusOr<StepInfo> Engine::Step() {
   // overflow (a skipped step, forever in fp32/bf16): the device's error
   // comes first (issue 15, fix 2). The update has run when step returns.
   RETURN_IF_ERROR(DeviceReady("step"));
-  if (!info.ok()) return ctx_.Fail(info.status());
+  if (!info.ok()) return ctx_.Fail(AfterFailedStep(info.status()));
   if (boundary) log_->MaybePrint(*info, boundary_->counters());
   if (ctx_.recorder) RecordStep(boundary);
   return info;
+}
+
+// The crash rule (docs/ARCHITECTURE.md, "Offload"): state on NVMe is updated
+// in place (one slot), so after a failed step it is neither the old step's
+// nor the new one's; the engine refuses to go on and says where to resume.
+absl::Status Engine::AfterFailedStep(const absl::Status& s) const {
+  const Config& c = ctx_.config;
+  const bool nvme = c.offload_optimizer.device == OffloadDevice::kNvme ||
+                    c.offload_param.device == OffloadDevice::kNvme;
+  if (!nvme) return s;
+  return absl::Status(
+      s.code(),
+      absl::StrCat(s.message(), "; the step failed with state on NVMe, so this engine refuses "
+                   "further calls: create a new engine and load the last checkpoint (",
+                   ctx_.last_checkpoint.empty()
+                       ? std::string("none was saved or loaded by this engine")
+                       : absl::StrCat("this engine's last: ", ctx_.last_checkpoint),
+                   ")"));
 }
 
 absl::Status Engine::DeviceReady(const char* call) {

@@ -122,6 +122,7 @@ class Engine {
   Engine(const Config& config, std::unique_ptr<Communicator> comm);
 
   absl::Status Check(bool finalized, const char* call) const;
+  absl::Status AfterFailedStep(const absl::Status& s) const;
   // Waits for the device's queued work; its sticky error, if any, fails the
   // engine naming `call` and the device.
   absl::Status DeviceReady(const char* call);

@@ -7,6 +7,7 @@
 #include "core/ckpt/agree.h"
 #include "core/ckpt/checkpoint_reader.h"
 #include "core/ckpt/checkpoint_writer.h"
+#include "core/ckpt/file_util.h"
 #include "core/common/status_macros.h"
 
 namespace zero {
@@ -106,6 +107,10 @@ absl::Status EngineCheckpoint::Save(const std::string& dir, const std::string& t
   (void)ctx_->stream->Drain();
   (void)store_->Spill(false);
   if (absl::IsDeadlineExceeded(s) || absl::IsAborted(s)) return ctx_->Fail(s);
+  if (s.ok()) {
+    ctx_->last_checkpoint = absl::StrCat("'", ckpt::JoinPath(dir, tag), "' (global step ",
+                                         boundary_->counters().global_step, ")");
+  }
   return s;
 }
 
@@ -153,6 +158,11 @@ absl::Status EngineCheckpoint::Load(const std::string& dir, const std::string& t
     return ctx_->Fail(absl::Status(s.code(), absl::StrCat(
         s.message(), touched ? " (the engine's state was partly overwritten: "
                                "create a new engine to load again)" : "")));
+  }
+  if (s.ok()) {
+    ctx_->last_checkpoint = absl::StrCat("'", ckpt::JoinPath(dir, tag.empty() ? "latest" : tag),
+                                         "' (global step ", boundary_->counters().global_step,
+                                         ")");
   }
   return s;
 }

@@ -6,6 +6,7 @@
 #define ZERO_CORE_ENGINE_ENGINE_CONTEXT_H_
 
 #include <cstddef>
+#include <string>
 
 #include "absl/status/status.h"
 #include "core/comm/comm_stream.h"
@@ -50,6 +51,10 @@ struct EngineContext {
     return s;
   }
   absl::Status broken;
+  // The last checkpoint this engine saved or loaded ("'dir/tag' (global
+  // step N)"; empty: none), named when a failed step leaves NVMe state
+  // unusable.
+  std::string last_checkpoint;
 };
 
 }  // namespace zero

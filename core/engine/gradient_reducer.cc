@@ -32,6 +32,9 @@ absl::Status GradientReducer::Allocate() {
   if (ctx_->stage() >= 2 && ctx_->config.reduce_scatter) {
     ASSIGN_OR_RETURN(recv_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 4));
   }
+  if (ctx_->config.communication_data_type != DType::kF32) {
+    ASSIGN_OR_RETURN(half_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 2 * 2));
+  }
   reduced_at_boundary_.assign(layout.params().size(), 0);
   handed_in_.assign(layout.params().size(), 0);
   // DeepSpeed's averaging (Config::prescale_gradients). The default keeps
@@ -240,7 +243,7 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
         d->ToF32(grads_at(pl, pl.offset), t, pack + n, p.numel, pre_scale_);
         n += p.numel;
       }
-      RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, n, ReduceOp::kSum));
+      RETURN_IF_ERROR(AllReducePack(pack, n));
       n = 0;
       for (int id : ids) {
         const ParamRecord& p = params_->at(id);
@@ -280,11 +283,11 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
     if (qgz_) {
       RETURN_IF_ERROR(qgz_->Run(pack, recv_.data<float>(), counts, segments));
     } else {
-      RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, recv_.data<float>(), counts));
+      RETURN_IF_ERROR(ReduceScatterPack(pack, recv_.data<float>(), counts));
     }
     mine = recv_.data<float>();
   } else {
-    RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, pos, ReduceOp::kSum));
+    RETURN_IF_ERROR(AllReducePack(pack, pos));
     int64_t before = 0;
     for (int r = 0; r < ctx_->rank; ++r) before += counts[r];
     mine = pack + before;
@@ -346,11 +349,11 @@ absl::Status GradientReducer::ReduceLargeParam(int id, const char* data) {
         }
         RETURN_IF_ERROR(qgz_->Run(pack, recv_.data<float>(), counts, segments));
       } else {
-        RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, recv_.data<float>(), counts));
+        RETURN_IF_ERROR(ReduceScatterPack(pack, recv_.data<float>(), counts));
       }
       mine = recv_.data<float>();
     } else {
-      RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, pos, ReduceOp::kSum));
+      RETURN_IF_ERROR(AllReducePack(pack, pos));
       mine = pack + before;
     }
     // Hybrid sharding: the group's sum of this piece, summed over the groups.
@@ -373,7 +376,7 @@ absl::Status GradientReducer::AllReduceInPieces(char* grads, int64_t numel) {
   for (int64_t a = 0; a < numel; a += pack_cap_) {
     const int64_t n = std::min(pack_cap_, numel - a);
     d->ToF32(grads + a * es, t, pack, n, pre_scale_);
-    RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, n, ReduceOp::kSum));
+    RETURN_IF_ERROR(AllReducePack(pack, n));
     d->ToF32(pack, DType::kF32, pack, n, post_scale_);
     d->FromF32(pack, grads + a * es, t, n);
   }
@@ -414,7 +417,7 @@ absl::Status GradientReducer::ReduceLeftoversStage0() {
       d->ToF32(grads(li), t, pack + pos, numel(li), pre_scale_);
       pos += numel(li);
     }
-    RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, pos, ReduceOp::kSum));
+    RETURN_IF_ERROR(AllReducePack(pack, pos));
     pos = 0;
     for (int li : batch) {
       d->ToF32(pack + pos, DType::kF32, pack + pos, numel(li), post_scale_);
@@ -455,15 +458,14 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
         }
       }
       if (ctx_->config.reduce_scatter) {
-        RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(pack, out + a,
-                                                   std::vector<int64_t>(world, len)));
+        RETURN_IF_ERROR(ReduceScatterPack(pack, out + a, std::vector<int64_t>(world, len)));
         if (ctx_->replicas > 1) {  // hybrid sharding: over the groups too
           RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(out + a, len, ReduceOp::kSum));
         }
         d->ToF32(out + a, DType::kF32, out + a, len, post_scale_);
       } else {
         // All-reduce the chunk of every shard; keep this rank's.
-        RETURN_IF_ERROR(ctx_->comm->AllReduce(pack, world * len, ReduceOp::kSum));
+        RETURN_IF_ERROR(AllReducePack(pack, world * len));
         if (ctx_->replicas > 1) {
           RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(pack + ctx_->rank * len, len,
                                                            ReduceOp::kSum));
@@ -472,6 +474,32 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::ReduceScatterPack(const float* pack, float* recv,
+                                                const std::vector<int64_t>& counts) {
+  const DType ct = ctx_->config.communication_data_type;
+  if (ct == DType::kF32) return ctx_->comm->ReduceScatterV(pack, recv, counts);
+  Device* d = ctx_->device;
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  char* send = half_.data<char>();
+  char* mine = send + pack_cap_ * 2;
+  d->FromF32(pack, send, ct, total);
+  RETURN_IF_ERROR(ctx_->comm->ReduceScatterVHalf(send, mine, counts, ct));
+  d->ToF32(mine, ct, recv, counts[ctx_->rank], 1.0f);
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::AllReducePack(float* pack, int64_t n) {
+  const DType ct = ctx_->config.communication_data_type;
+  if (ct == DType::kF32) return ctx_->comm->AllReduce(pack, n, ReduceOp::kSum);
+  Device* d = ctx_->device;
+  char* h = half_.data<char>();
+  d->FromF32(pack, h, ct, n);
+  RETURN_IF_ERROR(ctx_->comm->AllReduceHalf(h, n, ct));
+  d->ToF32(h, ct, pack, n, 1.0f);
   return absl::OkStatus();
 }
 

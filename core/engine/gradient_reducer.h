@@ -59,7 +59,7 @@ class GradientReducer {
   absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32, bool zero_grads);
 
   int64_t buffer_bytes() const {
-    return buckets_.bytes() + pack_.bytes() + recv_.bytes() +
+    return buckets_.bytes() + pack_.bytes() + recv_.bytes() + half_.bytes() +
            static_cast<int64_t>(big_.data.bytes()) + (qgz_ ? qgz_->buffer_bytes() : 0);
   }
 
@@ -80,6 +80,12 @@ class GradientReducer {
   absl::StatusOr<void*> LargeGradBuffer(int id);
   // Rotates to the other bucket after waiting for its reduction.
   absl::Status RotateBucket();
+  // The fp32 pack reduced over ranks in communication_data_type: fp32 as
+  // is; fp16/bf16 cast into `half_`, reduced there (half the bytes) and
+  // widened back. `recv` gets this rank's piece (counts[rank] elements).
+  absl::Status ReduceScatterPack(const float* pack, float* recv,
+                                 const std::vector<int64_t>& counts);
+  absl::Status AllReducePack(float* pack, int64_t n);
 
   EngineContext* ctx_;
   const ParamRegistry* params_;
@@ -90,6 +96,8 @@ class GradientReducer {
   // such param; none if there is none), reduced as soon as it is ready.
   GradBucket big_;
   DeviceBuffer pack_, recv_;  // fp32 staging; recv_ only for reduce-scatters
+  // communication_data_type fp16/bf16: the pack and a receive, 2 bytes each.
+  DeviceBuffer half_;
   int64_t pack_cap_ = 0;
   // Each rank's fp32 gradient times pre_scale_ is summed over ranks, the
   // sum times post_scale_ kept (Config::prescale_gradients).

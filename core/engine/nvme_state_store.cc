@@ -23,8 +23,8 @@ absl::Status NvmeStateStore::Create(const std::vector<int64_t>& owned_lens) {
   lens_ = owned_lens;
   offload::NvmeTierOptions o;
   o.dir = oc.nvme_path;
-  o.tag = absl::StrFormat("zero_optim_r%d_p%d_%x", ctx_->rank, static_cast<int>(::getpid()),
-                          reinterpret_cast<uintptr_t>(this));
+  o.rank = ctx_->rank;
+  o.atomic_step = oc.atomic_step;
   o.num_arrays = StateArrays(ctx_->config);
   o.buffer_count = oc.buffer_count;
   o.chunk_elems = ctx_->config.sub_group_size;

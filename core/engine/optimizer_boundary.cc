@@ -174,7 +174,9 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     if (staged_working) return sharded_->param_file(g)->Write(begin * es, len * es, work);
     return absl::OkStatus();
   };
+  bool agreed = false;
   u.agree = [&](bool ok) -> absl::StatusOr<bool> {
+    agreed = true;
     if (world == 1) return ok;
     double failed = ok ? 0.0 : 1.0;
     RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit([&] {
@@ -184,10 +186,22 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     (void)ctx_->stream->Drain();
     return failed == 0.0;
   };
+  absl::Status updated;
   {
     ScopedPhase timer(ctx_->recorder, Phase::kUpdate);
-    RETURN_IF_ERROR(store_->Update(u));
+    updated = store_->Update(u);
   }
+  if (!agreed && staged_working) {
+    // A store in memory does not agree; a param file's write may still
+    // have failed here: every rank learns it before the publishing
+    // collectives, instead of waiting for the timeout there.
+    ASSIGN_OR_RETURN(const bool all, u.agree(updated.ok()));
+    if (updated.ok() && !all) {
+      updated = absl::AbortedError(
+          "offload_param nvme: another rank failed writing its working params");
+    }
+  }
+  RETURN_IF_ERROR(updated);
   sharded_->CommitParamFiles();
   if (!fused) sharded_->ZeroGrads();
   RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit([this] { return PublishWorkingCopy(); })));

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,6 +21,16 @@ absl::Status ShardedState::Allocate() {
   const int stage = ctx_->stage();
   const bool nvme_params =
       stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kNvme;
+  // With GPU state, "cpu" would have to keep stage 3's own working shard in
+  // host memory and upload it for each gather; this version does not, so it
+  // is refused rather than silently leaving the shard on the GPU (issue 15).
+  if (stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kCpu &&
+      !d->host_accessible()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "zero_optimization.offload_param.device: \"cpu\" with model state on device ",
+        d->name(), " is not supported in this version (the stage-3 working shard would stay "
+        "in device memory); use \"none\", or the cpu device"));
+  }
   groups_.resize(layout.groups().size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     const LayoutGroup& lg = layout.groups()[g];
@@ -89,7 +100,8 @@ absl::Status ShardedState::Allocate() {
 }
 
 // Stage 3, offload_param "nvme": each group's own shard of the working copy
-// in a double-slot file (core/offload/param_file.h).
+// in a preallocated file (core/offload/param_file.h) under a swap-directory
+// claim (core/offload/swap_dir.h).
 absl::Status ShardedState::CreateParamFiles() {
   if (ctx_->device->name() != "cpu") {
     return absl::UnimplementedError(absl::StrCat(
@@ -97,14 +109,25 @@ absl::Status ShardedState::CreateParamFiles() {
         "device in this version, not ", ctx_->device->name()));
   }
   const size_t es = ctx_->es();
+  const OffloadConfig& oc = ctx_->config.offload_param;
+  const int slots = oc.atomic_step ? 2 : 1;
+  int64_t total = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    total += slots * offload::ParamFile::SlotBytes(ctx_->layout.groups()[g].shard *
+                                                   static_cast<int64_t>(es));
+  }
+  ASSIGN_OR_RETURN(param_claim_, offload::SwapDir::Claim(oc.nvme_path, "offload_param.nvme_path",
+                                                         ctx_->rank, total));
+  if (!param_claim_->note().empty()) {
+    std::fprintf(stderr, "[zero] rank %d: offload_param.nvme_path '%s': %s\n", ctx_->rank,
+                 oc.nvme_path.c_str(), param_claim_->note().c_str());
+  }
   for (size_t g = 0; g < groups_.size(); ++g) {
     ASSIGN_OR_RETURN(
         auto f, offload::ParamFile::Create(
-                    ctx_->config.offload_param.nvme_path,
-                    absl::StrFormat("zero_param_r%d_p%d_%x_g%d.swp", ctx_->rank,
-                                    static_cast<int>(::getpid()),
-                                    reinterpret_cast<uintptr_t>(this), static_cast<int>(g)),
-                    ctx_->layout.groups()[g].shard * static_cast<int64_t>(es)));
+                    oc.nvme_path, param_claim_->Name(absl::StrCat("param_g", g, ".swp")),
+                    ctx_->layout.groups()[g].shard * static_cast<int64_t>(es),
+                    /*try_direct=*/true, slots));
     param_files_.push_back(std::move(f));
   }
   return absl::OkStatus();
@@ -139,7 +162,14 @@ absl::StatusOr<const char*> ShardedState::OwnSlice(int li, std::vector<char>* sc
   if (param_files_.empty()) return groups_[pl.group].working.data<char>() + s.shard_offset * es;
   // offload_param "nvme": this rank's slice, from its file.
   scratch->resize(std::max<size_t>(1, s.numel * es));
-  RETURN_IF_ERROR(param_files_[pl.group]->Read(s.shard_offset * es, s.numel * es, scratch->data()));
+  absl::Status r = param_files_[pl.group]->Read(s.shard_offset * es, s.numel * es, scratch->data());
+  if (!r.ok()) {
+    // The peers are entering the all-gather: fail them now rather than at
+    // comm_timeout_seconds (thread groups: "rank N failed: ..."; MPI: the
+    // job ends).
+    ctx_->comm->Abort(std::string(r.message()));
+    return r;
+  }
   return static_cast<const char*>(scratch->data());
 }
 

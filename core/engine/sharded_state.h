@@ -16,6 +16,7 @@
 #include "core/engine/engine_context.h"
 #include "core/engine/param_registry.h"
 #include "core/offload/param_file.h"
+#include "core/offload/swap_dir.h"
 
 namespace zero {
 
@@ -92,7 +93,9 @@ class ShardedState {
   const ParamRegistry* params_;
   std::vector<GroupShard> groups_;
   std::vector<DeviceBuffer> frozen_;  // by param id; empty when trainable
-  // One per group with offload_param "nvme"; then GroupShard::working is empty.
+  // offload_param "nvme": the claim on nvme_path (outlives the files), and
+  // one file per group; then GroupShard::working is empty.
+  std::unique_ptr<offload::SwapDir> param_claim_;
   std::vector<std::unique_ptr<offload::ParamFile>> param_files_;
   DeviceBuffer gather_staging_;  // stages 1-2, chunked AllGatherWorking
 };

@@ -90,7 +90,11 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     e.grad_bytes += (stage <= 1 ? g.padded : g.shard) * es;
     owned.push_back(stage == 0 ? g.padded : g.shard);
     owned_total += owned.back();
-    if (nvme_params) e.nvme_bytes += 2 * std::max(kFileAlign, RoundUp(g.shard * es, kFileAlign));
+    // ParamFile: one slot, two with offload_param.atomic_step.
+    if (nvme_params) {
+      e.nvme_bytes += (c.offload_param.atomic_step ? 2 : 1) *
+                      std::max(kFileAlign, RoundUp(g.shard * es, kFileAlign));
+    }
   }
   // Stage 3: ParamCoordinator::AllocatePersistent, and the live budget.
   if (stage == 3) {
@@ -120,7 +124,7 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
         buffer = std::max(buffer, bytes);
         ++chunks;
       }
-      e.nvme_bytes += 2 * slot;
+      e.nvme_bytes += (c.offload_optimizer.atomic_step ? 2 : 1) * slot;
     }
     const int64_t nbuf =
         std::max<int64_t>(1, std::min<int64_t>(std::max(2, c.offload_optimizer.buffer_count), chunks));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/errno_status.h"
+#include "core/common/io_fault.h"
 
 namespace zero {
 namespace offload {
@@ -129,11 +130,12 @@ void Aio::Loop() {
       Piece p = pending_.front();
       pending_.pop_front();
       ++inflight_;
+      const std::string what = ops_[p.ticket].what;
       l.unlock();
       ssize_t res;
       do {
-        res = p.write ? ::pwrite(p.fd, p.buf, p.len, p.offset)
-                      : ::pread(p.fd, p.buf, p.len, p.offset);
+        res = p.write ? io::Pwrite(p.fd, p.buf, p.len, p.offset, what)
+                      : io::Pread(p.fd, p.buf, p.len, p.offset, what);
       } while (res < 0 && errno == EINTR);
       const int64_t r = res < 0 ? -static_cast<int64_t>(errno) : res;
       l.lock();
@@ -149,10 +151,22 @@ void Aio::Loop() {
       if (sqe == nullptr) break;
       Piece* p = new Piece(pending_.front());
       pending_.pop_front();
+      // Injected faults (core/common/io_fault.h): an error completes the
+      // piece at once; a short transfer sends part and Complete() requeues
+      // the rest.
+      const io::Decision d = io::Decide(p->write, p->fd, p->len, ops_[p->ticket].what);
+      if (d.err != 0) {
+        io_uring_prep_nop(sqe);
+        io_uring_sqe_set_data(sqe, nullptr);
+        Complete(*p, -d.err);
+        delete p;
+        continue;
+      }
+      const unsigned n = static_cast<unsigned>(d.n_out);
       if (p->write) {
-        io_uring_prep_write(sqe, p->fd, p->buf, static_cast<unsigned>(p->len), p->offset);
+        io_uring_prep_write(sqe, p->fd, p->buf, n, p->offset);
       } else {
-        io_uring_prep_read(sqe, p->fd, p->buf, static_cast<unsigned>(p->len), p->offset);
+        io_uring_prep_read(sqe, p->fd, p->buf, n, p->offset);
       }
       io_uring_sqe_set_data(sqe, p);
       ++inflight_;
@@ -165,7 +179,8 @@ void Aio::Loop() {
     std::vector<std::pair<Piece*, int64_t>> done;
     io_uring_cqe* cqe;
     while (io_uring_peek_cqe(ring, &cqe) == 0) {
-      done.emplace_back(static_cast<Piece*>(io_uring_cqe_get_data(cqe)), cqe->res);
+      Piece* p = static_cast<Piece*>(io_uring_cqe_get_data(cqe));
+      if (p != nullptr) done.emplace_back(p, cqe->res);  // null: a faulted piece's nop
       io_uring_cqe_seen(ring, cqe);
     }
     l.lock();

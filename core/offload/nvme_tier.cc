@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/errno_status.h"
+#include "core/common/io_fault.h"
+#include "core/common/status_macros.h"
 
 namespace zero {
 namespace offload {
@@ -27,22 +29,12 @@ int64_t NvmeTier::region_bytes(const Chunk& c) const { return RoundUp(c.len * 4)
 absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
     const NvmeTierOptions& options, const std::vector<int64_t>& group_lens) {
   const std::string& dir = options.dir;
-  const std::string key = "offload_optimizer.nvme_path";
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) {
-    const int err = errno;
-    if (err == ENOENT) {
-      return absl::NotFoundError(absl::StrCat(key, " '", dir, "' does not exist"));
-    }
-    return ErrnoToStatus(err, absl::StrCat(key, " '", dir, "'"));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(key, " '", dir, "' is not a directory"));
-  }
+  const std::string& key = options.key;
   std::unique_ptr<NvmeTier> t(new NvmeTier(options));
   t->options_.num_arrays = std::max(1, options.num_arrays);
+  t->slots_ = options.atomic_step ? 2 : 1;
   const int64_t ce = std::max<int64_t>(1, options.chunk_elems);
+  int64_t total = 0;
   for (size_t g = 0; g < group_lens.size(); ++g) {
     int64_t off = 0;
     for (int64_t b = 0; b < group_lens[g]; b += ce) {
@@ -51,17 +43,23 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
       t->chunks_.push_back(c);
     }
     t->slot_bytes_.push_back(off);
+    total += t->slots_ * off;
   }
+  ASSIGN_OR_RETURN(t->claim_, SwapDir::Claim(dir, key, options.rank, total));
+  t->stats_.note = t->claim_->note();
   // Files: O_DIRECT where the file system takes it (tmpfs and overlay may
   // refuse with EINVAL, at open or at the first transfer); buffered otherwise.
   bool direct = options.try_direct;
+  auto add_note = [&](const std::string& n) {
+    t->stats_.note = t->stats_.note.empty() ? n : absl::StrCat(t->stats_.note, "; ", n);
+  };
   for (size_t g = 0; g < group_lens.size(); ++g) {
-    const std::string path = absl::StrCat(dir, "/", options.tag, "_g", g, ".swp");
+    const std::string path = t->claim_->Path(absl::StrCat(options.tag, "_g", g, ".swp"));
     const int base = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
     int fd = ::open(path.c_str(), base | (direct ? O_DIRECT : 0), 0600);
     if (fd < 0 && direct && errno == EINVAL) {
       direct = false;
-      t->stats_.note = absl::StrCat("O_DIRECT refused under '", dir, "' (EINVAL at open): buffered IO");
+      add_note(absl::StrCat("O_DIRECT refused under '", dir, "' (EINVAL at open): buffered IO"));
       fd = ::open(path.c_str(), base, 0600);
     }
     if (fd < 0) {
@@ -69,13 +67,19 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
     }
     t->fds_.push_back(fd);
     t->paths_.push_back(path);
-    const int64_t size = 2 * t->slot_bytes_[g];
+    const int64_t size = t->slots_ * t->slot_bytes_[g];
     if (size > 0) {
-      int rc = ::posix_fallocate(fd, 0, size);
-      if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(fd, size) == 0 ? 0 : errno;
+      // Blocks reserved now (no holes): a full disk fails here, not mid-step.
+      int rc = io::Fallocate(fd, size, path);
+      if (rc == EOPNOTSUPP || rc == EINVAL) {
+        rc = ::ftruncate(fd, size) == 0 ? 0 : errno;
+        if (rc == 0) add_note("fallocate unsupported: sparse files (a full disk fails mid-step)");
+      }
       if (rc != 0) {
-        return ErrnoToStatus(rc, absl::StrCat(key, ": cannot reserve ", size,
-                                            " bytes for '", path, "'"));
+        return ErrnoToStatus(rc, absl::StrCat(key, ": cannot reserve ", size, " bytes for '", path,
+                                              "' (rank ", options.rank, " needs ", total,
+                                              " bytes in all; ", SwapDir::FreeBytes(dir),
+                                              " bytes free)"));
       }
     }
     t->stats_.file_bytes += size;
@@ -99,7 +103,7 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
     std::memset(t->buffers_[0], 0, kAlign);
     if (::pwrite(t->fds_[0], t->buffers_[0], kAlign, 0) < 0 && errno == EINVAL) {
       direct = false;
-      t->stats_.note = absl::StrCat("O_DIRECT refused under '", dir, "' (EINVAL at IO): buffered IO");
+      add_note(absl::StrCat("O_DIRECT refused under '", dir, "' (EINVAL at IO): buffered IO"));
       for (size_t g = 0; g < t->fds_.size(); ++g) {
         ::close(t->fds_[g]);
         t->fds_[g] = ::open(t->paths_[g].c_str(), O_RDWR | O_CLOEXEC);
@@ -124,20 +128,22 @@ NvmeTier::~NvmeTier() {
   for (int fd : fds_) ::close(fd);
   for (const std::string& p : paths_) ::unlink(p.c_str());
   for (char* b : buffers_) std::free(b);
+  claim_.reset();  // the lock file last
 }
 
 NvmeTierStats NvmeTier::stats() const { return stats_; }
 
 absl::Status NvmeTier::CheckSizes() const {
+  if (!damaged_.ok()) return damaged_;
   for (size_t g = 0; g < fds_.size(); ++g) {
     struct stat st;
     if (::fstat(fds_[g], &st) != 0) {
       return ErrnoToStatus(errno, absl::StrCat("nvme offload: stat '", paths_[g], "'"));
     }
-    if (st.st_size != 2 * slot_bytes_[g]) {
+    if (st.st_size != slots_ * slot_bytes_[g]) {
       return absl::DataLossError(absl::StrCat(
           "nvme offload: '", paths_[g], "' is ", st.st_size, " bytes, expected ",
-          2 * slot_bytes_[g], " (truncated or modified outside the engine); "
+          slots_ * slot_bytes_[g], " (truncated or modified outside the engine); "
           "the optimizer state is lost"));
     }
     if (st.st_nlink == 0) {
@@ -190,7 +196,7 @@ absl::Status NvmeTier::Update(
   const size_t n = chunks_.size();
   const size_t B = buffers_.size();
   const size_t ahead = B >= 3 ? B - 2 : 1;
-  const int rslot = committed_, wslot = 1 - committed_;
+  const int rslot = committed_, wslot = slots_ == 2 ? 1 - committed_ : committed_;
   std::vector<Aio::Ticket> rd(n, 0), wr(n, 0);
   size_t next_read = 0;
   for (size_t k = 0; k < n && first.ok(); ++k) {
@@ -227,12 +233,22 @@ absl::Status NvmeTier::Update(
   }
   const bool ok = first.ok();
   absl::StatusOr<bool> all = agree(ok);
+  if (slots_ == 1 && (!ok || !all.ok() || !*all)) {
+    // Chunks before the failure were written in place: the files hold
+    // neither the previous step nor this one.
+    damaged_ = absl::DataLossError(absl::StrCat(
+        "nvme offload: a failed optimizer step left the state under '", options_.dir,
+        "' partly updated (one slot per file; offload_optimizer.atomic_step keeps two); "
+        "it cannot be used: load the last checkpoint"));
+  }
   if (!ok) return first;
   if (!all.ok()) return all.status();
   if (!*all) {
-    return absl::AbortedError(
-        "nvme offload: another rank failed its optimizer update; the step was "
-        "not applied on any rank");
+    return absl::AbortedError(slots_ == 2
+        ? "nvme offload: another rank failed its optimizer update; the step was "
+          "not applied on any rank"
+        : "nvme offload: another rank failed its optimizer update; the ranks' states "
+          "now disagree (this rank's was updated in place)");
   }
   committed_ = wslot;
   return absl::OkStatus();

@@ -6,11 +6,18 @@
 // `chunk_elems` elements; a chunk is stored as `num_arrays` regions (master,
 // m, v), each padded to 4 KiB, so one chunk is one contiguous O_DIRECT read.
 //
-// Nothing half-updated. Every file holds two slots (double buffer). A step
-// reads every chunk from the committed slot and writes the updated chunk to
-// the other one; only when all writes of the step have completed, on every
-// rank (the caller's `agree`), does the committed slot flip. A failed read or
-// write therefore leaves the previous step's state whole.
+// Slots. By default a file holds one slot: a step reads each chunk and
+// writes it back in place, so a step that fails part-way leaves the state
+// partly updated; the tier then refuses every later access (the engine
+// fails and points at the last checkpoint). With `atomic_step` every file
+// holds two slots (twice the disk): a step reads the committed slot and
+// writes the other, which becomes committed only when every write of the
+// step completed on every rank (the caller's `agree`), so a failed step
+// leaves the previous state whole.
+//
+// Files are preallocated (posix_fallocate, no holes) at Create, after a
+// free-space check, so a full disk fails there with the bytes needed and
+// free rather than in a step; they live in a SwapDir claim (swap_dir.h).
 //
 // Pipeline. With B = buffer_count host buffers, chunk k is updated while
 // chunk k+1.. k+B-2 are read and chunk k-1 is written; host memory for
@@ -27,13 +34,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/offload/aio.h"
+#include "core/offload/swap_dir.h"
 
 namespace zero {
 namespace offload {
 
 struct NvmeTierOptions {
   std::string dir;          // offload_optimizer.nvme_path
-  std::string tag;          // file name prefix, unique per engine and rank
+  std::string key = "offload_optimizer.nvme_path";  // in errors
+  int rank = 0;             // in the claim's name and in errors
+  std::string tag = "optim";  // file names: <claim stem>_<tag>_g<g>.swp
+  bool atomic_step = false;   // two slots, flipped after every rank wrote
   int num_arrays = 3;       // master, m, v (SGD: 1 or 2)
   int buffer_count = 4;     // host buffers, >= 2
   int64_t chunk_elems = 1;  // sub_group_size
@@ -44,10 +55,10 @@ struct NvmeTierOptions {
 struct NvmeTierStats {
   int64_t host_bytes = 0;        // aligned host buffers held now
   int64_t host_high_water = 0;   // most ever held
-  int64_t file_bytes = 0;        // on disk, both slots
+  int64_t file_bytes = 0;        // on disk, every slot
   int64_t bytes_read = 0, bytes_written = 0;  // cumulative
   bool direct_io = false, uring = false;
-  std::string note;              // fallbacks taken, for logs
+  std::string note;              // fallbacks taken, leftovers removed, for logs
 };
 
 class NvmeTier {
@@ -81,6 +92,10 @@ class NvmeTier {
   absl::Status Update(const ChunkFn& fn,
                       const std::function<absl::StatusOr<bool>(bool)>& agree);
 
+  // Whether a failed step left the files partly updated (one slot): every
+  // later call fails.
+  bool damaged() const { return !damaged_.ok(); }
+
   // Reads the committed state of elements [begin, begin+len) of array `a`
   // of group `g` into out.
   absl::Status ReadRange(int g, int a, int64_t begin, int64_t len, float* out);
@@ -106,7 +121,10 @@ class NvmeTier {
   std::vector<int> fds_;
   std::vector<std::string> paths_;
   std::vector<int64_t> slot_bytes_;
+  int slots_ = 1;
   int committed_ = 0;  // the slot holding the last completed step
+  absl::Status damaged_;  // set by a failed in-place step
+  std::unique_ptr<SwapDir> claim_;
   std::vector<char*> buffers_;
   int64_t buffer_bytes_ = 0;
   NvmeTierStats stats_;

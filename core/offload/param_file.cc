@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/errno_status.h"
+#include "core/common/io_fault.h"
 
 namespace zero {
 namespace offload {
@@ -29,7 +31,7 @@ struct Bounce {
 absl::Status Transfer(int fd, char* buf, int64_t len, int64_t off, bool write,
                       const std::string& path) {
   while (len > 0) {
-    const ssize_t r = write ? ::pwrite(fd, buf, len, off) : ::pread(fd, buf, len, off);
+    const ssize_t r = write ? io::Pwrite(fd, buf, len, off, path) : io::Pread(fd, buf, len, off, path);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       return ErrnoToStatus(errno, absl::StrCat(write ? "write to '" : "read from '", path,
@@ -53,7 +55,7 @@ absl::Status Transfer(int fd, char* buf, int64_t len, int64_t off, bool write,
 absl::StatusOr<std::unique_ptr<ParamFile>> ParamFile::Create(const std::string& dir,
                                                              const std::string& name,
                                                              int64_t bytes,
-                                                             bool try_direct) {
+                                                             bool try_direct, int slots) {
   const std::string key = "offload_param.nvme_path";
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
@@ -66,6 +68,8 @@ absl::StatusOr<std::unique_ptr<ParamFile>> ParamFile::Create(const std::string& 
   std::unique_ptr<ParamFile> f(new ParamFile());
   f->path_ = absl::StrCat(dir, "/", name);
   f->slot_ = std::max<int64_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  f->slots_ = slots == 2 ? 2 : 1;
+  const int64_t size = f->slots_ * f->slot_;
   const int base = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
   f->direct_ = try_direct;
   f->fd_ = ::open(f->path_.c_str(), base | (try_direct ? O_DIRECT : 0), 0600);
@@ -78,11 +82,14 @@ absl::StatusOr<std::unique_ptr<ParamFile>> ParamFile::Create(const std::string& 
     f->path_.clear();  // not ours to unlink
     return ErrnoToStatus(err, absl::StrCat(key, ": cannot create '", dir, "/", name, "'"));
   }
-  int rc = ::posix_fallocate(f->fd_, 0, 2 * f->slot_);
-  if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(f->fd_, 2 * f->slot_) == 0 ? 0 : errno;
+  int rc = io::Fallocate(f->fd_, size, f->path_);
+  if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(f->fd_, size) == 0 ? 0 : errno;
   if (rc != 0) {
-    return ErrnoToStatus(rc, absl::StrCat(key, ": cannot reserve ", 2 * f->slot_, " bytes for '",
-                                        f->path_, "'"));
+    struct statvfs v;
+    const int64_t avail = ::statvfs(dir.c_str(), &v) == 0
+        ? static_cast<int64_t>(v.f_bavail) * static_cast<int64_t>(v.f_frsize) : -1;
+    return ErrnoToStatus(rc, absl::StrCat(key, ": cannot reserve ", size, " bytes for '",
+                                        f->path_, "' (", avail, " bytes free)"));
   }
   if (f->direct_) {
     Bounce b(kAlign);
@@ -105,9 +112,9 @@ ParamFile::~ParamFile() {
 absl::Status ParamFile::CheckSize() const {
   struct stat st;
   if (::fstat(fd_, &st) != 0) return ErrnoToStatus(errno, absl::StrCat("stat '", path_, "'"));
-  if (st.st_size != 2 * slot_) {
+  if (st.st_size != slots_ * slot_) {
     return absl::DataLossError(absl::StrCat(
-        "nvme offload: '", path_, "' is ", st.st_size, " bytes, expected ", 2 * slot_,
+        "nvme offload: '", path_, "' is ", st.st_size, " bytes, expected ", slots_ * slot_,
         " (truncated or modified outside the engine); the working params are lost"));
   }
   return absl::OkStatus();
@@ -150,7 +157,8 @@ absl::Status ParamFile::Read(int64_t offset, int64_t len, void* out) {
 }
 
 absl::Status ParamFile::Write(int64_t offset, int64_t len, const void* in) {
-  return Io(committed_ ^ 1, offset, len, const_cast<char*>(static_cast<const char*>(in)), true);
+  return Io(slots_ == 2 ? committed_ ^ 1 : committed_, offset, len,
+            const_cast<char*>(static_cast<const char*>(in)), true);
 }
 
 absl::Status ParamFile::WriteCommitted(int64_t offset, int64_t len, const void* in) {

@@ -39,6 +39,23 @@ class LoggingCommunicator : public Communicator {
                [&] { return inner_->ReduceScatterV(send, recv, counts); });
   }
 
+  void set_wait_stream(void* stream) override { inner_->set_wait_stream(stream); }
+
+  // communication_data_type fp16/bf16 (issue 15): 2-byte elements.
+  absl::Status ReduceScatterVHalf(const void* send, void* recv,
+                                  const std::vector<int64_t>& counts, DType dtype) override {
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    return Run(CollectiveOp::kReduceScatter, CollectiveKind::kReduceScatter, total * 2,
+               AllGatherSent(counts, rank()), 2,
+               [&] { return inner_->ReduceScatterVHalf(send, recv, counts, dtype); });
+  }
+  absl::Status AllReduceHalf(void* data, int64_t count, DType dtype) override {
+    return Run(CollectiveOp::kAllReduce, CollectiveKind::kAllReduce, count * 2,
+               AllReduceSent(count, world_size()), 2,
+               [&] { return inner_->AllReduceHalf(data, count, dtype); });
+  }
+
   absl::Status AllReduce(float* data, int64_t count, ReduceOp op) override {
     return Run(CollectiveOp::kAllReduce, CollectiveKind::kAllReduce, count * sizeof(float),
                AllReduceSent(count, world_size()), sizeof(float),

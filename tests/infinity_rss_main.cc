@@ -1,0 +1,159 @@
+// infinity_rss_main --layers L --hidden H --nvme DIR [--dtype bf16|fp16|fp32]
+//                   [--steps S] [--ranks 1]
+// ZeRO-Infinity's memory claim, measured: a stage-3 model of L [H x H]
+// params built from init specs, params and optimizer on NVMe, trained S
+// steps with synthetic gradients (a fixed pattern per element; the math is
+// not the point). Buffer sizes are fixed (not "auto"), so nothing the
+// engine holds may grow with the model: prints one JSON line with the
+// resident set (VmRSS) after finalize and after the steps, the peak
+// (VmHWM), the bytes on disk, and the times.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/comm/thread_communicator.h"
+#include "core/engine/engine.h"
+#include "core/engine/init_spec.h"
+
+namespace {
+
+int64_t StatusKiB(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const size_t k = std::strlen(key);
+  while (std::getline(f, line)) {
+    if (line.compare(0, k, key) == 0) return std::atoll(line.c_str() + k + 1);
+  }
+  return -1;
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int Fail(const std::string& what, const absl::Status& s) {
+  std::fprintf(stderr, "infinity_rss_main: %s: %s\n", what.c_str(), s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t layers = 4, hidden = 1024, steps = 2;
+  std::string nvme, dtype = "bf16";
+  bool atomic = false;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--layers") layers = std::atoll(v.c_str());
+    else if (k == "--hidden") hidden = std::atoll(v.c_str());
+    else if (k == "--steps") steps = std::atoll(v.c_str());
+    else if (k == "--nvme") nvme = v;
+    else if (k == "--dtype") dtype = v;
+    else if (k == "--atomic") atomic = v == "1";
+    else {
+      std::fprintf(stderr, "infinity_rss_main: unknown flag %s\n", k.c_str());
+      return 2;
+    }
+  }
+  if (nvme.empty()) {
+    std::fprintf(stderr, "infinity_rss_main: --nvme DIR required\n");
+    return 2;
+  }
+  zero::Config c;
+  c.stage = 3;
+  c.dtype = dtype == "fp32" ? zero::DType::kF32
+            : dtype == "fp16" ? zero::DType::kF16 : zero::DType::kBF16;
+  c.steps_per_print = 0;
+  c.sub_group_size = 1 << 20;
+  c.reduce_bucket_size = 1 << 20;
+  c.reduce_bucket_size_auto = false;
+  c.stage3_prefetch_bucket_size = 1 << 20;
+  c.stage3_prefetch_bucket_size_auto = false;
+  c.stage3_param_persistence_threshold = 0;
+  c.stage3_param_persistence_threshold_auto = false;
+  c.stage3_max_live_parameters = 3 * hidden * hidden;
+  c.offload_optimizer.device = zero::OffloadDevice::kNvme;
+  c.offload_optimizer.nvme_path = nvme;
+  c.offload_optimizer.atomic_step = atomic;
+  c.offload_param.device = zero::OffloadDevice::kNvme;
+  c.offload_param.nvme_path = nvme;
+  c.offload_param.atomic_step = atomic;
+  auto comms = zero::MakeThreadCommunicators(1);
+  const double t0 = Now();
+  auto e = zero::Engine::Create(c, comms[0].get());
+  if (!e.ok()) return Fail("create", e.status());
+  zero::InitSpec spec;
+  spec.kind = zero::InitKind::kNormal;
+  spec.std = 0.02;
+  for (int64_t l = 0; l < layers; ++l) {
+    zero::ParamSpec p;
+    p.name = "layer" + std::to_string(l) + ".weight";
+    p.shape = {hidden, hidden};
+    p.init_spec = &spec;
+    auto id = (*e)->RegisterParam(p);
+    if (!id.ok()) return Fail("register", id.status());
+  }
+  absl::Status s = (*e)->Finalize();
+  if (!s.ok()) return Fail("finalize", s);
+  const double t_fin = Now() - t0;
+  const int64_t rss_fin = StatusKiB("VmRSS:");
+  const size_t es = zero::DTypeSize(c.dtype);
+  double t_steps = 0;
+  const zero::EngineStats before = (*e)->Stats();
+  for (int64_t st = 0; st < steps; ++st) {
+    const double a = Now();
+    for (int64_t l = 0; l < layers; ++l) {  // forward
+      auto d = (*e)->Gather(static_cast<int>(l));
+      if (!d.ok()) return Fail("gather", d.status());
+      s = (*e)->Release(static_cast<int>(l));
+      if (!s.ok()) return Fail("release", s);
+    }
+    for (int64_t l = layers - 1; l >= 0; --l) {  // backward: synthetic gradients
+      auto d = (*e)->Gather(static_cast<int>(l));
+      if (!d.ok()) return Fail("gather", d.status());
+      auto g = (*e)->GradBuffer(static_cast<int>(l));
+      if (!g.ok()) return Fail("grad_buffer", g.status());
+      std::vector<float> row(hidden);
+      for (int64_t r = 0; r < hidden; ++r) {
+        for (int64_t k = 0; k < hidden; ++k) row[k] = 1e-3f * static_cast<float>((r + k + l) % 7 - 3);
+        (*e)->device()->UploadF32(row.data(), static_cast<char*>(*g) + r * hidden * es, c.dtype,
+                                  hidden);
+      }
+      s = (*e)->GradReady(static_cast<int>(l));
+      if (!s.ok()) return Fail("grad_ready", s);
+      s = (*e)->Release(static_cast<int>(l));
+      if (!s.ok()) return Fail("release", s);
+    }
+    auto info = (*e)->Step();
+    if (!info.ok()) return Fail("step", info.status());
+    t_steps += Now() - a;
+  }
+  const int64_t rss_step = StatusKiB("VmRSS:");
+  const int64_t hwm = StatusKiB("VmHWM:");
+  const zero::EngineStats st = (*e)->Stats();
+  std::printf(
+      "{\"bench\": \"infinity_rss\", \"params\": %lld, \"dtype\": \"%s\", \"atomic_step\": %s, "
+      "\"rss_after_finalize_kib\": %lld, \"rss_after_step_kib\": %lld, \"peak_rss_kib\": %lld, "
+      "\"disk_bytes\": %lld, \"disk_bytes_per_param\": %.3f, \"finalize_s\": %.2f, "
+      "\"step_s\": %.2f, \"nvme_read_bytes\": %lld, \"nvme_write_bytes\": %lld, "
+      "\"step_io_bytes\": %lld, \"direct_io\": %d, \"uring\": %d}\n",
+      static_cast<long long>(st.trainable_numel), dtype.c_str(), atomic ? "true" : "false",
+      static_cast<long long>(rss_fin), static_cast<long long>(rss_step),
+      static_cast<long long>(hwm), static_cast<long long>(st.nvme_bytes),
+      static_cast<double>(st.nvme_bytes) / static_cast<double>(st.trainable_numel), t_fin,
+      steps > 0 ? t_steps / steps : 0.0, static_cast<long long>(st.nvme_read_bytes),
+      static_cast<long long>(st.nvme_write_bytes),
+      static_cast<long long>((st.nvme_read_bytes + st.nvme_write_bytes - before.nvme_read_bytes -
+                              before.nvme_write_bytes) / std::max<int64_t>(steps, 1)),
+      st.nvme_direct_io, st.nvme_uring);
+  return 0;
+}
