@@ -64,6 +64,24 @@ absl::Status LinkCountingCommunicator::ReduceScatterV(const float* send, float* 
   return absl::OkStatus();
 }
 
+absl::Status LinkCountingCommunicator::ReduceScatterVHalf(const void* send, void* recv,
+                                                          const std::vector<int64_t>& counts,
+                                                          DType dtype) {
+  if (auto s = inner_->ReduceScatterVHalf(send, recv, counts, dtype); !s.ok()) return s;
+  const int64_t es = static_cast<int64_t>(DTypeSize(dtype));
+  std::vector<int64_t> bytes(counts.size());
+  for (size_t r = 0; r < counts.size(); ++r) bytes[r] = counts[r] * es;
+  CountPeers(CollectiveKind::kReduceScatter, counts, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status LinkCountingCommunicator::AllReduceHalf(void* data, int64_t count, DType dtype) {
+  if (auto s = inner_->AllReduceHalf(data, count, dtype); !s.ok()) return s;
+  CountShared(CollectiveKind::kAllReduce, AllReduceSent(count, world_size()),
+              static_cast<int64_t>(DTypeSize(dtype)));
+  return absl::OkStatus();
+}
+
 absl::Status LinkCountingCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
   if (auto s = inner_->AllReduce(data, count, op); !s.ok()) return s;
   CountShared(CollectiveKind::kAllReduce, AllReduceSent(count, world_size()), 4);

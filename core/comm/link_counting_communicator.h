@@ -68,6 +68,11 @@ class LinkCountingCommunicator : public Communicator {
                           DType dtype) override;
   absl::Status ReduceScatterV(const float* send, float* recv,
                               const std::vector<int64_t>& counts) override;
+  // communication_data_type fp16/bf16: 2-byte elements, counted as such.
+  absl::Status ReduceScatterVHalf(const void* send, void* recv,
+                                  const std::vector<int64_t>& counts, DType dtype) override;
+  absl::Status AllReduceHalf(void* data, int64_t count, DType dtype) override;
+  void set_wait_stream(void* stream) override { inner_->set_wait_stream(stream); }
   absl::Status AllReduce(float* data, int64_t count, ReduceOp op) override;
   absl::Status AllReduce(double* data, int64_t count, ReduceOp op) override;
   absl::Status Broadcast(void* data, int64_t bytes, int root) override;
