@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/comm/forwarding_communicator.h"
 
 namespace zero {
 namespace {
@@ -36,22 +37,27 @@ class Scratch {
   std::vector<char> host_;
 };
 
-class StagingCommunicator : public Communicator {
+// Every collective that moves buffers is staged; ForwardingCommunicator
+// forwards the rest (barrier, abort) and wraps duplicates and splits.
+class StagingCommunicator : public ForwardingCommunicator {
  public:
-  StagingCommunicator(std::unique_ptr<Communicator> owned, Communicator* inner,
-                      Device* device, bool on_device)
-      : owned_(std::move(owned)),
-        inner_(owned_ ? owned_.get() : inner),
-        device_(device),
-        on_device_(on_device) {
-    timeout_seconds_ = inner_->timeout_seconds();
-  }
+  // Owns `inner`.
+  StagingCommunicator(std::unique_ptr<Communicator> inner, Device* device, bool on_device)
+      : ForwardingCommunicator(std::move(inner)), device_(device), on_device_(on_device) {}
+  // Borrows `inner`.
+  StagingCommunicator(Communicator* inner, Device* device, bool on_device)
+      : ForwardingCommunicator(inner), device_(device), on_device_(on_device) {}
 
-  int rank() const override { return inner_->rank(); }
-  int world_size() const override { return inner_->world_size(); }
   std::string backend_name() const override {
-    return inner_->backend_name() + "+staging";
+    return inner()->backend_name() + "+staging";
   }
+  // The caller's buffers are in the other memory than the inner
+  // communicator's: a host view of a device communicator (the control
+  // channel) or a device view of a host one; neither is a device
+  // communicator the engine binds to a stream (the copies synchronize).
+  bool device_memory() const override { return false; }
+  int device_ordinal() const override { return -1; }
+  void set_wait_stream(void* stream) override { (void)stream; }
 
   absl::Status AllGatherV(const void* send, void* recv,
                           const std::vector<int64_t>& counts,
@@ -137,19 +143,37 @@ class StagingCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
-  absl::Status Barrier() override { return inner_->Barrier(); }
-  void Abort(const std::string& reason) override { inner_->Abort(reason); }
+  absl::Status AllToAllV(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                         const std::vector<int64_t>& recv_counts, DType dtype) override {
+    Sync();
+    const size_t es = DTypeSize(dtype);
+    int64_t sent = 0, total_send = 0, total_recv = 0;
+    for (int r = 0; r < static_cast<int>(send_counts.size()); ++r) {
+      total_send += send_counts[r];
+      if (r != rank()) sent += send_counts[r];
+    }
+    for (int64_t c : recv_counts) total_recv += c;
+    Scratch in(device_, on_device_, total_send * es);
+    Scratch out(device_, on_device_, total_recv * es);
+    if (!in.ok() || !out.ok()) return NoMemory((total_send + total_recv) * es);
+    if (total_send > 0) device_->Copy(in.data(), send, total_send * es);
+    absl::Status s = Inner()->AllToAllV(in.data(), send_counts, out.data(), recv_counts, dtype);
+    if (!s.ok()) return s;
+    if (total_recv > 0) device_->Copy(recv, out.data(), total_recv * es);
+    Count(CollectiveKind::kReduceScatter, sent, es);
+    return absl::OkStatus();
+  }
 
-  absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
-    auto d = inner_->Duplicate();
-    if (!d.ok()) return d.status();
-    return std::unique_ptr<Communicator>(std::make_unique<StagingCommunicator>(
-        std::move(*d), nullptr, device_, on_device_));
+ protected:
+  absl::StatusOr<std::unique_ptr<Communicator>> Rewrap(
+      std::unique_ptr<Communicator> inner) override {
+    return std::unique_ptr<Communicator>(
+        std::make_unique<StagingCommunicator>(std::move(inner), device_, on_device_));
   }
 
  private:
   // The inner communicator's timeout follows ours.
-  void Sync() { inner_->set_timeout_seconds(timeout_seconds_); }
+  void Sync() { inner()->set_timeout_seconds(timeout_seconds_); }
 
   // Device-side staging is the control channel: its traffic is bookkeeping.
   struct InnerCall {
@@ -159,7 +183,7 @@ class StagingCommunicator : public Communicator {
     ScopedCountingKind scope;
     Communicator* c;
   };
-  InnerCall Inner() { return InnerCall(inner_, on_device_); }
+  InnerCall Inner() { return InnerCall(inner(), on_device_); }
 
   absl::Status NoMemory(size_t bytes) const {
     return absl::ResourceExhaustedError(
@@ -179,8 +203,6 @@ class StagingCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
-  std::unique_ptr<Communicator> owned_;
-  Communicator* inner_;
   Device* device_;
   bool on_device_;
 };
@@ -189,13 +211,13 @@ class StagingCommunicator : public Communicator {
 
 std::unique_ptr<Communicator> MakeStagingCommunicator(
     std::unique_ptr<Communicator> inner, Device* device) {
-  return std::make_unique<StagingCommunicator>(std::move(inner), nullptr, device,
+  return std::make_unique<StagingCommunicator>(std::move(inner), device,
                                                /*on_device=*/false);
 }
 
 std::unique_ptr<Communicator> MakeDeviceControlCommunicator(Communicator* inner,
                                                             Device* device) {
-  return std::make_unique<StagingCommunicator>(nullptr, inner, device,
+  return std::make_unique<StagingCommunicator>(inner, device,
                                                /*on_device=*/true);
 }
 

@@ -1,5 +1,6 @@
 // Traffic per link (docs/ARCHITECTURE.md, "Traffic per link"): a
-// communicator that forwards every call to the one it wraps and files what
+// communicator that forwards every call to the one it wraps
+// (ForwardingCommunicator) and files what
 // this rank sent under intra-node or inter-node, per collective kind, in
 // LinkCounters shared by all the communicators of one engine (its world or
 // shard group, node, cross-node, replica and hpZ groups). Per peer, the
@@ -21,6 +22,8 @@
 #include <vector>
 
 #include "core/comm/communicator.h"
+#include "core/comm/forwarding_communicator.h"
+#include "core/comm/topology.h"
 
 namespace zero {
 
@@ -42,13 +45,12 @@ struct LinkCounters {
   }
 };
 
-class LinkCountingCommunicator : public Communicator {
+class LinkCountingCommunicator : public ForwardingCommunicator {
  public:
   // node_of[r]: the node of this communicator's rank r.
   LinkCountingCommunicator(std::unique_ptr<Communicator> inner, std::vector<int> node_of,
                            std::shared_ptr<LinkCounters> links);
 
-  Communicator* inner() const { return inner_.get(); }
   const std::vector<int>& node_of() const { return node_of_; }
   const std::shared_ptr<LinkCounters>& links() const { return links_; }
 
@@ -58,11 +60,13 @@ class LinkCountingCommunicator : public Communicator {
   void CountPeers(CollectiveKind own, const std::vector<int64_t>& values,
                   const std::vector<int64_t>& bytes);
 
-  int rank() const override { return inner_->rank(); }
-  int world_size() const override { return inner_->world_size(); }
-  std::string backend_name() const override { return inner_->backend_name(); }
-  bool device_memory() const override { return inner_->device_memory(); }
-  int device_ordinal() const override { return inner_->device_ordinal(); }
+  // COLLECTIVE. The sub-communicator of this rank in `spec` (every rank's
+  // color and key, core/comm/topology.h), split from the inner one
+  // (MPI_Comm_split, ncclCommSplit, thread groups) with no exchange of its
+  // own: the members' nodes come from SplitMembers, so it works over device
+  // communicators too. A backend whose split ranks differently from
+  // SplitMembers is an error, not a silently wrong node map.
+  absl::StatusOr<std::unique_ptr<LinkCountingCommunicator>> SplitBy(const SplitSpec& spec);
 
   absl::Status AllGatherV(const void* send, void* recv, const std::vector<int64_t>& counts,
                           DType dtype) override;
@@ -72,16 +76,19 @@ class LinkCountingCommunicator : public Communicator {
   absl::Status ReduceScatterVHalf(const void* send, void* recv,
                                   const std::vector<int64_t>& counts, DType dtype) override;
   absl::Status AllReduceHalf(void* data, int64_t count, DType dtype) override;
-  void set_wait_stream(void* stream) override { inner_->set_wait_stream(stream); }
   absl::Status AllReduce(float* data, int64_t count, ReduceOp op) override;
   absl::Status AllReduce(double* data, int64_t count, ReduceOp op) override;
   absl::Status Broadcast(void* data, int64_t bytes, int root) override;
-  absl::Status Barrier() override { return inner_->Barrier(); }
-  void Abort(const std::string& reason) override { inner_->Abort(reason); }
-  absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override;
+  // Any (color, key): the pairs are all-gathered over the inner
+  // communicator first (host memory; over a device communicator use
+  // SplitBy).
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
   absl::Status AllToAllV(const void* send, const std::vector<int64_t>& send_counts, void* recv,
                          const std::vector<int64_t>& recv_counts, DType dtype) override;
+
+ protected:
+  absl::StatusOr<std::unique_ptr<Communicator>> Rewrap(
+      std::unique_ptr<Communicator> inner) override;
 
  private:
   CollectiveKind Kind(CollectiveKind own) const {
@@ -90,7 +97,6 @@ class LinkCountingCommunicator : public Communicator {
   int PeersOnMyNode() const;  // excluding this rank
   void CountShared(CollectiveKind own, int64_t total, int64_t elem_bytes);
 
-  std::unique_ptr<Communicator> inner_;
   std::vector<int> node_of_;
   std::shared_ptr<LinkCounters> links_;
 };

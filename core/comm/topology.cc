@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -178,6 +180,49 @@ absl::StatusOr<Topology> DetectTopology(Communicator* comm, int64_t ranks_per_no
     std::memcpy(&hints[r].local_size, p + 236, 4);
   }
   return TopologyFromHints(hints, rank);
+}
+
+std::vector<int> SplitMembers(const SplitSpec& spec, int rank) {
+  std::vector<std::pair<int, int>> members;  // (key, rank) of rank's color
+  for (int r = 0; r < static_cast<int>(spec.color.size()); ++r) {
+    if (spec.color[r] == spec.color[rank]) members.emplace_back(spec.key[r], r);
+  }
+  std::sort(members.begin(), members.end());
+  std::vector<int> out;
+  for (const auto& m : members) out.push_back(m.second);
+  return out;
+}
+
+SplitSpec ConsecutiveGroups(int world, int size) {
+  SplitSpec s;
+  for (int r = 0; r < world; ++r) {
+    s.color.push_back(r / size);
+    s.key.push_back(r);
+  }
+  return s;
+}
+
+SplitSpec StridedGroups(int world, int stride) {
+  SplitSpec s;
+  for (int r = 0; r < world; ++r) {
+    s.color.push_back(r % stride);
+    s.key.push_back(r);
+  }
+  return s;
+}
+
+SplitSpec NodeGroups(const Topology& t) {
+  SplitSpec s;
+  s.color = t.node_of;
+  s.key = t.local_rank;
+  return s;
+}
+
+SplitSpec CrossNodeGroups(const Topology& t) {
+  SplitSpec s;
+  s.color = t.local_rank;
+  s.key = t.node_of;
+  return s;
 }
 
 }  // namespace zero

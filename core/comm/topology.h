@@ -62,6 +62,32 @@ absl::StatusOr<Topology> DetectTopology(Communicator* comm, int64_t ranks_per_no
 absl::StatusOr<Topology> TopologyFromHints(const std::vector<NodeHint>& hints, int rank);
 Topology TopologyFromRanksPerNode(int world, int rank, int ranks_per_node);
 
+// How a communicator is cut into sub-communicators (Communicator::Split):
+// every rank's color and key, by rank. Computed alike on every rank from
+// the topology and the config, so no backend needs an exchange to know who
+// is in a group: the MPI, thread and NCCL splits and the per-link node map
+// (LinkCountingCommunicator::SplitBy) all read the same SplitSpec.
+struct SplitSpec {
+  std::vector<int> color, key;
+};
+
+// The ranks of `rank`'s sub-communicator, in their new rank order: those
+// of its color, by (key, rank), as MPI_Comm_split and ncclCommSplit order
+// them.
+std::vector<int> SplitMembers(const SplitSpec& spec, int rank);
+
+// The engine's groups (core/engine/hierarchy.h):
+//   ConsecutiveGroups(w, s): ranks [ks, (k+1)s) — hybrid sharding's shard
+//     groups (mics_shard_size) and hpZ's groups (zero_hpz_partition_size);
+//   StridedGroups(w, s): ranks r, r+s, r+2s, ... — hybrid sharding's
+//     replicas (the ranks holding the same shard in each shard group);
+//   NodeGroups(t): the ranks of each node, by local rank;
+//   CrossNodeGroups(t): the ranks of one local rank on every node, by node.
+SplitSpec ConsecutiveGroups(int world, int size);
+SplitSpec StridedGroups(int world, int stride);
+SplitSpec NodeGroups(const Topology& t);
+SplitSpec CrossNodeGroups(const Topology& t);
+
 }  // namespace zero
 
 #endif  // ZERO_CORE_COMM_TOPOLOGY_H_

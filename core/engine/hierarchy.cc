@@ -6,11 +6,11 @@
 namespace zero {
 namespace {
 
+// Groups are cut by the SplitSpecs of core/comm/topology.h, the same on
+// every backend (MPI, thread, NCCL).
 absl::StatusOr<std::unique_ptr<LinkCountingCommunicator>> SplitCounted(
-    LinkCountingCommunicator* c, int color, int key) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> s, c->Split(color, key));
-  return std::unique_ptr<LinkCountingCommunicator>(
-      static_cast<LinkCountingCommunicator*>(s.release()));
+    LinkCountingCommunicator* c, const SplitSpec& spec) {
+  return c->SplitBy(spec);
 }
 
 }  // namespace
@@ -52,8 +52,9 @@ absl::StatusOr<std::unique_ptr<Hierarchy>> Hierarchy::Create(
   if (s > 1 && s < w) {
     const int shard_color = rank / static_cast<int>(s);
     ASSIGN_OR_RETURN(std::unique_ptr<LinkCountingCommunicator> shard,
-                     SplitCounted(counted.get(), shard_color, rank));
-    ASSIGN_OR_RETURN(h->replica_, SplitCounted(counted.get(), rank % static_cast<int>(s), rank));
+                     SplitCounted(counted.get(), ConsecutiveGroups(w, static_cast<int>(s))));
+    ASSIGN_OR_RETURN(h->replica_,
+                     SplitCounted(counted.get(), StridedGroups(w, static_cast<int>(s))));
     h->replicas_ = w / static_cast<int>(s);
     h->replica_index_ = shard_color;
     h->data_ = shard.get();
@@ -63,7 +64,7 @@ absl::StatusOr<std::unique_ptr<Hierarchy>> Hierarchy::Create(
   }
   if (c->hpz_partition_size > 1 && c->hpz_partition_size < w) {
     const int p = static_cast<int>(c->hpz_partition_size);
-    ASSIGN_OR_RETURN(h->hpz_, SplitCounted(counted.get(), rank / p, rank));
+    ASSIGN_OR_RETURN(h->hpz_, SplitCounted(counted.get(), ConsecutiveGroups(w, p)));
   }
   if (c->quantized_gradients) {
     const int l = t.uniform_ranks_per_node();
@@ -73,8 +74,8 @@ absl::StatusOr<std::unique_ptr<Hierarchy>> Hierarchy::Create(
           "the same number of ranks on every node; the ", t.nodes, " nodes (from ", t.source,
           ") differ"));
     }
-    ASSIGN_OR_RETURN(h->node_, SplitCounted(counted.get(), t.node(), t.local_rank[rank]));
-    ASSIGN_OR_RETURN(h->cross_, SplitCounted(counted.get(), t.local_rank[rank], t.node()));
+    ASSIGN_OR_RETURN(h->node_, SplitCounted(counted.get(), NodeGroups(t)));
+    ASSIGN_OR_RETURN(h->cross_, SplitCounted(counted.get(), CrossNodeGroups(t)));
   }
   h->data_ = counted.get();
   *data = std::move(counted);

@@ -3,22 +3,17 @@
 #include <chrono>
 
 #include "absl/strings/str_format.h"
+#include "core/comm/forwarding_communicator.h"
 
 namespace zero {
 namespace {
 
-class LoggingCommunicator : public Communicator {
+// Times the collectives; ForwardingCommunicator forwards the rest (barrier,
+// split, all-to-all: counted as the backend counts them, not logged).
+class LoggingCommunicator : public ForwardingCommunicator {
  public:
   LoggingCommunicator(std::unique_ptr<Communicator> inner, CommLog* log, Recorder* recorder)
-      : inner_(std::move(inner)), log_(log), recorder_(recorder) {
-    timeout_seconds_ = inner_->timeout_seconds();
-  }
-
-  int rank() const override { return inner_->rank(); }
-  int world_size() const override { return inner_->world_size(); }
-  std::string backend_name() const override { return inner_->backend_name(); }
-  bool device_memory() const override { return inner_->device_memory(); }
-  int device_ordinal() const override { return inner_->device_ordinal(); }
+      : ForwardingCommunicator(std::move(inner)), log_(log), recorder_(recorder) {}
 
   absl::Status AllGatherV(const void* send, void* recv, const std::vector<int64_t>& counts,
                           DType dtype) override {
@@ -27,7 +22,7 @@ class LoggingCommunicator : public Communicator {
     const size_t es = DTypeSize(dtype);
     return Run(CollectiveOp::kAllGather, CollectiveKind::kAllGather, total * es,
                AllGatherSent(counts, rank()), es,
-               [&] { return inner_->AllGatherV(send, recv, counts, dtype); });
+               [&] { return inner()->AllGatherV(send, recv, counts, dtype); });
   }
 
   absl::Status ReduceScatterV(const float* send, float* recv,
@@ -36,10 +31,8 @@ class LoggingCommunicator : public Communicator {
     for (int64_t c : counts) total += c;
     return Run(CollectiveOp::kReduceScatter, CollectiveKind::kReduceScatter,
                total * sizeof(float), AllGatherSent(counts, rank()), sizeof(float),
-               [&] { return inner_->ReduceScatterV(send, recv, counts); });
+               [&] { return inner()->ReduceScatterV(send, recv, counts); });
   }
-
-  void set_wait_stream(void* stream) override { inner_->set_wait_stream(stream); }
 
   // communication_data_type fp16/bf16 (issue 15): 2-byte elements.
   absl::Status ReduceScatterVHalf(const void* send, void* recv,
@@ -48,44 +41,42 @@ class LoggingCommunicator : public Communicator {
     for (int64_t c : counts) total += c;
     return Run(CollectiveOp::kReduceScatter, CollectiveKind::kReduceScatter, total * 2,
                AllGatherSent(counts, rank()), 2,
-               [&] { return inner_->ReduceScatterVHalf(send, recv, counts, dtype); });
+               [&] { return inner()->ReduceScatterVHalf(send, recv, counts, dtype); });
   }
   absl::Status AllReduceHalf(void* data, int64_t count, DType dtype) override {
     return Run(CollectiveOp::kAllReduce, CollectiveKind::kAllReduce, count * 2,
                AllReduceSent(count, world_size()), 2,
-               [&] { return inner_->AllReduceHalf(data, count, dtype); });
+               [&] { return inner()->AllReduceHalf(data, count, dtype); });
   }
 
   absl::Status AllReduce(float* data, int64_t count, ReduceOp op) override {
     return Run(CollectiveOp::kAllReduce, CollectiveKind::kAllReduce, count * sizeof(float),
                AllReduceSent(count, world_size()), sizeof(float),
-               [&] { return inner_->AllReduce(data, count, op); });
+               [&] { return inner()->AllReduce(data, count, op); });
   }
   absl::Status AllReduce(double* data, int64_t count, ReduceOp op) override {
     return Run(CollectiveOp::kAllReduce, CollectiveKind::kAllReduce, count * sizeof(double),
                AllReduceSent(count, world_size()), sizeof(double),
-               [&] { return inner_->AllReduce(data, count, op); });
+               [&] { return inner()->AllReduce(data, count, op); });
   }
 
   absl::Status Broadcast(void* data, int64_t bytes, int root) override {
     return Run(CollectiveOp::kBroadcast, CollectiveKind::kBroadcast, bytes,
                rank() == root ? bytes : 0, 1,
-               [&] { return inner_->Broadcast(data, bytes, root); });
+               [&] { return inner()->Broadcast(data, bytes, root); });
   }
 
-  absl::Status Barrier() override { return inner_->Barrier(); }
-  void Abort(const std::string& reason) override { inner_->Abort(reason); }
-  absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
-    auto d = inner_->Duplicate();
-    if (!d.ok()) return d.status();
-    return MakeLoggingCommunicator(std::move(*d), log_, recorder_);
+ protected:
+  absl::StatusOr<std::unique_ptr<Communicator>> Rewrap(
+      std::unique_ptr<Communicator> inner) override {
+    return MakeLoggingCommunicator(std::move(inner), log_, recorder_);
   }
 
  private:
   template <typename F>
   absl::Status Run(CollectiveOp op, CollectiveKind own, int64_t msg_bytes, int64_t sent_elems,
                    size_t elem_bytes, F call) {
-    inner_->set_timeout_seconds(timeout_seconds_);
+    inner()->set_timeout_seconds(timeout_seconds_);
     const CollectiveKind kind = counting_kind() == CollectiveKind::kCount ? own : counting_kind();
     const auto t0 = Recorder::Clock::now();
     absl::Status s = call();
@@ -104,7 +95,6 @@ class LoggingCommunicator : public Communicator {
     return s;
   }
 
-  std::unique_ptr<Communicator> inner_;
   CommLog* log_;
   Recorder* recorder_;
 };
