@@ -221,3 +221,14 @@ pub const fn zero_link_stats_init() -> zero_link_stats {
         inter_values_control: 0,
     }
 }
+
+/// `ZERO_DEVICE_INFO_INIT`: [`zero_device_info`] as the header initializes it.
+pub const fn zero_device_info_init() -> zero_device_info {
+    zero_device_info {
+        struct_size: core::mem::size_of::<zero_device_info>(),
+        kind: 0,
+        ordinal: 0,
+        host_accessible: 0,
+        dlpack_device_type: 0,
+    }
+}
