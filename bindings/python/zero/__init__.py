@@ -28,6 +28,7 @@ from .comm import Comm, launched_by_mpi, launcher_rank_and_size
 from .dtypes import DType, bf16_to_float32, float32_to_bf16
 from .engine import Engine, InitSpec, ParamInfo, StepInfo, load_config
 from .checkpoint import export_safetensors
+from .estimate import estimate
 from .errors import (AbortedError, DataLossError, FailedPreconditionError,
                      InternalError, InvalidArgumentError, IOError,
                      MismatchError, NotFoundError, OutOfMemoryError,
@@ -54,7 +55,7 @@ if version() // 10000 != HEADER_VERSION // 10000:
 
 __all__ = [
     "Comm", "DType", "Engine", "InitSpec", "ParamInfo", "StepInfo", "load_config",
-    "export_safetensors",
+    "export_safetensors", "estimate",
     "bf16_to_float32", "float32_to_bf16", "launched_by_mpi",
     "launcher_rank_and_size", "version",
     "ZeroError", "InvalidArgumentError", "FailedPreconditionError",
