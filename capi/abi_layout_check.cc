@@ -206,3 +206,8 @@ ZERO_PIN_FIELD(zero_comm_log_entry, bucket_bytes, 16, 8);
 ZERO_PIN_FIELD(zero_comm_log_entry, sent_bytes, 40, 8);
 ZERO_PIN_FIELD(zero_comm_log_entry, total_ms, 48, 8);
 ZERO_PIN_FIELD(zero_comm_log_entry, busbw_gbs, 72, 8);
+
+ZERO_PIN_SIZE(zero_memory_estimate, 120, 8);
+ZERO_PIN_FIELD(zero_memory_estimate, struct_size, 0, 8);
+ZERO_PIN_FIELD(zero_memory_estimate, trainable_numel, 8, 8);
+ZERO_PIN_FIELD(zero_memory_estimate, host_bytes_per_node, 112, 8);

@@ -22,6 +22,7 @@
 #include "core/config/config.h"
 #include "core/backend/device_factory.h"
 #include "core/engine/engine.h"
+#include "core/estimate/memory_estimate.h"
 
 struct zero_comm_t {
   std::unique_ptr<zero::Communicator> comm;
@@ -769,6 +770,47 @@ zero_status zero_engine_link_stats(const zero_engine_t* engine, zero_link_stats*
     out.intra_values_control = v(K::kControl, 0);
     out.inter_values_control = v(K::kControl, 1);
     WriteStruct(out, stats);
+    return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_estimate_memory(const char* json_text, int32_t num_params, const int64_t* numel,
+                                 const int32_t* ndim, int32_t ranks_per_node, int32_t nodes,
+                                 int32_t gpu, zero_memory_estimate* out) {
+  ZERO_CHECK_ARG("zero_estimate_memory", json_text);
+  ZERO_CHECK_ARG("zero_estimate_memory", out);
+  if (num_params < 0 || (num_params > 0 && (numel == nullptr || ndim == nullptr))) {
+    return Report(absl::InvalidArgumentError(
+        "zero_estimate_memory: numel or ndim is null, or num_params is negative"));
+  }
+  absl::Status size_ok = CheckStructSize(out);
+  if (!size_ok.ok()) return BadStruct("zero_estimate_memory", size_ok);
+  return Guard([&] {
+    auto cfg = zero::ParseDsConfig(json_text);
+    if (!cfg.ok()) return Report(cfg.status());
+    std::vector<zero::EstimateParam> ps(num_params);
+    for (int32_t i = 0; i < num_params; ++i) {
+      ps[i].numel = numel[i];
+      ps[i].ndim = ndim[i];
+    }
+    auto e = zero::EstimateMemory(ps, *cfg, {ranks_per_node, nodes, gpu != 0});
+    if (!e.ok()) return Report(e.status());
+    zero_memory_estimate o = ZeroStruct<zero_memory_estimate>();
+    o.trainable_numel = e->trainable_numel;
+    o.padded_numel = e->padded_numel;
+    o.param_bytes = e->param_bytes;
+    o.grad_bytes = e->grad_bytes;
+    o.master_bytes = e->master_bytes;
+    o.optimizer_bytes = e->optimizer_bytes;
+    o.frozen_bytes = e->frozen_bytes;
+    o.buffer_bytes = e->buffer_bytes;
+    o.nvme_bytes = e->nvme_bytes;
+    o.live_peak_bytes = e->live_peak_bytes;
+    o.device_bytes = e->device_bytes;
+    o.device_peak_bytes = e->device_peak_bytes;
+    o.host_bytes = e->host_bytes;
+    o.host_bytes_per_node = e->host_bytes_per_node;
+    WriteStruct(o, out);
     return Report(absl::OkStatus());
   });
 }

@@ -602,6 +602,23 @@ class Engine {
 }  // namespace
 
 PYBIND11_MODULE(_zero_c, m) {
+  m.def("estimate_memory",
+        [](const std::string& json, const std::vector<int64_t>& numel,
+           const std::vector<int32_t>& ndim, int32_t ranks_per_node, int32_t nodes, bool gpu) {
+          if (numel.size() != ndim.size()) {
+            throw py::value_error("estimate_memory: numel and ndim differ in length");
+          }
+          zero_memory_estimate e = ZERO_MEMORY_ESTIMATE_INIT;
+          Check(zero_estimate_memory(json.c_str(), static_cast<int32_t>(numel.size()),
+                                     numel.data(), ndim.data(), ranks_per_node, nodes,
+                                     gpu ? 1 : 0, &e));
+          py::dict d;
+#define ZERO_FIELD(f) d[#f] = e.f;
+          ZERO_MEMORY_ESTIMATE_FIELDS(ZERO_FIELD)
+#undef ZERO_FIELD
+          return d;
+        });
+
   m.doc() = "Thin binding of the zero C ABI (zero_c.h); use the `zero` package.";
 
   m.attr("HEADER_VERSION") = ZERO_VERSION_CODE;

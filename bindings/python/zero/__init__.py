@@ -29,6 +29,7 @@ from .dtypes import DType, bf16_to_float32, float32_to_bf16
 from .engine import Engine, InitSpec, ParamInfo, StepInfo, load_config
 from .device import Device, DeviceArray, DeviceKind
 from .checkpoint import export_safetensors
+from .estimate import estimate
 from .errors import (AbortedError, DataLossError, FailedPreconditionError,
                      InternalError, InvalidArgumentError, IOError,
                      MismatchError, NotFoundError, OutOfMemoryError,
@@ -56,7 +57,7 @@ if version() // 10000 != HEADER_VERSION // 10000:
 __all__ = [
     "Comm", "DType", "Device", "DeviceArray", "DeviceKind", "Engine", "InitSpec",
     "ParamInfo", "StepInfo", "load_config",
-    "export_safetensors",
+    "export_safetensors", "estimate",
     "bf16_to_float32", "float32_to_bf16", "launched_by_mpi",
     "launcher_rank_and_size", "version",
     "ZeroError", "InvalidArgumentError", "FailedPreconditionError",
