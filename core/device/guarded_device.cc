@@ -138,7 +138,7 @@ class Guarded : public GuardedDevice {
       std::lock_guard<std::mutex> l(RegionMu());
       Regions()[reinterpret_cast<uintptr_t>(dev)] = {r, static_cast<char*>(alias)};
     }
-    allocated_ += r;
+    allocated_ += bytes;  // what was asked for, as the CPU device counts
     // The zero fill of a fresh mapping is already there, as cudaMalloc's
     // zero-fill memset is queued first on the CUDA device: work queued
     // later sees it either way.
@@ -147,7 +147,7 @@ class Guarded : public GuardedDevice {
 
   // Stream-ordered like the CUDA caching allocator: the range stops being
   // device memory at once; its bytes go away after the work queued so far.
-  void Free(void* p, size_t) override {
+  void Free(void* p, size_t bytes) override {
     if (p == nullptr) return;
     Region reg{};
     {
@@ -160,7 +160,7 @@ class Guarded : public GuardedDevice {
       reg = it->second;
       Regions().erase(it);
     }
-    allocated_ -= reg.bytes;
+    allocated_ -= bytes;
     queue_.Enqueue([p, reg] {
       munmap(reg.alias, reg.bytes);
       munmap(p, reg.bytes);
