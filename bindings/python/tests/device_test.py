@@ -135,13 +135,20 @@ def test_a_host_read_of_a_device_pointer_dies():
     assert proc.returncode == -11, (proc.returncode, proc.stdout, proc.stderr)
 
 
-def test_without_the_switch_cuda_and_nccl_name_the_missing_build():
+def test_without_the_switch_cuda_is_never_the_standin():
+    # A CPU build names the missing CUDA build; a CUDA build (the device
+    # bundle) finds no GPU on a CPU machine, or the real GPU: never the stand-in.
     os.environ["ZERO_GPU_STANDIN"] = "0"
     try:
-        with pytest.raises(zero.UnimplementedError, match="config=cuda"):
-            zero.Engine(config(0), comm=zero.Comm.self_(), device="cuda:0")
-        with pytest.raises(zero.UnimplementedError, match="config=cuda"):
-            zero.Comm.nccl(0)
+        try:
+            with zero.Engine(config(0), comm=zero.Comm.self_(), device="cuda:0") as eng:
+                assert eng.device.type == "cuda"
+        except zero.UnimplementedError as e:
+            assert "config=cuda" in str(e)
+            with pytest.raises(zero.UnimplementedError, match="config=cuda"):
+                zero.Comm.nccl(0)
+        except zero.FailedPreconditionError as e:
+            assert "CUDA device" in str(e)
     finally:
         os.environ["ZERO_GPU_STANDIN"] = "1"
     with pytest.raises(zero.InvalidArgumentError, match="expected 'cpu', 'cuda'"):
