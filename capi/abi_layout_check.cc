@@ -148,12 +148,14 @@ ZERO_PIN_FIELD(zero_link_stats, hpz_secondary_bytes, 24, 8);
 ZERO_PIN_FIELD(zero_link_stats, intra_bytes_allgather, 32, 8);
 ZERO_PIN_FIELD(zero_link_stats, inter_values_control, 184, 8);
 
-ZERO_PIN_SIZE(zero_device_info, 24, 8);
+ZERO_PIN_SIZE(zero_device_info, 56, 8);
 ZERO_PIN_FIELD(zero_device_info, struct_size, 0, 8);
 ZERO_PIN_FIELD(zero_device_info, kind, 8, 4);
 ZERO_PIN_FIELD(zero_device_info, ordinal, 12, 4);
 ZERO_PIN_FIELD(zero_device_info, host_accessible, 16, 4);
 ZERO_PIN_FIELD(zero_device_info, dlpack_device_type, 20, 4);
+ZERO_PIN_FIELD(zero_device_info, device_bytes, 24, 8);
+ZERO_PIN_FIELD(zero_device_info, pinned_host_bytes, 48, 8);
 
 // First published sizes (zero_c.h convention 3a): struct_size below these is
 // refused; they never change.

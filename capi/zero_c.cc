@@ -892,6 +892,11 @@ zero_status zero_engine_device(const zero_engine_t* engine, zero_device_info* in
     const std::string name = d->name();  // "cpu", "standin", "cuda:N"
     zero_device_info out = ZeroStruct<zero_device_info>();
     out.host_accessible = d->host_accessible() ? 1 : 0;
+    const zero::DeviceMemoryStats m = d->memory_stats();
+    out.device_bytes = m.bytes;
+    out.device_peak_bytes = m.peak_bytes;
+    out.device_reserved_bytes = m.reserved_bytes;
+    out.pinned_host_bytes = m.pinned_host_bytes;
     if (name == "cpu") {
       out.kind = ZERO_DEVICE_CPU;
       out.dlpack_device_type = 1;  // kDLCPU

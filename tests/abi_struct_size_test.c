@@ -259,13 +259,20 @@ static void test_link_stats(void) {
 static void test_device_info(void) {
   const zero_device_info init = ZERO_DEVICE_INFO_INIT;
   const size_t size = sizeof(zero_device_info);
-  EXPECT(kFirstDevice == size);
+  EXPECT(kFirstDevice == 24 && size == 56); /* the memory fields appended in 1.5 */
+  /* The first published size gets its prefix only. */
+  fill(&init, size, kFirstDevice, size + EXTRA, 0);
+  EXPECT(zero_engine_device(engine, &buf.device) == ZERO_OK && buf.device.host_accessible == 1);
+  EXPECT(all(kFirstDevice, size + EXTRA, 0xAB));
   fill(&init, size, size, size + EXTRA, 0);
   buf.device.kind = 77;
   EXPECT(zero_engine_device(engine, &buf.device) == ZERO_OK);
   /* The default device: host memory, DLPack's kDLCPU. */
   EXPECT(buf.device.kind == ZERO_DEVICE_CPU && buf.device.ordinal == 0 &&
          buf.device.host_accessible == 1 && buf.device.dlpack_device_type == 1);
+  /* A finalized engine holds memory; nothing pinned on the CPU device. */
+  EXPECT(buf.device.device_bytes > 0 && buf.device.device_peak_bytes >= buf.device.device_bytes &&
+         buf.device.pinned_host_bytes == 0);
   EXPECT(all(size, size + EXTRA, 0xAB));
   fill(&init, size, size + EXTRA, 0, 0);
   EXPECT(zero_engine_device(engine, &buf.device) == ZERO_OK && buf.device.host_accessible == 1);

@@ -307,6 +307,7 @@ TEST(StandinDevice, OffloadParamCpuFreesTheShardOnTheDevice) {
       Config c = Cfg(3, DType::kBF16);
       c.stage3_max_live_parameters = 250;  // fc1.weight (200) and a little more
       if (off) c.offload_param.device = OffloadDevice::kCpu;
+      c.offload_param.pin_memory = off == 1;
       device_bytes[off].assign(world, -1);
       MlpSpec spec = StandinSpec();
       std::mutex mu;
@@ -318,6 +319,11 @@ TEST(StandinDevice, OffloadParamCpuFreesTheShardOnTheDevice) {
           const int rank = e->Stats().rank;
           device_bytes[off][rank] = static_cast<int64_t>(e->device()->allocated_bytes());
           shard_bytes[rank] = shard;
+          // The stats a GPU reports: the pinned host shard, the high water.
+          const DeviceMemoryStats m = e->device()->memory_stats();
+          EXPECT_EQ(m.pinned_host_bytes, off ? shard : 0) << "rank " << rank;
+          EXPECT_EQ(m.bytes, device_bytes[off][rank]);
+          EXPECT_GE(m.peak_bytes, m.bytes);
         }
         return absl::OkStatus();
       };

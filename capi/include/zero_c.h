@@ -738,7 +738,9 @@ typedef enum zero_device_kind {
                               the host cannot touch (PROT_NONE) */
 } zero_device_kind;
 
-/* First published size (1.5): through dlpack_device_type. */
+/* First published size (1.5): through dlpack_device_type; the memory
+ * fields after it were appended in 1.5 (a caller's shorter struct gets its
+ * prefix). */
 typedef struct zero_device_info {
   size_t struct_size;
   int32_t kind;               /* zero_device_kind */
@@ -746,9 +748,14 @@ typedef struct zero_device_info {
   int32_t host_accessible;    /* 1: the host may dereference the pointers */
   int32_t dlpack_device_type; /* DLPack's DLDeviceType for those pointers:
                                  1 kDLCPU, 2 kDLCUDA, 12 kDLExtDev (standin) */
+  int64_t device_bytes;       /* allocated through the engine's device now */
+  int64_t device_peak_bytes;  /* their high-water mark */
+  int64_t device_reserved_bytes; /* held from the driver by the caching
+                                    allocator (CUDA; 0 elsewhere) */
+  int64_t pinned_host_bytes;  /* page-locked host staging now (pin_memory) */
 } zero_device_info;
 
-#define ZERO_DEVICE_INFO_INIT { sizeof(zero_device_info), 0, 0, 0, 0 }
+#define ZERO_DEVICE_INFO_INIT { sizeof(zero_device_info), 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Fills `info` with the engine's device (1.5). */
 ZERO_API zero_status zero_engine_device(const zero_engine_t* engine,

@@ -391,6 +391,10 @@ class Engine {
     d["ordinal"] = info.ordinal;
     d["host_accessible"] = info.host_accessible != 0;
     d["dlpack_device_type"] = info.dlpack_device_type;
+    d["device_bytes"] = info.device_bytes;
+    d["device_peak_bytes"] = info.device_peak_bytes;
+    d["device_reserved_bytes"] = info.device_reserved_bytes;
+    d["pinned_host_bytes"] = info.pinned_host_bytes;
     return d;
   }
 

@@ -92,6 +92,36 @@ def test_device_buffers_are_device_arrays_with_dlpack():
         eng.grad_ready("w2")
 
 
+def test_device_memory_equals_the_stats_categories():
+    # The device's own count of its allocations against the engine's
+    # accounting of model states and buffers (zero_stats), after a step.
+    for device in ("cuda:0", None):
+        with build(config(1), zero.Comm.self_(), device) as eng:
+            train(eng, 0, steps=2)
+            m = eng.device_memory()
+            s = eng.stats()
+            held = sum(s[k] for k in ("master_bytes", "optimizer_bytes", "grad_bytes",
+                                      "param_bytes", "frozen_bytes", "buffer_bytes"))
+            if device is not None:  # the stand-in counts the bytes asked for
+                assert m["device_bytes"] == held, (m, s)
+            else:  # the CPU device rounds each allocation up to 128 bytes
+                assert held <= m["device_bytes"] <= held + 128 * 16, (m, s)
+            assert m["device_peak_bytes"] >= m["device_bytes"]
+            assert m["pinned_host_bytes"] == 0 and m["device_reserved_bytes"] == 0
+
+
+def test_pinned_host_bytes_are_the_offloaded_shard():
+    cfg = config(3)
+    cfg["zero_optimization"]["offload_param"] = {"device": "cpu", "pin_memory": True}
+    with build(cfg, zero.Comm.self_(), "cuda:0") as eng:
+        train(eng, 0, steps=1)
+        # One rank: the shard is every trainable element (padded), fp32.
+        assert eng.device_memory()["pinned_host_bytes"] == eng.stats()["padded_numel"] * 4
+    cfg["zero_optimization"]["offload_param"]["pin_memory"] = False
+    with build(cfg, zero.Comm.self_(), "cuda:0") as eng:
+        assert eng.device_memory()["pinned_host_bytes"] == 0
+
+
 def test_a_cpu_engine_keeps_numpy_views_and_reports_the_cpu():
     with build(config(1), zero.Comm.self_()) as eng:
         assert eng.device.type == "cpu" and eng.device.host_accessible

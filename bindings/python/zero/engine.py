@@ -534,6 +534,15 @@ class Engine:
         """The collective log as DeepSpeed's log_summary table."""
         return self._c.comm_log_summary()
 
+    def device_memory(self) -> Dict[str, int]:
+        """What the engine's device holds now (``zero_engine_device``):
+        ``device_bytes`` allocated and their high-water mark
+        ``device_peak_bytes``, ``device_reserved_bytes`` held by the CUDA
+        caching allocator, ``pinned_host_bytes`` of page-locked host staging."""
+        d = self._c.device_info()
+        return {k: int(d[k]) for k in ("device_bytes", "device_peak_bytes",
+                                        "device_reserved_bytes", "pinned_host_bytes")}
+
     def stats(self) -> Dict[str, int]:
         """Bytes per category on this rank and elements sent per collective
         (the fields of ``zero_stats``, in its order: ``zero._abi_tables.STATS_FIELDS``)."""

@@ -3547,12 +3547,16 @@ pub struct zero_device_info {
     pub ordinal: i32,
     pub host_accessible: i32,
     pub dlpack_device_type: i32,
+    pub device_bytes: i64,
+    pub device_peak_bytes: i64,
+    pub device_reserved_bytes: i64,
+    pub pinned_host_bytes: i64,
 }
 #[test]
 fn bindgen_test_layout_zero_device_info() {
     assert_eq!(
         ::core::mem::size_of::<zero_device_info>(),
-        24usize,
+        56usize,
         concat!("Size of: ", stringify!(zero_device_info))
     );
     assert_eq!(
@@ -3645,6 +3649,74 @@ fn bindgen_test_layout_zero_device_info() {
         );
     }
     test_field_dlpack_device_type();
+    fn test_field_device_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).device_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(device_bytes)
+            )
+        );
+    }
+    test_field_device_bytes();
+    fn test_field_device_peak_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).device_peak_bytes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(device_peak_bytes)
+            )
+        );
+    }
+    test_field_device_peak_bytes();
+    fn test_field_device_reserved_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).device_reserved_bytes) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(device_reserved_bytes)
+            )
+        );
+    }
+    test_field_device_reserved_bytes();
+    fn test_field_pinned_host_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).pinned_host_bytes) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(pinned_host_bytes)
+            )
+        );
+    }
+    test_field_pinned_host_bytes();
 }
 extern "C" {
     pub fn zero_engine_device(

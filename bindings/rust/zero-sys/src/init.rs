@@ -251,5 +251,9 @@ pub const fn zero_device_info_init() -> zero_device_info {
         ordinal: 0,
         host_accessible: 0,
         dlpack_device_type: 0,
+        device_bytes: 0,
+        device_peak_bytes: 0,
+        device_reserved_bytes: 0,
+        pinned_host_bytes: 0,
     }
 }

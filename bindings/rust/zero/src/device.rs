@@ -45,6 +45,14 @@ pub struct DeviceInfo {
     pub host_accessible: bool,
     /// DLPack's device type of those buffers: 1 CPU, 2 CUDA, 12 the stand-in.
     pub dlpack_device_type: i32,
+    /// Bytes allocated through the device now.
+    pub device_bytes: i64,
+    /// Their high-water mark.
+    pub device_peak_bytes: i64,
+    /// Bytes the CUDA caching allocator holds from the driver (0 elsewhere).
+    pub device_reserved_bytes: i64,
+    /// Page-locked host staging now (`pin_memory`).
+    pub pinned_host_bytes: i64,
 }
 
 pub(crate) fn device_info(raw: *const sys::zero_engine_t) -> Result<DeviceInfo> {
@@ -67,6 +75,10 @@ pub(crate) fn device_info(raw: *const sys::zero_engine_t) -> Result<DeviceInfo> 
         ordinal: info.ordinal,
         host_accessible: info.host_accessible != 0,
         dlpack_device_type: info.dlpack_device_type,
+        device_bytes: info.device_bytes,
+        device_peak_bytes: info.device_peak_bytes,
+        device_reserved_bytes: info.device_reserved_bytes,
+        pinned_host_bytes: info.pinned_host_bytes,
     })
 }
 

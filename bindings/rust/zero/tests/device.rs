@@ -159,6 +159,17 @@ fn device_buffers_are_not_host_slices() {
         .unwrap();
     engine.finalize().unwrap();
     assert_eq!(engine.param_dtype(w).unwrap(), DType::F32);
+    // The device's memory: the bytes the engine's stats account for.
+    let m = engine.device().unwrap();
+    let s = engine.stats().unwrap();
+    let held = s.master_bytes
+        + s.optimizer_bytes
+        + s.grad_bytes
+        + s.param_bytes
+        + s.frozen_bytes
+        + s.buffer_bytes;
+    assert_eq!(m.device_bytes, held);
+    assert!(m.device_peak_bytes >= m.device_bytes && m.pinned_host_bytes == 0);
     {
         let g = engine.gather(w).unwrap();
         assert!(g.is_device());
