@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "capi/abi_struct.h"
 #include "capi/status_code.h"
@@ -20,6 +22,7 @@
 #include "core/config/config.h"
 #include "core/backend/device_factory.h"
 #include "core/engine/engine.h"
+#include "core/estimate/memory_estimate.h"
 
 struct zero_comm_t {
   std::unique_ptr<zero::Communicator> comm;
@@ -771,6 +774,47 @@ zero_status zero_engine_link_stats(const zero_engine_t* engine, zero_link_stats*
   });
 }
 
+zero_status zero_estimate_memory(const char* json_text, int32_t num_params, const int64_t* numel,
+                                 const int32_t* ndim, int32_t ranks_per_node, int32_t nodes,
+                                 int32_t gpu, zero_memory_estimate* out) {
+  ZERO_CHECK_ARG("zero_estimate_memory", json_text);
+  ZERO_CHECK_ARG("zero_estimate_memory", out);
+  if (num_params < 0 || (num_params > 0 && (numel == nullptr || ndim == nullptr))) {
+    return Report(absl::InvalidArgumentError(
+        "zero_estimate_memory: numel or ndim is null, or num_params is negative"));
+  }
+  absl::Status size_ok = CheckStructSize(out);
+  if (!size_ok.ok()) return BadStruct("zero_estimate_memory", size_ok);
+  return Guard([&] {
+    auto cfg = zero::ParseDsConfig(json_text);
+    if (!cfg.ok()) return Report(cfg.status());
+    std::vector<zero::EstimateParam> ps(num_params);
+    for (int32_t i = 0; i < num_params; ++i) {
+      ps[i].numel = numel[i];
+      ps[i].ndim = ndim[i];
+    }
+    auto e = zero::EstimateMemory(ps, *cfg, {ranks_per_node, nodes, gpu != 0});
+    if (!e.ok()) return Report(e.status());
+    zero_memory_estimate o = ZeroStruct<zero_memory_estimate>();
+    o.trainable_numel = e->trainable_numel;
+    o.padded_numel = e->padded_numel;
+    o.param_bytes = e->param_bytes;
+    o.grad_bytes = e->grad_bytes;
+    o.master_bytes = e->master_bytes;
+    o.optimizer_bytes = e->optimizer_bytes;
+    o.frozen_bytes = e->frozen_bytes;
+    o.buffer_bytes = e->buffer_bytes;
+    o.nvme_bytes = e->nvme_bytes;
+    o.live_peak_bytes = e->live_peak_bytes;
+    o.device_bytes = e->device_bytes;
+    o.device_peak_bytes = e->device_peak_bytes;
+    o.host_bytes = e->host_bytes;
+    o.host_bytes_per_node = e->host_bytes_per_node;
+    WriteStruct(o, out);
+    return Report(absl::OkStatus());
+  });
+}
+
 void zero_engine_destroy(zero_engine_t* engine) {
   try {
     delete engine;
@@ -836,6 +880,49 @@ zero_status zero_checkpoint_export_safetensors(const char* dir, const char* tag,
     return Report(zero::ckpt::ExportSafetensors(dir, tag != nullptr ? tag : "", out_path,
                                                 ToDType(dt)));
   });
+}
+
+zero_status zero_engine_device(const zero_engine_t* engine, zero_device_info* info) {
+  ZERO_CHECK_ARG("zero_engine_device", engine);
+  ZERO_CHECK_ARG("zero_engine_device", info);
+  absl::Status size_ok = CheckStructSize(info);
+  if (!size_ok.ok()) return BadStruct("zero_engine_device", size_ok);
+  return Guard([&] {
+    const zero::Device* d = engine->engine->device();
+    const std::string name = d->name();  // "cpu", "standin", "cuda:N"
+    zero_device_info out = ZeroStruct<zero_device_info>();
+    out.host_accessible = d->host_accessible() ? 1 : 0;
+    const zero::DeviceMemoryStats m = d->memory_stats();
+    out.device_bytes = m.bytes;
+    out.device_peak_bytes = m.peak_bytes;
+    out.device_reserved_bytes = m.reserved_bytes;
+    out.pinned_host_bytes = m.pinned_host_bytes;
+    if (name == "cpu") {
+      out.kind = ZERO_DEVICE_CPU;
+      out.dlpack_device_type = 1;  // kDLCPU
+    } else if (name == "standin") {
+      out.kind = ZERO_DEVICE_STANDIN;
+      out.dlpack_device_type = 12;  // kDLExtDev: no framework may read it as host memory
+    } else if (absl::StartsWith(name, "cuda:")) {
+      out.kind = ZERO_DEVICE_CUDA;
+      out.dlpack_device_type = 2;  // kDLCUDA
+      int ordinal = 0;
+      if (!absl::SimpleAtoi(name.substr(5), &ordinal)) {
+        return Report(absl::InternalError(absl::StrCat("device name '", name, "'")));
+      }
+      out.ordinal = ordinal;
+    } else {
+      return Report(absl::InternalError(absl::StrCat("zero_engine_device: unknown device '", name, "'")));
+    }
+    WriteStruct(out, info);
+    return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_engine_copy(zero_engine_t* engine, void* dst, const void* src,
+                             size_t bytes) {
+  ZERO_CHECK_ARG("zero_engine_copy", engine);
+  return Guard([&] { return Report(engine->engine->CopyMemory(dst, src, bytes)); });
 }
 
 }  // extern "C"

@@ -96,6 +96,28 @@ int main(void) {
                   ZERO_FAILED_PRECONDITION, "comms_logger"));
   zero_engine_destroy(engine);
   zero_comm_destroy(comm);
+
+  /* The memory estimate (1.5): stage 2 fp16 over 4 ranks of 1000 x 1000 and
+   * a bias; the model states follow the ZeRO formula on padded Psi. */
+  {
+    zero_memory_estimate est = ZERO_MEMORY_ESTIMATE_INIT;
+    const int64_t numel[2] = {1000000, 1000};
+    const int32_t ndim[2] = {2, 1};
+    EXPECT(zero_estimate_memory("{\"fp16\": {\"enabled\": true}, "
+                                "\"zero_optimization\": {\"stage\": 2}}",
+                                2, numel, ndim, 4, 1, 1, &est) == ZERO_OK);
+    EXPECT(est.trainable_numel == 1001000 && est.padded_numel >= 1001000);
+    EXPECT(est.param_bytes == 2 * est.padded_numel);
+    EXPECT(est.grad_bytes == 2 * est.padded_numel / 4);
+    EXPECT(est.master_bytes + est.optimizer_bytes == 12 * est.padded_numel / 4);
+    EXPECT(est.device_bytes == est.param_bytes + est.grad_bytes + est.master_bytes +
+                                   est.optimizer_bytes + est.buffer_bytes);
+    EXPECT(is_error(zero_estimate_memory("{\"zero_optimization\": {\"stage\": 5}}", 2, numel,
+                                         ndim, 4, 1, 1, &est),
+                    ZERO_INVALID_ARGUMENT, "stage"));
+    EXPECT(is_error(zero_estimate_memory("{}", 2, NULL, ndim, 4, 1, 1, &est),
+                    ZERO_INVALID_ARGUMENT, "numel"));
+  }
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

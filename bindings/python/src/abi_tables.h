@@ -95,4 +95,21 @@
   X(algbw_gbs) \
   X(busbw_gbs)
 
+// X(field) for every field of zero_memory_estimate after struct_size.
+#define ZERO_MEMORY_ESTIMATE_FIELDS(X) \
+  X(trainable_numel) \
+  X(padded_numel) \
+  X(param_bytes) \
+  X(grad_bytes) \
+  X(master_bytes) \
+  X(optimizer_bytes) \
+  X(frozen_bytes) \
+  X(buffer_bytes) \
+  X(nvme_bytes) \
+  X(live_peak_bytes) \
+  X(device_bytes) \
+  X(device_peak_bytes) \
+  X(host_bytes) \
+  X(host_bytes_per_node)
+
 #endif  // ZERO_BINDINGS_PYTHON_SRC_ABI_TABLES_H_

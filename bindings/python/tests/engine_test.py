@@ -364,3 +364,65 @@ def test_step_breakdown_and_comm_log():
             eng.step_breakdown()
         with pytest.raises(zero.FailedPreconditionError, match="comms_logger"):
             eng.comm_log()
+
+
+def test_estimate_matches_an_engine_and_the_zero_formula():
+    """zero.estimate (C ABI 1.5): what an engine of the same config measures."""
+    cfg = config(2)
+    shapes = {"w": (2, 3)}
+    est = zero.estimate(shapes, cfg, ranks_per_node=1, gpu=False)
+    with make_engine(stage=2) as eng:
+        eng.gather("w")
+        eng.grad_buffer("w")[...] = 1.0
+        eng.grad_ready("w")
+        eng.release("w")
+        eng.step()
+        st = eng.stats()
+    for k in ("param_bytes", "grad_bytes", "master_bytes", "optimizer_bytes", "buffer_bytes"):
+        assert est[k] == st[k], k
+    big = zero.estimate([(4096, 4096), (4096,)], {"fp16": {"enabled": True},
+                        "zero_optimization": {"stage": 3}}, ranks_per_node=8)
+    psi = big["padded_numel"]
+    assert big["param_bytes"] >= 2 * psi // 8
+    assert big["master_bytes"] + big["optimizer_bytes"] == 12 * psi // 8
+    gpt = zero.estimate(1_000_000_000, {"zero_optimization": {"stage": 1}}, hidden=2048)
+    assert abs(gpt["trainable_numel"] - 1e9) / 1e9 < 0.05
+    with pytest.raises(zero.InvalidArgumentError, match="stage"):
+        zero.estimate(shapes, {"zero_optimization": {"stage": 7}})
+
+
+def test_estimate_reads_shapes_from_safetensors_an_index_and_a_torch_module(tmp_path):
+    """zero.estimate's inputs: each way of naming the same shapes gives the
+    estimate of the explicit list (and a different list does not)."""
+    shapes = [(300, 200), (200,), (10, 300)]
+    cfg = {"fp16": {"enabled": True}, "zero_optimization": {"stage": 2}}
+    want = zero.estimate(shapes, cfg, ranks_per_node=4)
+
+    def write_st(path, named):
+        header, off = {}, 0
+        for name, shp in named.items():
+            n = int(np.prod(shp)) * 2
+            header[name] = {"dtype": "F16", "shape": list(shp), "data_offsets": [off, off + n]}
+            off += n
+        header["__metadata__"] = {"format": "pt"}
+        raw = json.dumps(header).encode()
+        with open(path, "wb") as f:
+            f.write(len(raw).to_bytes(8, "little") + raw + bytes(off))
+
+    write_st(tmp_path / "model.safetensors", {"a": shapes[0], "b": shapes[1], "c": shapes[2]})
+    assert zero.estimate(str(tmp_path / "model.safetensors"), cfg, ranks_per_node=4) == want
+    write_st(tmp_path / "s1.safetensors", {"a": shapes[0], "b": shapes[1]})
+    write_st(tmp_path / "s2.safetensors", {"c": shapes[2]})
+    with open(tmp_path / "model.safetensors.index.json", "w") as f:
+        json.dump({"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors",
+                                  "c": "s2.safetensors"}}, f)
+    assert zero.estimate(str(tmp_path / "model.safetensors.index.json"), cfg,
+                         ranks_per_node=4) == want
+    assert zero.estimate(shapes[:2], cfg, ranks_per_node=4) != want
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(300, 200, device="meta"),
+                                torch.nn.Linear(200, 10, bias=False, device="meta"))
+    # nn.Linear(300, 200): weight (200, 300), bias (200,); the second (10, 200).
+    got = zero.estimate(model, cfg, ranks_per_node=4)
+    assert got == zero.estimate([(200, 300), (200,), (10, 200)], cfg, ranks_per_node=4)
+    assert got["trainable_numel"] == 200 * 300 + 200 + 10 * 200

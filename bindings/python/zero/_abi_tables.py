@@ -114,6 +114,25 @@ COMM_LOG_ENTRY_FIELDS: Tuple[Tuple[str, str, str], ...] = (
     ('busbw_gbs', 'float', 'algbw x (W-1)/W; x 2(W-1)/W for all_reduce; x 1 broadcast'),
 )
 
+#: zero_memory_estimate after struct_size: (name, kind, description); kind is
+#: bool (an int32_t flag), int or float.
+MEMORY_ESTIMATE_FIELDS: Tuple[Tuple[str, str, str], ...] = (
+    ('trainable_numel', 'int', 'Psi, unpadded'),
+    ('padded_numel', 'int', 'after group padding'),
+    ('param_bytes', 'int', 'working copy (+ stage-3 persistent params)'),
+    ('grad_bytes', 'int', 'gradients'),
+    ('master_bytes', 'int', 'fp32 master in memory'),
+    ('optimizer_bytes', 'int', 'moments in memory (NVMe: its staging buffers)'),
+    ('frozen_bytes', 'int', 'frozen params'),
+    ('buffer_bytes', 'int', 'buckets, pack, receive, staging, fp32 scratch'),
+    ('nvme_bytes', 'int', 'swap files on disk'),
+    ('live_peak_bytes', 'int', 'stage 3: most gathered params at once'),
+    ('device_bytes', 'int', "steady state in the device's memory"),
+    ('device_peak_bytes', 'int', 'device_bytes + live_peak_bytes'),
+    ('host_bytes', 'int', 'host memory apart from the device, per rank'),
+    ('host_bytes_per_node', 'int', 'host memory per node, all ranks'),
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class StepInfo:

@@ -221,3 +221,39 @@ pub const fn zero_link_stats_init() -> zero_link_stats {
         inter_values_control: 0,
     }
 }
+
+/// `ZERO_MEMORY_ESTIMATE_INIT`: [`zero_memory_estimate`] as the header initializes it.
+pub const fn zero_memory_estimate_init() -> zero_memory_estimate {
+    zero_memory_estimate {
+        struct_size: core::mem::size_of::<zero_memory_estimate>(),
+        trainable_numel: 0,
+        padded_numel: 0,
+        param_bytes: 0,
+        grad_bytes: 0,
+        master_bytes: 0,
+        optimizer_bytes: 0,
+        frozen_bytes: 0,
+        buffer_bytes: 0,
+        nvme_bytes: 0,
+        live_peak_bytes: 0,
+        device_bytes: 0,
+        device_peak_bytes: 0,
+        host_bytes: 0,
+        host_bytes_per_node: 0,
+    }
+}
+
+/// `ZERO_DEVICE_INFO_INIT`: [`zero_device_info`] as the header initializes it.
+pub const fn zero_device_info_init() -> zero_device_info {
+    zero_device_info {
+        struct_size: core::mem::size_of::<zero_device_info>(),
+        kind: 0,
+        ordinal: 0,
+        host_accessible: 0,
+        dlpack_device_type: 0,
+        device_bytes: 0,
+        device_peak_bytes: 0,
+        device_reserved_bytes: 0,
+        pinned_host_bytes: 0,
+    }
+}
