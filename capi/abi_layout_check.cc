@@ -148,6 +148,15 @@ ZERO_PIN_FIELD(zero_link_stats, hpz_secondary_bytes, 24, 8);
 ZERO_PIN_FIELD(zero_link_stats, intra_bytes_allgather, 32, 8);
 ZERO_PIN_FIELD(zero_link_stats, inter_values_control, 184, 8);
 
+ZERO_PIN_SIZE(zero_device_info, 56, 8);
+ZERO_PIN_FIELD(zero_device_info, struct_size, 0, 8);
+ZERO_PIN_FIELD(zero_device_info, kind, 8, 4);
+ZERO_PIN_FIELD(zero_device_info, ordinal, 12, 4);
+ZERO_PIN_FIELD(zero_device_info, host_accessible, 16, 4);
+ZERO_PIN_FIELD(zero_device_info, dlpack_device_type, 20, 4);
+ZERO_PIN_FIELD(zero_device_info, device_bytes, 24, 8);
+ZERO_PIN_FIELD(zero_device_info, pinned_host_bytes, 48, 8);
+
 // First published sizes (zero_c.h convention 3a): struct_size below these is
 // refused; they never change.
 
@@ -161,6 +170,9 @@ static_assert(zero_capi::AbiStruct<zero_safetensors_options>::kFirstSize == 40,
               "zero_safetensors_options 1.4");
 static_assert(zero_capi::AbiStruct<zero_init_spec>::kFirstSize == 80, "zero_init_spec 1.4");
 static_assert(zero_capi::AbiStruct<zero_link_stats>::kFirstSize == 192, "zero_link_stats 1.5");
+static_assert(zero_capi::AbiStruct<zero_device_info>::kFirstSize == 24, "zero_device_info 1.5");
+static_assert(ZERO_DEVICE_CPU == 0 && ZERO_DEVICE_CUDA == 1 && ZERO_DEVICE_STANDIN == 2,
+              "zero_device_kind values changed");
 static_assert(ZERO_INIT_ZEROS == 0 && ZERO_INIT_ONES == 1 && ZERO_INIT_CONSTANT == 2 &&
                   ZERO_INIT_UNIFORM == 3 && ZERO_INIT_NORMAL == 4 && ZERO_INIT_TRUNC_NORMAL == 5 &&
                   ZERO_INIT_KAIMING_UNIFORM == 6 && ZERO_INIT_FAN_IN_UNIFORM == 7,

@@ -45,6 +45,7 @@ ZERO_ABI_STRUCT(zero_step_breakdown, nvme_write_bytes);  // 1.5
 ZERO_ABI_STRUCT(zero_comm_log_entry, busbw_gbs);     // 1.5
 ZERO_ABI_STRUCT(zero_link_stats, inter_values_control);  // 1.5
 ZERO_ABI_STRUCT(zero_memory_estimate, host_bytes_per_node);  // 1.5
+ZERO_ABI_STRUCT(zero_device_info, dlpack_device_type);  // 1.5
 
 #undef ZERO_ABI_STRUCT
 

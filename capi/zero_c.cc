@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "capi/abi_struct.h"
 #include "capi/status_code.h"
@@ -878,6 +880,49 @@ zero_status zero_checkpoint_export_safetensors(const char* dir, const char* tag,
     return Report(zero::ckpt::ExportSafetensors(dir, tag != nullptr ? tag : "", out_path,
                                                 ToDType(dt)));
   });
+}
+
+zero_status zero_engine_device(const zero_engine_t* engine, zero_device_info* info) {
+  ZERO_CHECK_ARG("zero_engine_device", engine);
+  ZERO_CHECK_ARG("zero_engine_device", info);
+  absl::Status size_ok = CheckStructSize(info);
+  if (!size_ok.ok()) return BadStruct("zero_engine_device", size_ok);
+  return Guard([&] {
+    const zero::Device* d = engine->engine->device();
+    const std::string name = d->name();  // "cpu", "standin", "cuda:N"
+    zero_device_info out = ZeroStruct<zero_device_info>();
+    out.host_accessible = d->host_accessible() ? 1 : 0;
+    const zero::DeviceMemoryStats m = d->memory_stats();
+    out.device_bytes = m.bytes;
+    out.device_peak_bytes = m.peak_bytes;
+    out.device_reserved_bytes = m.reserved_bytes;
+    out.pinned_host_bytes = m.pinned_host_bytes;
+    if (name == "cpu") {
+      out.kind = ZERO_DEVICE_CPU;
+      out.dlpack_device_type = 1;  // kDLCPU
+    } else if (name == "standin") {
+      out.kind = ZERO_DEVICE_STANDIN;
+      out.dlpack_device_type = 12;  // kDLExtDev: no framework may read it as host memory
+    } else if (absl::StartsWith(name, "cuda:")) {
+      out.kind = ZERO_DEVICE_CUDA;
+      out.dlpack_device_type = 2;  // kDLCUDA
+      int ordinal = 0;
+      if (!absl::SimpleAtoi(name.substr(5), &ordinal)) {
+        return Report(absl::InternalError(absl::StrCat("device name '", name, "'")));
+      }
+      out.ordinal = ordinal;
+    } else {
+      return Report(absl::InternalError(absl::StrCat("zero_engine_device: unknown device '", name, "'")));
+    }
+    WriteStruct(out, info);
+    return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_engine_copy(zero_engine_t* engine, void* dst, const void* src,
+                             size_t bytes) {
+  ZERO_CHECK_ARG("zero_engine_copy", engine);
+  return Guard([&] { return Report(engine->engine->CopyMemory(dst, src, bytes)); });
 }
 
 }  // extern "C"

@@ -28,6 +28,7 @@ static const size_t kFirstInfo = ROUND8(END(zero_param_info, trainable));
 static const size_t kFirstSafetensors = ROUND8(END(zero_safetensors_options, allow_missing));
 static const size_t kFirstInitSpec = ROUND8(END(zero_init_spec, fan_in)); /* 1.4 */
 static const size_t kFirstLinks = ROUND8(END(zero_link_stats, inter_values_control)); /* 1.5 */
+static const size_t kFirstDevice = ROUND8(END(zero_device_info, dlpack_device_type)); /* 1.5 */
 
 /* The caller's memory: one struct of any kind and room past it. */
 static union {
@@ -40,6 +41,7 @@ static union {
   zero_safetensors_options st;
   zero_init_spec spec;
   zero_link_stats links;
+  zero_device_info device;
   unsigned char bytes[512];
 } buf;
 
@@ -254,6 +256,34 @@ static void test_link_stats(void) {
                  kFirstLinks - 1));
 }
 
+static void test_device_info(void) {
+  const zero_device_info init = ZERO_DEVICE_INFO_INIT;
+  const size_t size = sizeof(zero_device_info);
+  EXPECT(kFirstDevice == 24 && size == 56); /* the memory fields appended in 1.5 */
+  /* The first published size gets its prefix only. */
+  fill(&init, size, kFirstDevice, size + EXTRA, 0);
+  EXPECT(zero_engine_device(engine, &buf.device) == ZERO_OK && buf.device.host_accessible == 1);
+  EXPECT(all(kFirstDevice, size + EXTRA, 0xAB));
+  fill(&init, size, size, size + EXTRA, 0);
+  buf.device.kind = 77;
+  EXPECT(zero_engine_device(engine, &buf.device) == ZERO_OK);
+  /* The default device: host memory, DLPack's kDLCPU. */
+  EXPECT(buf.device.kind == ZERO_DEVICE_CPU && buf.device.ordinal == 0 &&
+         buf.device.host_accessible == 1 && buf.device.dlpack_device_type == 1);
+  /* A finalized engine holds memory; nothing pinned on the CPU device. */
+  EXPECT(buf.device.device_bytes > 0 && buf.device.device_peak_bytes >= buf.device.device_bytes &&
+         buf.device.pinned_host_bytes == 0);
+  EXPECT(all(size, size + EXTRA, 0xAB));
+  fill(&init, size, size + EXTRA, 0, 0);
+  EXPECT(zero_engine_device(engine, &buf.device) == ZERO_OK && buf.device.host_accessible == 1);
+  EXPECT(all(size, size + EXTRA, 0));
+  fill(&init, size, size + EXTRA, 0, 1);
+  EXPECT(refused(zero_engine_device(engine, &buf.device), "zero_device_info", size + EXTRA));
+  EXPECT(buf.device.host_accessible == 0); /* not written */
+  fill(&init, size, kFirstDevice - 1, 0, 0);
+  EXPECT(refused(zero_engine_device(engine, &buf.device), "zero_device_info", kFirstDevice - 1));
+}
+
 static void test_param_info(void) {
   const zero_param_info init = ZERO_PARAM_INFO_INIT;
   const size_t size = sizeof(zero_param_info);
@@ -302,6 +332,7 @@ int main(void) {
   test_safetensors_options();
   test_stats();
   test_link_stats();
+  test_device_info();
   test_param_info();
   test_init_spec();
 

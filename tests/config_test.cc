@@ -2,6 +2,7 @@
 // key path and what was expected.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,19 @@ TEST(ConfigTest, Stage3WithCpuOptimizerOffloadPinned) {
   EXPECT_EQ(c.offload_optimizer.device, OffloadDevice::kCpu);
   EXPECT_TRUE(c.offload_optimizer.pin_memory);
   EXPECT_TRUE(c.Resolve(1).ok());
+}
+
+// offload_param cpu + pin_memory: parsed (they take effect with state on a
+// GPU) and reported as without effect (as they are on the CPU device).
+TEST(ConfigTest, Stage3ParamOffloadPinnedIsParsedAndReported) {
+  Config c = Parse(R"({
+    "zero_optimization": {"stage": 3,
+      "offload_param": {"device": "cpu", "pin_memory": true}}})");
+  EXPECT_EQ(c.offload_param.device, OffloadDevice::kCpu);
+  EXPECT_TRUE(c.offload_param.pin_memory);
+  EXPECT_NE(std::find(c.no_effect_keys.begin(), c.no_effect_keys.end(),
+                      "zero_optimization.offload_param.pin_memory"),
+            c.no_effect_keys.end());
 }
 
 TEST(ConfigTest, Stage3LiveParametersAndAutoPrefetch) {

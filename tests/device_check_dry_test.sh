@@ -52,6 +52,105 @@ run ZERO_DEVICE_CHECK_SECONDS=6 FAKE_NVCC_SLEEP=3 GTEST_HEADER="$FAKE"
 check "C: exit 1" $([ $rc -eq 1 ]; echo $?)
 check "C: no time left is FAILED" $(grep -q '"kind":"step","name":"cuda_kernels_test (nvcc)","status":"FAILED","why":"no time left' "$T/out"; echo $?)
 
+# D: a bundle (tools/device_bundle.sh's layout) whose test binaries pass,
+# run under the (fake) compute-sanitizer, with the bundle's libraries on the
+# loader path; the Python extension cannot be built here: FAILED, named.
+B="$T/bundle"
+mkdir -p "$B/bin" "$B/lib" "$B/ompi/bin"
+touch "$B/bin/libzero_c.so"
+for t in cuda_kernels_test cuda_device_test nccl_communicator_test gpu_engine_test \
+         cuda_kernels_bench mpi_engine_main; do
+  cat > "$B/bin/$t" <<'SH'
+#!/usr/bin/env bash
+# A test binary of the bundle: its libraries must be on the loader path.
+case ":$LD_LIBRARY_PATH:" in *"/bundle/lib:"*) ;; *) echo "no bundle lib"; exit 3;; esac
+[ -n "${OPAL_PREFIX:-}" ] || { echo "no OPAL_PREFIX"; exit 3; }
+echo "[       OK ] Fake.One (1 ms)"
+echo "[       OK ] Fake.Two (2 ms)"
+echo "[  SKIPPED ] Fake.Three (0 ms)"
+SH
+  chmod +x "$B/bin/$t"
+done
+SAN="$T/compute-sanitizer"
+printf '#!/usr/bin/env bash
+echo "sanitizer $2" >&2
+exec "${@: -1}"
+' > "$SAN"
+chmod +x "$SAN"
+FAILCXX="$T/failing_cxx"
+printf '#!/bin/sh
+echo "no compiler here" >&2
+exit 1
+' > "$FAILCXX"
+chmod +x "$FAILCXX"
+run ZERO_DEVICE_CHECK_SECONDS=60 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SAN" CXX="$FAILCXX"
+check "D: exit 1" $([ $rc -eq 1 ]; echo $?)
+check "D: bundle used" $(grep -q '"kind":"build","tool":"bundle".*"ok":true' "$T/out"; echo $?)
+check "D: memcheck on" $(grep -q '"kind":"sanitizer","memcheck":true' "$T/out"; echo $?)
+n=$(grep -cE '"kind":"test","target":"(cuda_kernels_test|cuda_device_test|nccl_communicator_test|gpu_engine_test|cuda_kernels_test_racecheck)","status":"PASSED","passed":2,"skipped":1' "$T/out")
+check "D: 4 GPU tests + racecheck PASSED with counted cases ($n)" $([ "$n" -eq 5 ]; echo $?)
+check "D: python extension FAILED, not skipped" $(grep -q '"target":"python extension","ok":false' "$T/out"; echo $?)
+
+# E: the same bundle where everything builds and passes: exit 0.
+GOODCXX="$T/good_cxx"
+cat > "$GOODCXX" <<'SH'
+#!/usr/bin/env bash
+out=""
+while [ $# -gt 0 ]; do [ "$1" = "-o" ] && out="$2"; shift; done
+touch "$out"
+SH
+chmod +x "$GOODCXX"
+PY="$T/python"
+cat > "$PY" <<'SH'
+#!/usr/bin/env bash
+case "$*" in
+  "-m pybind11 --includes") echo "-I/fake/include";;
+  -m\ pytest*) echo "7 passed, 2 skipped in 0.1s";;
+  -c*) echo ".so";;
+esac
+SH
+chmod +x "$PY"
+run ZERO_DEVICE_CHECK_SECONDS=60 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SAN" \
+    CXX="$GOODCXX" PYTHON="$PY" ZERO_DEVICE_CHECK_NO_GPU_OK=1
+check "E: exit 0" $([ $rc -eq 0 ]; echo $?)
+check "E: python tests PASSED" $(grep -q '"target":"python device_test + torch_device_test","status":"PASSED","result":"7 passed' "$T/out"; echo $?)
+check "E: summary not failed" $(grep -q '"kind":"summary".*"built_with":"bundle","failed":false' "$T/out"; echo $?)
+
+# F: a bundle without libzero_c.so is a FAILED build, not a fallback.
+rm "$B/bin/libzero_c.so"
+run ZERO_DEVICE_CHECK_SECONDS=30 ZERO_DEVICE_BUNDLE="$B"
+check "F: exit 1" $([ $rc -eq 1 ]; echo $?)
+check "F: bundle build FAILED" $(grep -q '"kind":"build","tool":"bundle".*"ok":false' "$T/out"; echo $?)
+
+# G: tools/device_bundle.sh packing (binaries given, no build): libraries
+# resolved by ldd, the runtime the GPU machine brings left out, OpenMPI's
+# prefix laid out, the manifest's sum, and the size limit enforced.
+if [ -n "${BUNDLE_SCRIPT:-}" ] && [ -x /usr/bin/orted ]; then
+  FB="$T/built"
+  for b in capi/libzero_c.so kernels/cuda/cuda_kernels_test core/cuda_device_test \
+           core/nccl_communicator_test tests/gpu_engine_test tests/mpi_engine_main \
+           bench/cuda/cuda_kernels_bench examples/c/mlp_train; do
+    mkdir -p "$FB/$(dirname "$b")"
+    cp /usr/bin/orted "$FB/$b"   # a real dynamic executable that loads libmpi's kin
+  done
+  out="$T/packed"
+  ZERO_BUNDLE_SKIP_BUILD=1 ZERO_BUNDLE_BIN="$FB" bash "$BUNDLE_SCRIPT" "$out" > "$T/bout" 2>&1
+  rc=$?
+  cat "$T/bout"
+  check "G: packed, exit 0" $([ $rc -eq 0 ]; echo $?)
+  check "G: libopen-rte bundled" $(ls "$out/lib" | grep -q '^libopen-rte'; echo $?)
+  check "G: no C runtime, CUDA or NCCL" $(! ls "$out/lib" | grep -qE '^(libc\.so|libstdc\+\+|libcudart|libnccl|ld-linux)'; echo $?)
+  check "G: OpenMPI prefix with orted and components" $([ -x "$out/ompi/bin/orted" ] && ls "$out"/ompi/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/ | grep -q 'mca_'; echo $?)
+  sum=$(find "$out" -type f ! -name MANIFEST -printf '%s\n' | awk '{s+=$1} END {print s+0}')
+  check "G: manifest sum = bytes on disk" $(grep -q "^$sum total\$" "$out/MANIFEST"; echo $?)
+  ZERO_BUNDLE_MAX_MIB=1 ZERO_BUNDLE_SKIP_BUILD=1 ZERO_BUNDLE_BIN="$FB" bash "$BUNDLE_SCRIPT" "$out" > "$T/bout" 2>&1
+  rc=$?
+  check "G: over the limit is exit 1, named" $([ $rc -eq 1 ] && grep -q 'over the 1 MiB limit' "$T/bout"; echo $?)
+else
+  echo "FAILED: G: no BUNDLE_SCRIPT or /usr/bin/orted"
+  fail=1
+fi
+
 # The default deadline leaves room for the command limit (10 min) and the
 # machine's start: 8 minutes at most.
 d=$(grep -oE 'ZERO_DEVICE_CHECK_SECONDS:-[0-9]+' "$CHECK" | grep -oE '[0-9]+$')

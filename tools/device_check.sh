@@ -3,9 +3,17 @@
 # step's timeout is capped by what is left of ZERO_DEVICE_CHECK_SECONDS (470
 # by default), so the whole check ends in time however the steps go; a step
 # with no time left, or a test that cannot be built or run, prints FAILED:
-#   1. build the CUDA targets with Bazel (--config=cuda); if Bazel is missing
-#      or its build fails, build the kernel test and benchmark with nvcc alone;
-#   2. run the GPU tests (kernels, CudaDevice, NCCL, the 2-rank dead-peer);
+#   1. build the CUDA targets with Bazel (--config=cuda); without Bazel, use
+#      the bundle tools/device_bundle.sh packed (ZERO_DEVICE_BUNDLE, default
+#      device_bundle/ when it exists): binaries and every library the GPU
+#      machine lacks, with that machine's CUDA runtime and the NCCL wheel's
+#      library; else build the kernel test and benchmark with nvcc alone;
+#   2. run the GPU tests (kernels, CudaDevice, NCCL, the 2-rank dead-peer;
+#      from the bundle under compute-sanitizer memcheck, racecheck on the
+#      kernels, when the toolkit has it), the engine over MPI at 2 and 4
+#      ranks on the GPU, and (bundle) the Python extension built there from
+#      its one source file with that machine's pybind11 and Python, running
+#      the device tests and zero.torch on a CUDA model against plain torch;
 #   3. benchmark every kernel against a device-to-device cudaMemcpy in the
 #      same run (bench/cuda/cuda_kernels_bench.cc; fused Adam and casts
 #      target >= 85% of the copy's GB/s).
@@ -15,7 +23,9 @@
 #   tools/device_check.sh
 #   ZERO_DEVICE_CHECK_NO_GPU_OK=1 tools/device_check.sh   # CPU dry run
 #   ZERO_DEVICE_CHECK_NVCC=1 tools/device_check.sh        # skip Bazel
-#   (tests: NVCC=path, GTEST_HEADER=path override the tools it looks for)
+#   ZERO_DEVICE_BUNDLE=dir tools/device_check.sh          # run from a bundle
+#   (tests: NVCC=path, GTEST_HEADER=path, CXX=path, PYTHON=path,
+#    COMPUTE_SANITIZER=path override the tools it looks for)
 #
 # Exit status: 0 all built, no test or check failed (bandwidth targets are
 # reported, not enforced); 1 a build, test or check failed; 2 no GPU visible
@@ -76,7 +86,20 @@ HOST_TESTS=(//kernels/cuda:element_math_test //kernels/cuda:multi_tensor_test
             //core:caching_allocator_test)
 BENCH=""
 built_with=""
-if [ -z "${ZERO_DEVICE_CHECK_NVCC:-}" ] && command -v bazel >/dev/null 2>&1; then
+BUNDLE="${ZERO_DEVICE_BUNDLE:-}"
+if [ -z "$BUNDLE" ] && [ -z "${ZERO_DEVICE_CHECK_NVCC:-}" ] && ! command -v bazel >/dev/null 2>&1 &&
+   [ -d device_bundle ]; then
+  BUNDLE=device_bundle
+fi
+if [ -n "$BUNDLE" ]; then
+  if [ -f "$BUNDLE/bin/libzero_c.so" ]; then
+    built_with=bundle
+    BUNDLE="$(cd "$BUNDLE" && pwd)"
+    BENCH="$BUNDLE/bin/cuda_kernels_bench"
+  fi
+  emit "{\"kind\":\"build\",\"tool\":\"bundle\",\"dir\":\"$(json_str "$BUNDLE")\",\"ok\":$([ "$built_with" = bundle ] && echo true || echo false)}"
+  [ "$built_with" = bundle ] || failed=1
+elif [ -z "${ZERO_DEVICE_CHECK_NVCC:-}" ] && command -v bazel >/dev/null 2>&1; then
   t0=$(date +%s)
   if timeout "$(budget 240)" bazel build --config=cuda --jobs="$JOBS" "${CUDA_TESTS[@]}" \
        "${HOST_TESTS[@]}" //bench/cuda:cuda_kernels_bench \
@@ -95,7 +118,9 @@ GTEST_HEADER="${GTEST_HEADER:-/usr/include/gtest/gtest.h}"
 NVFLAGS=(-std=c++17 -O3 --fmad=false -Xcompiler -ffp-contract=off -ccbin /usr/bin/g++
          -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
          -I. -I/usr/local/cuda/include)
-if [ -z "$built_with" ] && ! time_left; then
+if [ -n "$BUNDLE" ]; then
+  :  # the bundle or nothing: a broken bundle is FAILED above
+elif [ -z "$built_with" ] && ! time_left; then
   no_time "nvcc build"
 elif [ -z "$built_with" ]; then
   t0=$(date +%s)
@@ -120,7 +145,90 @@ count_cases() {  # log -> "passed skipped failed"
   echo "$r $s $f"
 }
 
-if [ "$built_with" = bazel ] && ! time_left; then
+# run_case NAME TIMEOUT CMD...: one test binary, its cases counted.
+run_case() {
+  local name=$1 want=$2 t0 rc r s f st
+  shift 2
+  if ! time_left; then no_time "$name"; return; fi
+  t0=$(date +%s)
+  timeout "$(budget "$want")" "$@" > "$LOGDIR/$name.log" 2>&1
+  rc=$?
+  read -r r s f < <(count_cases "$LOGDIR/$name.log")
+  st=$([ $rc -eq 0 ] && echo PASSED || echo FAILED)
+  [ $rc -eq 124 ] && st=TIMEOUT
+  emit "{\"kind\":\"test\",\"target\":\"$name\",\"status\":\"$st\",\"passed\":$r,\"skipped\":$s,\"failed\":$f,\"seconds\":$(( $(date +%s) - t0 ))}"
+  [ $rc -eq 0 ] || failed=1
+}
+
+if [ "$built_with" = bundle ]; then
+  # The GPU machine's CUDA runtime and the NCCL wheel's libnccl.so.2; the
+  # bundle's libraries and OpenMPI prefix (tools/device_bundle.sh).
+  PYTHON="${PYTHON:-python3}"
+  NCCL_LIB="$("$PYTHON" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)"
+  emit "{\"kind\":\"nccl\",\"lib\":\"$(json_str "${NCCL_LIB:-not found}")\"}"
+  export LD_LIBRARY_PATH="$BUNDLE/bin:$BUNDLE/lib${NCCL_LIB:+:$NCCL_LIB}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export OPAL_PREFIX="$BUNDLE/ompi" PMIX_INSTALL_PREFIX="$BUNDLE/ompi"
+  export PATH="$BUNDLE/ompi/bin:$PATH"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=""
+  SAN="${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}"
+  san=()
+  if [ -x "$SAN" ]; then san=("$SAN" --tool memcheck --error-exitcode 1); fi
+  emit "{\"kind\":\"sanitizer\",\"memcheck\":$([ ${#san[@]} -gt 0 ] && echo true || echo false)}"
+  for t in cuda_kernels_test cuda_device_test nccl_communicator_test gpu_engine_test; do
+    run_case "$t" 90 "${san[@]}" "$BUNDLE/bin/$t"
+  done
+  if [ ${#san[@]} -gt 0 ]; then
+    run_case cuda_kernels_test_racecheck 90 "$SAN" --tool racecheck --error-exitcode 1 \
+      "$BUNDLE/bin/cuda_kernels_test"
+  fi
+  if [ "$gpu" = true ]; then
+    for np in 2 4; do
+      run_case "mpi_engine_main_cuda_np$np" 60 "$BUNDLE/ompi/bin/mpirun" --oversubscribe \
+        -np "$np" -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX \
+        --mca btl self,vader "$BUNDLE/bin/mpi_engine_main" --device cuda
+    done
+  fi
+  # The Python extension from its one source file, with this machine's
+  # pybind11 and Python, then the device tests and zero.torch on CUDA.
+  CXX="${CXX:-c++}"
+  PYDIR="$WORK/py"
+  mkdir -p "$PYDIR/zero"
+  cp bindings/python/zero/*.py bindings/python/zero/py.typed "$PYDIR/zero/" 2>/dev/null
+  ext="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or ".so")' 2>/dev/null || echo .so)"
+  # pybind11's own flags (pip), else its headers in /usr/include beside
+  # Python's (Debian's pybind11-dev has no module).
+  incs="$("$PYTHON" -m pybind11 --includes 2>/dev/null ||
+          "$PYTHON" -c 'import sysconfig; print("-I" + sysconfig.get_paths()["include"])' 2>/dev/null ||
+          true)"
+  if ! time_left; then
+    no_time "python extension"
+  else
+    t0=$(date +%s)
+    # shellcheck disable=SC2086  # $incs is several -I flags
+    if timeout "$(budget 120)" "$CXX" -O2 -std=c++17 -shared -fPIC $incs -Icapi/include \
+         bindings/python/src/zero_c_module.cc -L"$BUNDLE/bin" -lzero_c \
+         -Wl,-rpath,"$BUNDLE/bin" -o "$PYDIR/zero/_zero_c$ext" > "$LOGDIR/python_ext.log" 2>&1 &&
+       [ -n "$incs" ]; then
+      emit "{\"kind\":\"build\",\"tool\":\"c++\",\"target\":\"python extension\",\"ok\":true,\"seconds\":$(( $(date +%s) - t0 ))}"
+      if ! time_left; then
+        no_time "python device tests"
+      else
+        t0=$(date +%s)
+        PYTHONPATH="$PYDIR:bindings/python/tests" ZERO_TORCH_CUDA=1 \
+          timeout "$(budget 150)" "$PYTHON" -m pytest -q -rs \
+          bindings/python/tests/device_test.py bindings/python/tests/torch_device_test.py \
+          > "$LOGDIR/python_device_tests.log" 2>&1
+        rc=$?
+        line=$(grep -E '(passed|failed)' "$LOGDIR/python_device_tests.log" | tail -1)
+        emit "{\"kind\":\"test\",\"target\":\"python device_test + torch_device_test\",\"status\":\"$([ $rc -eq 0 ] && echo PASSED || echo FAILED)\",\"result\":\"$(json_str "$line")\",\"seconds\":$(( $(date +%s) - t0 ))}"
+        [ $rc -eq 0 ] || failed=1
+      fi
+    else
+      emit "{\"kind\":\"build\",\"tool\":\"c++\",\"target\":\"python extension\",\"ok\":false,\"why\":\"$(json_str "${incs:-no pybind11 for $PYTHON}; $(tail -c 600 "$LOGDIR/python_ext.log")")\"}"
+      failed=1
+    fi
+  fi
+elif [ "$built_with" = bazel ] && ! time_left; then
   no_time "gpu tests"
 elif [ "$built_with" = bazel ]; then
   timeout "$(budget 150)" bazel test --config=cuda --jobs="$JOBS" --local_test_jobs=1 \

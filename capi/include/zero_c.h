@@ -727,6 +727,49 @@ ZERO_API zero_status zero_estimate_memory(const char* json_text, int32_t num_par
                                           int32_t ranks_per_node, int32_t nodes,
                                           int32_t gpu, zero_memory_estimate* out);
 
+/* ---- 1.5: devices from the bindings ----------------------------------- */
+
+/* Where an engine keeps its state, so a binding can tell whether the
+ * pointers gather and grad_buffer hand out may be read by the host. */
+typedef enum zero_device_kind {
+  ZERO_DEVICE_CPU = 0,     /* host memory: read it directly */
+  ZERO_DEVICE_CUDA = 1,    /* a CUDA GPU: device pointers */
+  ZERO_DEVICE_STANDIN = 2  /* the CPU stand-in for a GPU (tests): pointers
+                              the host cannot touch (PROT_NONE) */
+} zero_device_kind;
+
+/* First published size (1.5): through dlpack_device_type; the memory
+ * fields after it were appended in 1.5 (a caller's shorter struct gets its
+ * prefix). */
+typedef struct zero_device_info {
+  size_t struct_size;
+  int32_t kind;               /* zero_device_kind */
+  int32_t ordinal;            /* the GPU's index; 0 for cpu and standin */
+  int32_t host_accessible;    /* 1: the host may dereference the pointers */
+  int32_t dlpack_device_type; /* DLPack's DLDeviceType for those pointers:
+                                 1 kDLCPU, 2 kDLCUDA, 12 kDLExtDev (standin) */
+  int64_t device_bytes;       /* allocated through the engine's device now */
+  int64_t device_peak_bytes;  /* their high-water mark */
+  int64_t device_reserved_bytes; /* held from the driver by the caching
+                                    allocator (CUDA; 0 elsewhere) */
+  int64_t pinned_host_bytes;  /* page-locked host staging now (pin_memory) */
+} zero_device_info;
+
+#define ZERO_DEVICE_INFO_INIT { sizeof(zero_device_info), 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/* Fills `info` with the engine's device (1.5). */
+ZERO_API zero_status zero_engine_device(const zero_engine_t* engine,
+                                        zero_device_info* info);
+
+/* NOT collective (1.5). Copies `bytes` from `src` to `dst`, either of which
+ * may be host memory or the engine's device memory (a pointer from gather or
+ * grad_buffer), ordered after the engine's queued device work; returns when
+ * the copy is complete. The way a binding reads or fills device buffers
+ * without a device runtime of its own. A device error (a failed copy)
+ * fails the call and the engine, as any device error does. */
+ZERO_API zero_status zero_engine_copy(zero_engine_t* engine, void* dst,
+                                      const void* src, size_t bytes);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -3,6 +3,7 @@
 #include "core/comm/nccl_communicator.h"
 #include "core/device/cuda_device.h"
 #include "core/backend/device_factory.h"
+#include "core/backend/standin_select.h"
 #include "core/device/guarded_device.h"
 
 namespace zero {
@@ -12,6 +13,10 @@ absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const std::string& kind,
   if (kind == "cpu") return MakeCpuDevice();
   // The CPU stand-in for a GPU (core/device/guarded_device.h), in every build.
   if (kind == "standin") return std::unique_ptr<Device>(MakeGuardedDevice());
+  // ZERO_GPU_STANDIN=1: "cuda" is the stand-in (core/backend/standin_select.h).
+  if (kind == "cuda" && GpuStandinSelected()) {
+    return std::unique_ptr<Device>(MakeGuardedDevice());
+  }
   if (kind == "cuda") {
     auto d = CudaDevice::Create(ordinal);
     if (!d.ok()) return d.status();
@@ -22,6 +27,7 @@ absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const std::string& kind,
 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclComm(
     const void* mpi_comm, int ordinal, double timeout_seconds) {
+  if (GpuStandinSelected()) return MakeStandinNcclComm(mpi_comm, timeout_seconds);
   NcclOptions o;
   o.mpi_comm = mpi_comm;
   o.cuda_device = ordinal;

@@ -24,8 +24,9 @@ enum class WarmupType { kLog, kLinear };
 enum class OffloadDevice { kNone, kCpu, kNvme };
 const char* OffloadDeviceName(OffloadDevice d);
 
-// offload_param reads device and nvme_path only; buffer_count and pin_memory
-// are offload_optimizer's (offload_param's are reported as without effect).
+// offload_param reads device, nvme_path and pin_memory (with state on a GPU:
+// the page-locked host shard); buffer_count is offload_optimizer's
+// (offload_param's is reported as without effect).
 struct OffloadConfig {
   OffloadDevice device = OffloadDevice::kNone;
   std::string nvme_path;

@@ -23,13 +23,16 @@ absl::Status ParseOffload(const json& v, const std::string& path,
   RETURN_IF_ERROR(r.String("nvme_path", &o->nvme_path));
   RETURN_IF_ERROR(r.Bool("atomic_step", &o->atomic_step));
   if (is_param) {
-    // zero has no CPU tier for stage 3's working copy: it stays where the
-    // device keeps it. Only "nvme" moves it (core/offload/param_file.h).
+    // "cpu" (and its pin_memory) move stage 3's working shard to host memory
+    // only when the state is on a GPU (core/engine/sharded_state.h); on the
+    // CPU device, where it is host memory already, they do nothing, and the
+    // report, made before the device is known, names them.
     if (o->device == OffloadDevice::kCpu) r.Note("device");
     RETURN_IF_ERROR(r.NoEffectInt("buffer_count", 1, 1024));
     RETURN_IF_ERROR(r.NoEffectInt("buffer_size", 1, INT64_MAX));
     RETURN_IF_ERROR(r.NoEffectInt("max_in_cpu", 0, INT64_MAX));
-    RETURN_IF_ERROR(r.NoEffectBool("pin_memory", false));
+    RETURN_IF_ERROR(r.Bool("pin_memory", &o->pin_memory));
+    if (o->pin_memory) r.Note("pin_memory");
   } else {
     RETURN_IF_ERROR(r.Int("buffer_count", &o->buffer_count, 1, 1024));
     RETURN_IF_ERROR(r.Bool("pin_memory", &o->pin_memory));

@@ -188,6 +188,16 @@ absl::Status CudaDevice::CopyAsync(void* dst, const void* src, size_t bytes) {
                     "copy");
 }
 
+DeviceMemoryStats CudaDevice::memory_stats() const {
+  const CachingAllocatorStats m = memory_->stats();
+  DeviceMemoryStats s;
+  s.bytes = static_cast<int64_t>(m.allocated_bytes);
+  s.peak_bytes = static_cast<int64_t>(m.peak_allocated_bytes);
+  s.reserved_bytes = static_cast<int64_t>(m.reserved_bytes);
+  s.pinned_host_bytes = static_cast<int64_t>(pinned_->stats().allocated_bytes);
+  return s;
+}
+
 size_t CudaDevice::allocated_bytes() const {
   return memory_->stats().allocated_bytes;
 }

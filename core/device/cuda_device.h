@@ -91,7 +91,8 @@ class CudaDevice : public Device {
   absl::StatusOr<void*> AllocatePinned(size_t bytes);
   void FreePinned(void* p);
 
-  CachingAllocatorStats memory_stats() const { return memory_->stats(); }
+  DeviceMemoryStats memory_stats() const override;
+  CachingAllocatorStats allocator_stats() const { return memory_->stats(); }
   CachingAllocatorStats pinned_stats() const { return pinned_->stats(); }
   // Returns wholly free cached segments (device and pinned) to CUDA.
   size_t ReleaseCache();

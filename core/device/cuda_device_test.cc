@@ -56,10 +56,10 @@ TEST_F(CudaDeviceTest, ReusedBlockIsZeroedAgainWithoutRawAllocation) {
   std::vector<char> ones(4096, 1);
   dev_->Copy(*p, ones.data(), 4096);
   dev_->Free(*p, 4096);
-  int64_t raw = dev_->memory_stats().raw_allocations;
+  int64_t raw = dev_->allocator_stats().raw_allocations;
   auto q = dev_->Allocate(4096);
   ASSERT_TRUE(q.ok());
-  EXPECT_EQ(dev_->memory_stats().raw_allocations, raw);
+  EXPECT_EQ(dev_->allocator_stats().raw_allocations, raw);
   std::vector<char> h(4096, 7);
   dev_->Copy(h.data(), *q, 4096);
   EXPECT_EQ(h, std::vector<char>(4096, 0));

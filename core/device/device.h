@@ -16,6 +16,17 @@
 
 namespace zero {
 
+// What a device holds, for stats (zero_engine_device): bytes allocated now
+// and their high-water mark, bytes reserved from the driver (a caching
+// allocator's segments; 0 where nothing is cached) and page-locked host
+// staging handed out now.
+struct DeviceMemoryStats {
+  int64_t bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t reserved_bytes = 0;
+  int64_t pinned_host_bytes = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -30,6 +41,12 @@ class Device {
   virtual void Copy(void* dst, const void* src, size_t bytes) = 0;
   // Bytes currently allocated through this device.
   virtual size_t allocated_bytes() const = 0;
+  // Default: allocated now, no high-water mark kept, nothing cached or pinned.
+  virtual DeviceMemoryStats memory_stats() const {
+    DeviceMemoryStats s;
+    s.bytes = s.peak_bytes = static_cast<int64_t>(allocated_bytes());
+    return s;
+  }
 
   // Host memory for staging this device's transfers; page-locked when
   // `pinned` and the device has such a thing (CUDA), plain otherwise.

@@ -138,7 +138,8 @@ class Guarded : public GuardedDevice {
       std::lock_guard<std::mutex> l(RegionMu());
       Regions()[reinterpret_cast<uintptr_t>(dev)] = {r, static_cast<char*>(alias)};
     }
-    allocated_ += r;
+    allocated_ += bytes;  // what was asked for, as the CPU device counts
+    NotePeak();
     // The zero fill of a fresh mapping is already there, as cudaMalloc's
     // zero-fill memset is queued first on the CUDA device: work queued
     // later sees it either way.
@@ -147,7 +148,7 @@ class Guarded : public GuardedDevice {
 
   // Stream-ordered like the CUDA caching allocator: the range stops being
   // device memory at once; its bytes go away after the work queued so far.
-  void Free(void* p, size_t) override {
+  void Free(void* p, size_t bytes) override {
     if (p == nullptr) return;
     Region reg{};
     {
@@ -160,7 +161,7 @@ class Guarded : public GuardedDevice {
       reg = it->second;
       Regions().erase(it);
     }
-    allocated_ -= reg.bytes;
+    allocated_ -= bytes;
     queue_.Enqueue([p, reg] {
       munmap(reg.alias, reg.bytes);
       munmap(p, reg.bytes);
@@ -188,6 +189,36 @@ class Guarded : public GuardedDevice {
   }
 
   size_t allocated_bytes() const override { return allocated_; }
+  // What a GPU would report: bytes now and their high-water mark, and the
+  // host staging asked for page-locked (the stand-in does not lock it).
+  DeviceMemoryStats memory_stats() const override {
+    DeviceMemoryStats s;
+    s.bytes = static_cast<int64_t>(allocated_.load());
+    s.peak_bytes = static_cast<int64_t>(peak_.load());
+    std::lock_guard<std::mutex> l(pinned_mu_);
+    s.pinned_host_bytes = pinned_bytes_;
+    return s;
+  }
+  absl::StatusOr<void*> AllocateHost(size_t bytes, bool pinned) override {
+    absl::StatusOr<void*> p = Device::AllocateHost(bytes, pinned);
+    if (p.ok() && pinned) {
+      std::lock_guard<std::mutex> l(pinned_mu_);
+      pinned_[*p] = static_cast<int64_t>(bytes);
+      pinned_bytes_ += static_cast<int64_t>(bytes);
+    }
+    return p;
+  }
+  void FreeHost(void* p, bool pinned) override {
+    if (pinned) {
+      std::lock_guard<std::mutex> l(pinned_mu_);
+      auto it = pinned_.find(p);
+      if (it != pinned_.end()) {
+        pinned_bytes_ -= it->second;
+        pinned_.erase(it);
+      }
+    }
+    Device::FreeHost(p, pinned);
+  }
 
   void AdamStep(const math::AdamScalars& s, const float* g, float* p, float* m, float* v,
                 int64_t n, void* work, DType t) override {
@@ -338,6 +369,15 @@ class Guarded : public GuardedDevice {
 
   Queue queue_;
   std::atomic<size_t> allocated_{0};
+  std::atomic<size_t> peak_{0};
+  void NotePeak() {
+    size_t now = allocated_.load(), seen = peak_.load();
+    while (now > seen && !peak_.compare_exchange_weak(seen, now)) {
+    }
+  }
+  mutable std::mutex pinned_mu_;
+  std::map<void*, int64_t> pinned_;
+  int64_t pinned_bytes_ = 0;
   mutable std::mutex mu_;
   absl::Status sticky_;
   std::string inject_;

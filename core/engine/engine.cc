@@ -317,6 +317,16 @@ absl::Status Engine::DeviceReady(const char* call) {
 
 void Engine::ReportSamples(int64_t n) { log_->ReportSamples(n); }
 
+absl::Status Engine::CopyMemory(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  if (dst == nullptr || src == nullptr) {
+    return absl::InvalidArgumentError("copy: null pointer with bytes > 0");
+  }
+  RETURN_IF_ERROR(DeviceReady("copy"));
+  device_->Copy(dst, src, bytes);
+  return DeviceReady("copy");
+}
+
 // wall_clock_breakdown: the step's phases, printed on rank 0 every
 // steps_per_print optimizer steps, after the progress line.
 void Engine::RecordStep(bool boundary) {

@@ -82,6 +82,10 @@ class Engine {
   // rank holds of that range, so no rank needs the whole param.
   absl::Status WriteMasterRange(int id, int64_t offset, int64_t count, const float* values);
   void ReportSamples(int64_t n);
+  // Not collective: `bytes` from src to dst (host memory or this engine's
+  // device memory, either side), after the device's queued work; complete on
+  // return. How a binding reads or fills device buffers (zero_engine_copy).
+  absl::Status CopyMemory(void* dst, const void* src, size_t bytes);
 
   // This rank's owned fp32 optimizer state of group g, elements [begin,
   // begin+len) of its owned range; array 0 master, 1 m (SGD: momentum), 2 v.

@@ -87,6 +87,11 @@ absl::Status EngineCheckpoint::RebuildWorkingFromMaster() {
       std::vector<char> cast(gs.owned_len * es);
       RETURN_IF_ERROR(store_->CastMaster(g, cast.data()));
       RETURN_IF_ERROR(sharded_->param_file(g)->WriteCommitted(0, gs.owned_len * es, cast.data()));
+    } else if (sharded_->params_on_host()) {  // offload_param "cpu" on a device
+      ASSIGN_OR_RETURN(DeviceBuffer cast,
+                       DeviceBuffer::Make(ctx_->device, std::max<size_t>(1, gs.owned_len * es)));
+      RETURN_IF_ERROR(store_->CastMaster(g, cast.data()));
+      sharded_->PutOwned(sharded_->OwnedWorking(g, 0), cast.data(), gs.owned_len);
     } else {
       RETURN_IF_ERROR(store_->CastMaster(g, sharded_->OwnedWorking(g, 0)));
     }

@@ -20,7 +20,9 @@ EngineStats CollectStats(const EngineParts& p) {
   s.padded_numel = ctx.layout.total_padded();
   if (p.sharded) {
     s.grad_bytes = p.sharded->grad_bytes();
-    s.param_bytes = p.sharded->working_bytes();
+    // With offload_param "cpu" on a device the own shard is host memory:
+    // still this rank's model-state bytes (the ZeRO formula), not the device's.
+    s.param_bytes = p.sharded->working_bytes() + p.sharded->host_param_bytes();
     s.frozen_bytes = p.sharded->frozen_bytes();
     s.nvme_bytes += p.sharded->param_file_bytes();
     s.buffer_bytes += p.sharded->gather_staging_bytes();

@@ -13,12 +13,10 @@ namespace zero {
 
 absl::Status NvmeStateStore::Create(const std::vector<int64_t>& owned_lens) {
   const OffloadConfig& oc = ctx_->config.offload_optimizer;
-  // The optimizer runs on the host over the staging buffers and writes the
-  // working copy in place: the CPU device only, for now.
-  if (ctx_->device->name() != "cpu") {
-    return absl::UnimplementedError(absl::StrCat(
-        "zero_optimization.offload_optimizer.device: \"nvme\" needs the cpu "
-        "device in this version, not ", ctx_->device->name()));
+  // On the CPU device the optimizer runs over the tier's staging buffers in
+  // place; on a GPU each piece goes up to the device and back (Update).
+  if (staged() && ctx_->host == nullptr) {
+    return absl::InternalError("nvme state on a device needs the host device");
   }
   lens_ = owned_lens;
   offload::NvmeTierOptions o;
@@ -50,10 +48,27 @@ absl::Status NvmeStateStore::Initialize(const InitVisitor& init) {
 
 absl::Status NvmeStateStore::Update(const OptimizerUpdate& u) {
   const int arrays = StateArrays(ctx_->config);
+  Device* d = ctx_->device;
   return tier_->Update(
-      [&](const offload::NvmeTier::Chunk& c, float* const* arr) {
-        return u.on_device(c.group, c.begin, c.len, arr[0], arrays > 1 ? arr[1] : nullptr,
-                           arrays > 2 ? arr[2] : nullptr);
+      [&](const offload::NvmeTier::Chunk& c, float* const* arr) -> absl::Status {
+        if (!staged()) {
+          return u.on_device(c.group, c.begin, c.len, arr[0], arrays > 1 ? arr[1] : nullptr,
+                             arrays > 2 ? arr[2] : nullptr);
+        }
+        // A GPU: the piece's state up, the device's kernels (the same bits
+        // as in memory), the state back down for the tier to write.
+        const size_t bytes = static_cast<size_t>(c.len) * 4;
+        if (up_.bytes() < bytes * arrays) {
+          ASSIGN_OR_RETURN(up_, DeviceBuffer::Make(d, bytes * arrays));
+        }
+        float* dev[3] = {nullptr, nullptr, nullptr};
+        for (int a = 0; a < arrays; ++a) {
+          dev[a] = up_.data<float>() + a * c.len;
+          d->Copy(dev[a], arr[a], bytes);
+        }
+        RETURN_IF_ERROR(u.on_device(c.group, c.begin, c.len, dev[0], dev[1], dev[2]));
+        for (int a = 0; a < arrays; ++a) d->Copy(arr[a], dev[a], bytes);
+        return d->status();
       },
       u.agree);
 }
@@ -70,13 +85,25 @@ absl::Status NvmeStateStore::Write(int g, int array, int64_t begin, int64_t len,
 absl::StatusOr<const float*> NvmeStateStore::MasterOnDevice(int g, int64_t begin, int64_t len,
                                                             DeviceBuffer* scratch) {
   ASSIGN_OR_RETURN(*scratch, DeviceBuffer::Make(ctx_->device, len * 4));
-  if (len > 0) RETURN_IF_ERROR(tier_->ReadRange(g, 0, begin, len, scratch->data<float>()));
+  if (len > 0 && staged()) {  // read through host memory, then up
+    std::vector<float> host(len);
+    RETURN_IF_ERROR(tier_->ReadRange(g, 0, begin, len, host.data()));
+    ctx_->device->Copy(scratch->data(), host.data(), len * 4);
+  } else if (len > 0) {
+    RETURN_IF_ERROR(tier_->ReadRange(g, 0, begin, len, scratch->data<float>()));
+  }
   return scratch->data<float>();
 }
 
 absl::Status NvmeStateStore::CastMaster(int g, void* dst) {
   if (resident_.empty()) {
     return absl::FailedPreconditionError("nvme state: cast of a master not in memory");
+  }
+  if (staged()) {  // the resident master is host memory: cast there, copy up
+    std::vector<char> cast(lens_[g] * ctx_->es());
+    ctx_->host->FromF32(resident_[g][0].data<float>(), cast.data(), ctx_->dtype(), lens_[g]);
+    ctx_->device->Copy(dst, cast.data(), cast.size());
+    return absl::OkStatus();
   }
   ctx_->device->FromF32(resident_[g][0].data<float>(), dst, ctx_->dtype(), lens_[g]);
   return absl::OkStatus();
@@ -89,7 +116,7 @@ absl::Status NvmeStateStore::Materialize() {
   for (auto& r : resident_) r.resize(3);
   for (size_t g = 0; g < lens_.size(); ++g) {
     for (int a = 0; a < arrays; ++a) {
-      ASSIGN_OR_RETURN(resident_[g][a], DeviceBuffer::Make(ctx_->device, lens_[g] * 4));
+      ASSIGN_OR_RETURN(resident_[g][a], DeviceBuffer::Make(MemoryDevice(), lens_[g] * 4));
       RETURN_IF_ERROR(tier_->ReadRange(static_cast<int>(g), a, 0, lens_[g],
                                        resident_[g][a].data<float>()));
     }

@@ -29,11 +29,21 @@ class NvmeStateStore : public OptimizerStateStore {
   absl::Status Materialize() override;
   absl::Status Spill(bool write_back) override;
   float* InMemory(int g, int array) override;
-  Device* memory_device() const override { return ctx_->device; }
+  // Checkpoints see the state in host memory when the engine's device is a
+  // GPU (the files are read and written through host memory anyway).
+  Device* memory_device() const override { return MemoryDevice(); }
   StateStoreStats stats() const override;
 
  private:
+  Device* MemoryDevice() const {
+    return ctx_->device->host_accessible() ? ctx_->device : ctx_->host;
+  }
+  // The engine's device is a GPU: master/m/v go up to `up_` for each piece
+  // and back down (NVMe <-> host staging <-> device).
+  bool staged() const { return !ctx_->device->host_accessible(); }
+
   EngineContext* ctx_;
+  DeviceBuffer up_;  // staged(): [master | m | v] of the largest piece
   std::unique_ptr<offload::NvmeTier> tier_;
   std::vector<int64_t> lens_;
   std::vector<std::vector<DeviceBuffer>> resident_;  // [g][array] while materialized

@@ -141,17 +141,32 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
       static_cast<float>(c.eps), static_cast<float>(c.weight_decay), decoupled, step, factor);
   // With offload_param "nvme" the working copy goes through `staged` to the
   // next slot of the group's param file, in sub_group_size pieces.
+  // With offload_param "cpu" on a device, the kernels write the updated
+  // working copy into `staged_dev` (device memory), copied down to the host
+  // shard piece by piece.
   const size_t es = ctx_->es();
   const bool staged_working = sharded_->params_on_nvme();
+  const bool host_working = sharded_->params_on_host();
   std::vector<char> staged;
-  u.piece = staged_working ? std::max<int64_t>(1, c.sub_group_size)
-                           : std::numeric_limits<int64_t>::max();
+  DeviceBuffer staged_dev;
+  u.piece = staged_working || host_working ? std::max<int64_t>(1, c.sub_group_size)
+                                           : std::numeric_limits<int64_t>::max();
+  auto land = [&](int g, int64_t begin, int64_t len, char* work) -> absl::Status {
+    if (staged_working) return sharded_->param_file(g)->Write(begin * es, len * es, work);
+    if (host_working) sharded_->PutOwned(sharded_->OwnedWorking(g, begin), work, len);
+    return absl::OkStatus();
+  };
   u.on_device = [&](int g, int64_t begin, int64_t len, float* master, float* m,
                     float* v) -> absl::Status {
     char* work = sharded_->OwnedWorking(g, begin);
     if (staged_working) {
       staged.resize(len * es);
       work = staged.data();
+    } else if (host_working) {
+      if (staged_dev.bytes() < static_cast<size_t>(len) * es) {
+        ASSIGN_OR_RETURN(staged_dev, DeviceBuffer::Make(device, len * es));
+      }
+      work = staged_dev.data<char>();
     }
     if (fused) {
       // Pass 2: raw gradients in, zeroed once read (stage 1's scratch
@@ -162,8 +177,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
       } else {
         device->AdamStepRawGrad(u.adam, grad, src_t, master, m, v, len, work, t, stage != 1);
       }
-      if (staged_working) return sharded_->param_file(g)->Write(begin * es, len * es, work);
-      return absl::OkStatus();
+      return land(g, begin, len, work);
     }
     const float* grad = g32[g] + begin;
     if (u.sgd_mode) {
@@ -171,8 +185,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     } else {
       device->AdamStep(u.adam, grad, master, m, v, len, work, t);
     }
-    if (staged_working) return sharded_->param_file(g)->Write(begin * es, len * es, work);
-    return absl::OkStatus();
+    return land(g, begin, len, work);
   };
   bool agreed = false;
   u.agree = [&](bool ok) -> absl::StatusOr<bool> {

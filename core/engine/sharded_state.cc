@@ -11,7 +11,13 @@
 
 namespace zero {
 
-ShardedState::~ShardedState() = default;
+ShardedState::~ShardedState() {
+  for (GroupShard& gs : groups_) {
+    if (gs.host_working != nullptr) {
+      ctx_->device->FreeHost(gs.host_working, ctx_->config.offload_param.pin_memory);
+    }
+  }
+}
 
 absl::Status ShardedState::Allocate() {
   Device* d = ctx_->device;
@@ -21,24 +27,27 @@ absl::Status ShardedState::Allocate() {
   const int stage = ctx_->stage();
   const bool nvme_params =
       stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kNvme;
-  // With GPU state, "cpu" would have to keep stage 3's own working shard in
-  // host memory and upload it for each gather; this version does not, so it
-  // is refused rather than silently leaving the shard on the GPU (issue 15).
-  if (stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kCpu &&
-      !d->host_accessible()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "zero_optimization.offload_param.device: \"cpu\" with model state on device ",
-        d->name(), " is not supported in this version (the stage-3 working shard would stay "
-        "in device memory); use \"none\", or the cpu device"));
-  }
+  // offload_param "cpu" with device state: stage 3's own working shard in
+  // host memory, uploaded for each gather (docs/ARCHITECTURE.md, "Offload").
+  // On the cpu device the shard is host memory already.
+  host_params_ = stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kCpu &&
+                 !d->host_accessible();
+  // (ZeRO++ on a device is refused at finalize, in Engine::Finalize.)
   groups_.resize(layout.groups().size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     const LayoutGroup& lg = layout.groups()[g];
     GroupShard& gs = groups_[g];
     gs.owned_begin = stage == 0 ? 0 : lg.shard * ctx_->rank;
     gs.owned_len = stage == 0 ? lg.padded : lg.shard;
-    const int64_t work_len = stage == 3 ? (nvme_params ? 0 : lg.shard) : lg.padded;
+    const int64_t work_len =
+        stage == 3 ? (nvme_params || host_params_ ? 0 : lg.shard) : lg.padded;
     ASSIGN_OR_RETURN(gs.working, DeviceBuffer::Make(d, work_len * es));
+    if (host_params_) {
+      const size_t bytes = std::max<size_t>(1, lg.shard * es);
+      ASSIGN_OR_RETURN(void* h, d->AllocateHost(bytes, ctx_->config.offload_param.pin_memory));
+      gs.host_working = static_cast<char*>(h);
+      host_param_bytes_ += lg.shard * es;
+    }
     const int64_t grad_len = stage <= 1 ? lg.padded : lg.shard;
     ASSIGN_OR_RETURN(gs.grads, DeviceBuffer::Make(d, grad_len * es));
   }
@@ -79,10 +88,12 @@ absl::Status ShardedState::Allocate() {
       });
       RETURN_IF_ERROR(ws);
     } else if (hi > lo) {
-      char* dst = gs.working.data<char>() + (lo - gs.owned_begin) * es;
+      char* dst = OwnedWorking(pl.group, lo - gs.owned_begin);
+      absl::Status ps;
       params_->ProduceInit(p, lo - pl.offset, hi - lo, [&](int64_t done, int64_t n, const float* src) {
-        d->UploadF32(src, dst + done * es, t, n);
+        if (ps.ok()) ps = PutOwnedF32(dst + done * es, src, n);
       });
+      RETURN_IF_ERROR(ps);
     }
   }
   frozen_.resize(params_->size());
@@ -146,6 +157,7 @@ void* ShardedState::WorkingPtr(int li) const {
 
 char* ShardedState::OwnedWorking(int g, int64_t begin) {
   const GroupShard& gs = groups_[g];
+  if (host_params_) return gs.host_working + begin * ctx_->es();
   const int64_t base = ctx_->stage() == 3 ? 0 : gs.owned_begin;
   return gs.working.data<char>() + (base + begin) * ctx_->es();
 }
@@ -159,6 +171,7 @@ absl::StatusOr<const char*> ShardedState::OwnSlice(int li, std::vector<char>* sc
   const ParamPlace& pl = layout.place(li);
   const Slice s = layout.SliceOn(li, ctx_->rank);
   const size_t es = ctx_->es();
+  if (host_params_) return groups_[pl.group].host_working + s.shard_offset * es;
   if (param_files_.empty()) return groups_[pl.group].working.data<char>() + s.shard_offset * es;
   // offload_param "nvme": this rank's slice, from its file.
   scratch->resize(std::max<size_t>(1, s.numel * es));
@@ -176,8 +189,36 @@ absl::StatusOr<const char*> ShardedState::OwnSlice(int li, std::vector<char>* sc
 absl::Status ShardedState::GatherInto(int li, void* dst) {
   std::vector<char> mine;
   ASSIGN_OR_RETURN(const char* send, OwnSlice(li, &mine));
+  DeviceBuffer up;
+  if (host_params_) {
+    // The own slice goes up first: a device communicator reads device
+    // memory only. Dropped (freed) once the all-gather returns.
+    const size_t bytes = ctx_->layout.SliceOn(li, ctx_->rank).numel * ctx_->es();
+    ASSIGN_OR_RETURN(up, DeviceBuffer::Make(ctx_->device, std::max<size_t>(1, bytes)));
+    ctx_->device->Copy(up.data(), send, bytes);
+    send = up.data<char>();
+  }
   return ctx_->comm->AllGatherV(send, dst, ctx_->layout.Counts(li), ctx_->dtype());
 }
+
+absl::Status ShardedState::PutOwnedF32(char* dst, const float* src, int64_t n) {
+  Device* d = ctx_->device;
+  if (!host_params_) {
+    d->UploadF32(src, dst, ctx_->dtype(), n);
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(DeviceBuffer cast,
+                   DeviceBuffer::Make(d, std::max<size_t>(1, n * ctx_->es())));
+  d->UploadF32(src, cast.data(), ctx_->dtype(), n);
+  d->Copy(dst, cast.data(), n * ctx_->es());
+  return absl::OkStatus();
+}
+
+void ShardedState::PutOwned(char* dst, const void* src, int64_t n) {
+  ctx_->device->Copy(dst, src, n * ctx_->es());
+}
+
+int64_t ShardedState::host_param_bytes() const { return host_param_bytes_; }
 
 int64_t ShardedState::GatherChunk() const {
   return std::max<int64_t>(1, ctx_->config.allgather_bucket_size / ctx_->world);
@@ -235,8 +276,8 @@ absl::Status ShardedState::WriteWorking(int li, const float* values) {
     return param_files_[pl.group]->WriteCommitted((lo - gs.owned_begin) * es, (hi - lo) * es,
                                                   cast.data());
   }
-  d->UploadF32(values + (lo - pl.offset), OwnedWorking(pl.group, lo - gs.owned_begin), t, hi - lo);
-  return absl::OkStatus();
+  return PutOwnedF32(OwnedWorking(pl.group, lo - gs.owned_begin), values + (lo - pl.offset),
+                     hi - lo);
 }
 
 void ShardedState::WriteFrozen(int id, const float* values) {
@@ -293,8 +334,7 @@ absl::Status ShardedState::WriteWorkingRange(int li, int64_t offset, int64_t cou
     return param_files_[pl.group]->WriteCommitted((lo - gs.owned_begin) * es, (hi - lo) * es,
                                                   cast.data());
   }
-  d->UploadF32(src, OwnedWorking(pl.group, lo - gs.owned_begin), t, hi - lo);
-  return absl::OkStatus();
+  return PutOwnedF32(OwnedWorking(pl.group, lo - gs.owned_begin), src, hi - lo);
 }
 
 void ShardedState::WriteFrozenRange(int id, int64_t offset, int64_t count, const float* values) {

@@ -1,7 +1,9 @@
 // The working copy and the gradients of the flat groups on this rank, and
 // the frozen params (docs/ARCHITECTURE.md, "Where each byte lives"):
 //   working: stages 0-2 the whole padded group; stage 3 this rank's shard
-//            (or, with offload_param "nvme", that shard in a param file);
+//            (or, with offload_param "nvme", that shard in a param file;
+//            with offload_param "cpu" and device state, in host memory,
+//            page-locked with pin_memory: uploaded for each gather);
 //   grads:   stages 0-1 the whole padded group; stages 2-3 this rank's shard.
 // The fp32 master and moments are the optimizer-state store's.
 #ifndef ZERO_CORE_ENGINE_SHARDED_STATE_H_
@@ -24,6 +26,9 @@ struct GroupShard {
   int64_t owned_begin = 0, owned_len = 0;  // this rank's range, in the group
   DeviceBuffer working;
   DeviceBuffer grads;
+  // offload_param "cpu" with device state (stage 3): the owned working shard
+  // in host memory (then `working` is empty).
+  char* host_working = nullptr;
 };
 
 class ShardedState {
@@ -44,13 +49,25 @@ class ShardedState {
 
   // Stages 0-2: param `li` in the working copy.
   void* WorkingPtr(int li) const;
-  // Element `begin` of group g's owned range in the working copy (device).
+  // Element `begin` of group g's owned range in the working copy (device
+  // memory; host memory when params_on_host()).
   char* OwnedWorking(int g, int64_t begin);
   // Frozen param `id`, whole.
   void* Frozen(int id) const { return frozen_[id].data(); }
 
   // offload_param "nvme" (stage 3): the own working shard lives in files.
   bool params_on_nvme() const { return !param_files_.empty(); }
+  // offload_param "cpu" with device state (stage 3): the own working shard
+  // is host memory; written through device staging (PutOwned), uploaded for
+  // each gather.
+  bool params_on_host() const { return host_params_; }
+  // n fp32 values cast to the working dtype into the owned working copy at
+  // `dst` (an OwnedWorking pointer): on the device, then copied down when
+  // params_on_host(), so the bits are the device's cast either way.
+  absl::Status PutOwnedF32(char* dst, const float* src, int64_t n);
+  // n working-dtype elements from device memory `src` to `dst` (an
+  // OwnedWorking pointer).
+  void PutOwned(char* dst, const void* src, int64_t n);
   offload::ParamFile* param_file(int g) { return param_files_[g].get(); }
   void CommitParamFiles();
 
@@ -81,6 +98,8 @@ class ShardedState {
   int64_t grad_bytes() const;
   int64_t frozen_bytes() const;
   int64_t param_file_bytes() const;
+  // offload_param "cpu" with device state: the host bytes of the owned shard.
+  int64_t host_param_bytes() const;
   // Staging for chunked publishing all-gathers (0 when one call suffices).
   int64_t gather_staging_bytes() const { return static_cast<int64_t>(gather_staging_.bytes()); }
 
@@ -98,6 +117,8 @@ class ShardedState {
   std::unique_ptr<offload::SwapDir> param_claim_;
   std::vector<std::unique_ptr<offload::ParamFile>> param_files_;
   DeviceBuffer gather_staging_;  // stages 1-2, chunked AllGatherWorking
+  bool host_params_ = false;
+  int64_t host_param_bytes_ = 0;
 };
 
 }  // namespace zero

@@ -81,6 +81,74 @@ struct CommHandle {
   ~CommHandle() { zero_comm_destroy(comm); }
 };
 
+// DLPack's DLManagedTensor, ABI version 0 (the layout every DLPack consumer
+// reads: numpy.from_dlpack, torch.from_dlpack), for the device arrays of
+// zero/engine.py. The tensor aliases engine memory; manager_ctx holds a
+// reference to the Python owner (the DeviceArray) until the consumer's
+// tensor dies.
+struct DLDevice { int32_t device_type; int32_t device_id; };
+struct DLDataType { uint8_t code; uint8_t bits; uint16_t lanes; };
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
+};
+
+struct DlpackHolder {
+  DLManagedTensor managed{};
+  std::vector<int64_t> shape;
+  PyObject* owner = nullptr;
+};
+
+void DeleteDlpack(DLManagedTensor* t) {
+  auto* h = static_cast<DlpackHolder*>(t->manager_ctx);
+  {
+    py::gil_scoped_acquire gil;  // consumers may free the tensor on any thread
+    Py_XDECREF(h->owner);
+  }
+  delete h;
+}
+
+// A "dltensor" capsule over `address` (dtype code/bits, device type/id),
+// keeping `owner` alive; an unconsumed capsule frees itself.
+py::capsule DlpackCapsule(uintptr_t address, const std::vector<int64_t>& shape, int code,
+                          int bits, int device_type, int device_id, py::object owner) {
+  auto* h = new DlpackHolder();
+  h->shape = shape;
+  h->owner = owner.release().ptr();
+  DLTensor& t = h->managed.dl_tensor;
+  t.data = reinterpret_cast<void*>(address);
+  t.device = DLDevice{device_type, device_id};
+  t.ndim = static_cast<int32_t>(h->shape.size());
+  t.dtype = DLDataType{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
+  t.shape = h->shape.empty() ? nullptr : h->shape.data();
+  t.strides = nullptr;  // row-major, compact
+  t.byte_offset = 0;
+  h->managed.manager_ctx = h;
+  h->managed.deleter = &DeleteDlpack;
+  PyObject* cap = PyCapsule_New(&h->managed, "dltensor", [](PyObject* c) {
+    // Renamed to "used_dltensor" by a consumer, which then owns the tensor.
+    if (PyCapsule_IsValid(c, "dltensor")) {
+      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+    }
+  });
+  if (cap == nullptr) {
+    DeleteDlpack(&h->managed);
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::capsule>(cap);
+}
+
 class Comm {
  public:
   explicit Comm(zero_comm_t* c) : handle_(std::make_shared<CommHandle>()) {
@@ -96,6 +164,14 @@ class Comm {
   static Comm Mpi() {
     zero_comm_t* c = nullptr;
     CheckNoGil([&] { return zero_comm_create_mpi(nullptr, &c); });
+    return Comm(c);
+  }
+
+  // MPI_COMM_WORLD's ranks over NCCL, this rank on GPU `device` (with
+  // ZERO_GPU_STANDIN=1: the NCCL-shaped stand-in, core/backend/standin_select.h).
+  static Comm Nccl(int32_t device) {
+    zero_comm_t* c = nullptr;
+    CheckNoGil([&] { return zero_comm_create_nccl(nullptr, device, &c); });
     return Comm(c);
   }
 
@@ -300,6 +376,35 @@ class Engine {
     void* data = nullptr;
     CheckNoGil([&] { return zero_engine_grad_buffer(e, id, &data); });
     return reinterpret_cast<uintptr_t>(data);
+  }
+
+  void SetDevice(const std::string& kind, int32_t ordinal) {
+    zero_engine_t* e = get();
+    CheckNoGil([&] { return zero_engine_set_device(e, kind.c_str(), ordinal); });
+  }
+
+  py::dict DeviceInfo() const {
+    zero_device_info info = ZERO_DEVICE_INFO_INIT;
+    Check(zero_engine_device(get(), &info));
+    py::dict d;
+    d["kind"] = info.kind;
+    d["ordinal"] = info.ordinal;
+    d["host_accessible"] = info.host_accessible != 0;
+    d["dlpack_device_type"] = info.dlpack_device_type;
+    d["device_bytes"] = info.device_bytes;
+    d["device_peak_bytes"] = info.device_peak_bytes;
+    d["device_reserved_bytes"] = info.device_reserved_bytes;
+    d["pinned_host_bytes"] = info.pinned_host_bytes;
+    return d;
+  }
+
+  // bytes from src to dst (host or this engine's device memory), complete on return.
+  void Copy(uintptr_t dst, uintptr_t src, size_t bytes) {
+    zero_engine_t* e = get();
+    CheckNoGil([&] {
+      return zero_engine_copy(e, reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src),
+                              bytes);
+    });
   }
 
   void GradReady(int32_t id) {
@@ -552,10 +657,16 @@ PYBIND11_MODULE(_zero_c, m) {
       py::arg("dir"), py::arg("tag"), py::arg("out_path"), py::arg("dtype"),
       "Writes every param of DIR/TAG (None: latest) as one safetensors file.");
 
+  m.def("dlpack_capsule", &DlpackCapsule, py::arg("address"), py::arg("shape"),
+        py::arg("code"), py::arg("bits"), py::arg("device_type"), py::arg("device_id"),
+        py::arg("owner"),
+        "A DLPack 'dltensor' capsule aliasing engine memory (owner kept alive).");
+
   py::class_<Comm>(m, "Comm")
       .def_static("create_self", &Comm::Self)
       .def_static("create_mpi", &Comm::Mpi)
       .def_static("create_threads", &Comm::Threads, py::arg("world_size"))
+      .def_static("create_nccl", &Comm::Nccl, py::arg("device"))
       .def("rank", &Comm::Rank)
       .def("size", &Comm::Size)
       .def("barrier", &Comm::Barrier)
@@ -586,6 +697,9 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("release", &Engine::Release, py::arg("id"))
       .def("grad_buffer", &Engine::GradBuffer, py::arg("id"))
       .def("grad_ready", &Engine::GradReady, py::arg("id"))
+      .def("set_device", &Engine::SetDevice, py::arg("kind"), py::arg("ordinal"))
+      .def("device_info", &Engine::DeviceInfo)
+      .def("copy", &Engine::Copy, py::arg("dst"), py::arg("src"), py::arg("bytes"))
       .def("dtype", &Engine::DType)
       .def("loss_scale", &Engine::LossScale)
       .def("step", &Engine::Step)

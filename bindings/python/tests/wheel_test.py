@@ -70,12 +70,20 @@ def test_wheel_installs_in_fresh_venv_and_steps():
     # The console script: two ranks of a .py program on this host.
     prog = os.path.join(tmp, "rank.py")
     with open(prog, "w") as f:
-        f.write("import os, sys, zero; print('rank', os.environ['RANK'], "
-                "os.environ['WORLD_SIZE'], sys.prefix == %r)\n" % venv)
+        # Each rank writes its own file: two ranks' stdout lines can interleave
+        # mid-line through mpirun's output forwarding.
+        f.write("import os, sys, zero\n"
+                "r = os.environ['RANK']\n"
+                "open('rank.%%s.txt' %% r, 'w').write('rank %%s %%s %%s' %% "
+                "(r, os.environ['WORLD_SIZE'], sys.prefix == %r))\n" % venv)
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_btl="self,vader")
     out = subprocess.run([os.path.join(venv, "bin", "zero-launch"), "--num_procs", "2",
                           prog], env=env, cwd=tmp, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert sorted(out.stdout.split("\n")[:2]) == ["rank 0 2 True", "rank 1 2 True"], out.stdout
+    got = []
+    for r in range(2):
+        with open(os.path.join(tmp, "rank.%d.txt" % r)) as f:
+            got.append(f.read())
+    assert got == ["rank 0 2 True", "rank 1 2 True"], out.stdout + out.stderr

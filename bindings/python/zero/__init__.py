@@ -27,6 +27,7 @@ except ImportError as _err:
 from .comm import Comm, launched_by_mpi, launcher_rank_and_size
 from .dtypes import DType, bf16_to_float32, float32_to_bf16
 from .engine import Engine, InitSpec, ParamInfo, StepInfo, load_config
+from .device import Device, DeviceArray, DeviceKind
 from .checkpoint import export_safetensors
 from .estimate import estimate
 from .errors import (AbortedError, DataLossError, FailedPreconditionError,
@@ -54,7 +55,8 @@ if version() // 10000 != HEADER_VERSION // 10000:
         f"{HEADER_VERSION} the extension was built against")
 
 __all__ = [
-    "Comm", "DType", "Engine", "InitSpec", "ParamInfo", "StepInfo", "load_config",
+    "Comm", "DType", "Device", "DeviceArray", "DeviceKind", "Engine", "InitSpec",
+    "ParamInfo", "StepInfo", "load_config",
     "export_safetensors", "estimate",
     "bf16_to_float32", "float32_to_bf16", "launched_by_mpi",
     "launcher_rank_and_size", "version",

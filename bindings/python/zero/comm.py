@@ -4,7 +4,7 @@ from __future__ import annotations
 import atexit
 import os
 import weakref
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -36,6 +36,17 @@ class Comm:
     def mpi(cls) -> "Comm":
         """MPI_COMM_WORLD (initializes MPI; zero finalizes it at exit)."""
         return cls(_zero_c.Comm.create_mpi(), "mpi")
+
+    @classmethod
+    def nccl(cls, device: Optional[int] = None) -> "Comm":
+        """MPI_COMM_WORLD's ranks over NCCL, this rank's state on GPU
+        ``device`` (default: ``LOCAL_RANK``, else 0). Engines on it keep their
+        state on that GPU. Needs a libzero_c built with ``--config=cuda``;
+        with ``ZERO_GPU_STANDIN=1`` it is the CPU stand-in (tests)."""
+        if device is None:
+            device = int(os.environ.get("LOCAL_RANK", os.environ.get(
+                "OMPI_COMM_WORLD_LOCAL_RANK", "0")))
+        return cls(_zero_c.Comm.create_nccl(int(device)), "nccl")
 
     @classmethod
     def threads(cls, world_size: int) -> List["Comm"]:

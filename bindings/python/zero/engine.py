@@ -14,6 +14,7 @@ import numpy as np
 from . import _zero_c
 from ._abi_tables import COMM_LOG_ENTRY_FIELDS, STATS_FIELDS, STEP_BREAKDOWN_FIELDS, StepInfo
 from .comm import Comm
+from .device import Device, DeviceArray, parse_device
 from .dtypes import DType, float32_to_bf16
 from .errors import InvalidArgumentError, NotFoundError
 
@@ -158,20 +159,34 @@ class Engine:
             the key path.
         comm: the ranks to shard over; default :meth:`Comm.default` (MPI when
             launched by mpirun), which the engine then owns and closes.
+        device: where the state lives: ``"cpu"``, ``"cuda"`` / ``"cuda:N"``
+            (default: the CPU, or the GPU of a :meth:`Comm.nccl`). On a GPU,
+            :meth:`gather` and :meth:`grad_buffer` return
+            :class:`zero.DeviceArray` (DLPack) instead of numpy views, and a
+            host communicator (mpi, threads) is staged through host memory.
     """
 
-    def __init__(self, config: ConfigLike, comm: Optional[Comm] = None) -> None:
+    def __init__(self, config: ConfigLike, comm: Optional[Comm] = None,
+                 device: Optional[str] = None) -> None:
         self.config: Dict[str, Any] = load_config(config)
         self._owns_comm = comm is None
         self.comm: Comm = Comm.default() if comm is None else comm
         try:
             self._c = _zero_c.Engine(json.dumps(self.config), self.comm._c)
+            if device is not None:
+                try:
+                    self._c.set_device(*parse_device(device))
+                except BaseException:
+                    self._c.close()  # lets the communicator close
+                    raise
         except BaseException:
             if self._owns_comm:
                 self.comm.close()
             raise
         #: Working dtype of trainable params (fp16/bf16 in the config).
         self.dtype: DType = DType(self._c.dtype())
+        #: Where the state lives (:class:`zero.Device`).
+        self.device: Device = Device.from_c(self._c.device_info())
         self._params: List[ParamInfo] = []
         self._by_name: Dict[str, ParamInfo] = {}
         self._finalized = False
@@ -322,11 +337,14 @@ class Engine:
 
     # ---- data ---------------------------------------------------------
 
-    def _view(self, address: int, info: ParamInfo, readonly: bool) -> np.ndarray:
+    def _view(self, address: int, info: ParamInfo, readonly: bool) -> Any:
+        if not self.device.host_accessible:
+            return DeviceArray(self, address, info.shape, info.dtype, self.device,
+                               writable=not readonly)
         return np.asarray(_View(self, address, info.shape, info.dtype.numpy,
                                 readonly))
 
-    def gather(self, p: ParamRef, *, writable: bool = False) -> np.ndarray:
+    def gather(self, p: ParamRef, *, writable: bool = False) -> Any:
         """COLLECTIVE in stage 3. The full working copy of ``p`` as a
         zero-copy view, valid until the matching :meth:`release`. Gathers
         nest. Read-only unless ``writable`` (the optimizer owns the values;
@@ -341,7 +359,7 @@ class Engine:
     @contextlib.contextmanager
     def gathered(self, *params: ParamRef) -> Iterator[List[np.ndarray]]:
         """Context manager: gathers ``params`` (in order), yields their views,
-        releases them on exit."""
+        releases them on exit (numpy views, or :class:`zero.DeviceArray` on a GPU)."""
         done: List[int] = []
         try:
             views = []
@@ -355,9 +373,10 @@ class Engine:
                 if not self._c.closed:
                     self.release(pid)
 
-    def grad_buffer(self, p: ParamRef) -> np.ndarray:
+    def grad_buffer(self, p: ParamRef) -> Any:
         """A zero-filled writable view for this micro-step's gradient of a
-        trainable param; write or add into it, then :meth:`grad_ready`."""
+        trainable param; write or add into it, then :meth:`grad_ready`. On a
+        GPU a :class:`zero.DeviceArray` (DLPack; :meth:`DeviceArray.copy_from`)."""
         info = self.param(p)
         return self._view(self._c.grad_buffer(info.id), info, readonly=False)
 
@@ -375,7 +394,10 @@ class Engine:
             src = float32_to_bf16(src)
         src = src.reshape(info.shape)
         buf = self.grad_buffer(info.id)
-        np.copyto(buf, src, casting="unsafe")
+        if isinstance(buf, DeviceArray):
+            buf.copy_from(src)
+        else:
+            np.copyto(buf, src, casting="unsafe")
         self.grad_ready(info.id)
 
     @property
@@ -511,6 +533,15 @@ class Engine:
     def comm_log_summary(self) -> str:
         """The collective log as DeepSpeed's log_summary table."""
         return self._c.comm_log_summary()
+
+    def device_memory(self) -> Dict[str, int]:
+        """What the engine's device holds now (``zero_engine_device``):
+        ``device_bytes`` allocated and their high-water mark
+        ``device_peak_bytes``, ``device_reserved_bytes`` held by the CUDA
+        caching allocator, ``pinned_host_bytes`` of page-locked host staging."""
+        d = self._c.device_info()
+        return {k: int(d[k]) for k in ("device_bytes", "device_peak_bytes",
+                                        "device_reserved_bytes", "pinned_host_bytes")}
 
     def stats(self) -> Dict[str, int]:
         """Bytes per category on this rank and elements sent per collective

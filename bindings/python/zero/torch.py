@@ -42,6 +42,19 @@ after every optimizer step; stage 3: upcast when gathered), fp16 floating
 inputs of ``engine(...)`` are upcast, gradients are cast to fp16 when handed
 to the runtime (after loss scaling, so overflow is detected as in DeepSpeed).
 
+CUDA models (zero/_torch_bridge.py): a model on ``cuda:N`` (or
+``initialize(..., device="cuda:N")``, which moves a CPU model there) puts the
+runtime's state on that GPU; stages 0-2 alias each param to the runtime's
+device memory through DLPack (``torch.from_dlpack`` of a zero.DeviceArray, no
+copy), stage 3 copies gathered device buffers into torch-owned CUDA tensors.
+Ordering with torch's current stream uses events: the runtime's work is done
+when its calls return; torch's queued work is waited for (an event on its
+current stream) before a gradient is handed over, before a gathered buffer
+is released and before the optimizer step overwrites params. fp16 on a GPU
+computes in fp16. Tests run this path on the CPU stand-in for a GPU
+(``ZERO_GPU_STANDIN=1``), where torch cannot hold device tensors and values
+are copied instead of aliased; the aliasing itself is tested on a GPU only.
+
 Activation checkpointing (an ``activation_checkpointing`` section in the
 config): the model's repeated blocks run under torch's non-reentrant
 ``torch.utils.checkpoint`` (see _ActivationCheckpointing for which ones); in
@@ -87,6 +100,7 @@ except ImportError:  # older torch: attribute reads still gather
 import numpy as np
 import torch
 
+from . import _torch_bridge
 from .comm import Comm
 from .dtypes import DType
 from .engine import ConfigLike, Engine, StepInfo, load_config
@@ -105,17 +119,24 @@ _TORCH_DTYPE = {
 }
 
 
-def _as_tensor(view: np.ndarray, dtype: DType) -> torch.Tensor:
-    """A torch tensor sharing the memory of an engine view."""
-    if dtype == DType.BF16:
-        return torch.from_numpy(view.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(view)
+def _move_module(model: torch.nn.Module, device: torch.device) -> None:
+    """Moves the module's non-meta params and buffers to ``device`` (meta
+    params are described, and placed when registered)."""
+    with torch.no_grad():
+        for m in model.modules():
+            for key, p in m._parameters.items():
+                if p is not None and not p.is_meta:
+                    p.data = p.data.to(device)
+            for key, b in list(m._buffers.items()):
+                if b is not None and not b.is_meta:
+                    m._buffers[key] = b.to(device)
 
 
-def _placeholder(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+def _placeholder(shape: Sequence[int], dtype: torch.dtype,
+                 device: Any = "cpu") -> torch.Tensor:
     """A released stage-3 param: full shape, one element of storage, NaN
     (a result computed from it cannot pass for a real one)."""
-    return torch.full((), float("nan"), dtype=dtype).expand(tuple(shape))
+    return torch.full((), float("nan"), dtype=dtype, device=device).expand(tuple(shape))
 
 
 class _PostBackward(torch.autograd.Function):
@@ -437,7 +458,7 @@ def _broadcast_from_rank0(tensors: List[torch.Tensor], comm: Any) -> None:
         data = t.data
         if data.numel() == 0:
             continue
-        raw = data.detach().contiguous().view(-1).view(torch.uint8).numpy().copy()
+        raw = data.detach().contiguous().view(-1).view(torch.uint8).cpu().numpy().copy()
         comm.broadcast(raw, root=0)
         out = torch.from_numpy(raw).view(data.dtype).view(data.shape)
         with torch.no_grad():
@@ -630,16 +651,14 @@ class ZeroTorchEngine(torch.nn.Module):
                  overlap_grad_hooks: bool = True, *,
                  init_fn: Any = None, pretrained: Any = None,
                  init_seed: int = 0, wrap_policy: Any = None,
-                 _keep_originals: bool = False) -> None:
+                 device: Any = None, _keep_originals: bool = False) -> None:
         super().__init__()
         self._wrap_policy = wrap_policy
-        for name, p in model.named_parameters():
-            if p.device.type == "meta":
-                continue  # described, not copied (_meta_init_spec)
-            if p.device.type != "cpu":
-                raise ValueError(
-                    f"zero.torch: param {name!r} is on {p.device}; the runtime "
-                    "holds model state in CPU memory, so the model must be too")
+        # The runtime's device: `device`, else the model's (a CUDA model puts
+        # the state on its GPU), else the communicator's (NCCL) or the CPU.
+        model_dev = _torch_bridge.model_device(model)
+        if device is None and model_dev is not None and model_dev.type == "cuda":
+            device = f"cuda:{model_dev.index or 0}"
         trainable_set: Optional[Set[int]] = None
         if model_parameters is not None:
             trainable_set = {id(p) for p in model_parameters}
@@ -667,7 +686,15 @@ class ZeroTorchEngine(torch.nn.Module):
         # runtime would report it as without effect); the rest goes down.
         cfg = dict(load_config(config))
         self._ac_section = cfg.pop("activation_checkpointing", None)
-        self.zero = Engine(cfg, comm)
+        self.zero = Engine(cfg, comm, device=None if device is None else str(device))
+        self._bridge = _torch_bridge.bridge_for(self.zero)
+        if model_dev is not None and model_dev != self._bridge.torch_device:
+            if self._bridge.torch_device.type == "cpu":
+                self.zero.close()
+                raise ValueError(
+                    f"zero.torch: the model is on {model_dev} and the runtime on "
+                    f"{self.zero.device}; give initialize(device=...) the model's device")
+            _move_module(model, self._bridge.torch_device)  # as DeepSpeed's engine does
         _live_torch_engines.add(self)
         _install_excepthook()
         try:
@@ -692,7 +719,8 @@ class ZeroTorchEngine(torch.nn.Module):
                     continue
                 q = new.get(id(p))
                 if q is None:
-                    q = torch.nn.Parameter(_placeholder(p.shape, self.compute_dtype),
+                    q = torch.nn.Parameter(_placeholder(p.shape, self.compute_dtype,
+                                                        self._bridge.torch_device),
                                            requires_grad=p.requires_grad)
                     new[id(p)] = q
                     self._meta_new[id(q)] = specs[id(p)]
@@ -708,8 +736,10 @@ class ZeroTorchEngine(torch.nn.Module):
     def _setup(self, model: torch.nn.Module, trainable_set: Optional[Set[int]],
                overlap_grad_hooks: bool) -> None:
         self.dtype = _TORCH_DTYPE[self.zero.dtype]
-        # fp16 on the CPU computes in fp32 (see the module docstring).
-        self._upcast = self.zero.dtype == DType.F16
+        # fp16 on the CPU computes in fp32 (see the module docstring); on a
+        # GPU in fp16.
+        self._upcast = (self.zero.dtype == DType.F16
+                        and self._bridge.torch_device.type == "cpu")
         self.compute_dtype = torch.float32 if self._upcast else self.dtype
         self.stage = int(self.zero.stats()["stage"])  # as the runtime parsed it
         # As the runtime resolved it ("auto" and batch arithmetic applied);
@@ -803,12 +833,16 @@ class ZeroTorchEngine(torch.nn.Module):
         # Stages 0-2 with fp16: the runtime's fp16 working copies, whose fp32
         # copies the params hold.
         self._views: List[Optional[torch.Tensor]] = [None] * len(self._params)
+        # Stages 0-2: the resident gathered buffers (refreshed from after
+        # each optimizer step when the bridge copies instead of aliasing).
+        self._bufs: List[Any] = [None] * len(self._params)
 
         if self.stage < 3:
             for i, p in enumerate(self._params):
                 view = self.zero.gather(self._ids[i], writable=True)
                 self._gather_count[i] = 1
-                t = _as_tensor(view, self.zero.dtype)
+                self._bufs[i] = view
+                t = self._bridge.tensor(view, self.zero.dtype)
                 if self._upcast:
                     self._views[i] = t
                     p.data = t.to(torch.float32)
@@ -816,7 +850,7 @@ class ZeroTorchEngine(torch.nn.Module):
                     p.data = t
         else:
             for i, p in enumerate(self._params):
-                p.data = _placeholder(p.shape, self.compute_dtype)
+                p.data = _placeholder(p.shape, self.compute_dtype, self._bridge.torch_device)
             self._install_stage3_hooks()
         if self.stage == 3 or self._upcast:
             self._install_state_dict_hooks()
@@ -898,13 +932,16 @@ class ZeroTorchEngine(torch.nn.Module):
         """Ends the micro-step (COLLECTIVE); at the boundary the optimizer
         updates the params in place."""
         self._check_open()
+        # The optimizer overwrites the working copy torch's queued forward and
+        # backward may still read (a GPU): those finish first.
+        self._bridge.torch_done()
         info = self.zero.step()
         self._handed = [False] * len(self._params)
         self.last_step_info = info
         self.global_steps = info.global_step
         if info.boundary:
             self._step_applied = not info.skipped
-            if self._upcast and not info.skipped:
+            if not info.skipped:
                 self._refresh_upcast()
         return info
 
@@ -1026,7 +1063,9 @@ class ZeroTorchEngine(torch.nn.Module):
         i = self._index[id(param)]
         view = self.zero.gather(self._ids[i], writable=True)  # copied at once
         try:
-            return _as_tensor(view, self.zero.dtype).clone()
+            out = self._bridge.tensor(view, self.zero.dtype).clone()
+            self._bridge.torch_done()
+            return out
         finally:
             self.zero.release(self._ids[i])
 
@@ -1175,13 +1214,15 @@ class ZeroTorchEngine(torch.nn.Module):
         if not self.zero.closed:
             for i, p in enumerate(self._params):
                 if not keep_values:
-                    p.data = torch.zeros(p.shape, dtype=self.dtype)
+                    p.data = torch.zeros(p.shape, dtype=self.dtype,
+                                         device=self._bridge.torch_device)
                 elif self.stage < 3:
                     src = self._views[i] if self._upcast else p.data
                     p.data = src.clone()
                 else:
                     view = self.zero.gather(self._ids[i], writable=True)
-                    p.data = _as_tensor(view, self.zero.dtype).clone()
+                    p.data = self._bridge.tensor(view, self.zero.dtype).clone()
+                    self._bridge.torch_done()
                     self.zero.release(self._ids[i])
         self.zero.close()
         _live.discard(self)
@@ -1247,24 +1288,35 @@ class ZeroTorchEngine(torch.nn.Module):
         self._patched_dicts.clear()
 
     def _refresh_upcast(self) -> None:
-        """fp16, stages 0-2: the params' fp32 copies take the runtime's new
-        fp16 working values."""
+        """Stages 0-2, after the runtime changed the working values: params
+        that do not alias them take them (fp16 upcast copies; a bridge that
+        copies, the stand-in). Nothing to do when params alias the runtime."""
+        if self.stage == 3 or (self._bridge.aliases and not self._upcast):
+            return
         with torch.no_grad():
-            for p, v in zip(self._params, self._views):
-                if v is not None:
-                    p.data.copy_(v)
+            for i, p in enumerate(self._params):
+                if not self._bridge.aliases and self._bufs[i] is not None:
+                    t = self._bridge.tensor(self._bufs[i], self.zero.dtype)
+                    if self._upcast:
+                        self._views[i] = t
+                    p.data.copy_(t)
+                elif self._views[i] is not None:
+                    p.data.copy_(self._views[i])
 
     def _regather_resident(self, i: int) -> None:
         """Stages 0-2: gathers param i again after a release; its storage is
         the runtime's resident copy, which keeps its address."""
         view = self.zero.gather(self._ids[i], writable=True)
+        self._bufs[i] = view
         p = self._params[i]
-        if self._upcast:
-            self._views[i] = _as_tensor(view, self.zero.dtype)
+        if self._upcast or not self._bridge.aliases:
+            t = self._bridge.tensor(view, self.zero.dtype)
+            if self._upcast:
+                self._views[i] = t
             with torch.no_grad():
-                p.data.copy_(self._views[i])
-        elif p.data.data_ptr() != view.ctypes.data:  # not expected; stay correct
-            p.data = _as_tensor(view, self.zero.dtype)
+                p.data.copy_(t)
+        elif p.data.data_ptr() != self._bridge.address(view):  # not expected; stay correct
+            p.data = self._bridge.tensor(view, self.zero.dtype)
 
     def _write_param(self, i: int, values: np.ndarray) -> None:
         """Sets param i to ``values`` (full fp32, the same on every rank)
@@ -1303,8 +1355,9 @@ class ZeroTorchEngine(torch.nn.Module):
         grad = p.grad
         buf = self.zero.grad_buffer(pid)
         if grad is not None:
-            _as_tensor(buf, self.zero.dtype).copy_(grad.reshape(buf.shape))
+            self._bridge.write(buf, self.zero.dtype, grad)
             p.grad = None
+            self._bridge.torch_done()  # the copy lands before the runtime reads it
         self.zero.grad_ready(pid)
         self._handed[i] = True
 
@@ -1426,8 +1479,9 @@ class ZeroTorchEngine(torch.nn.Module):
         self._gather_count[i] += 1
         if self._gather_count[i] == 1:
             # A torch-owned copy: autograd may keep views of it.
-            self._params[i].data = _as_tensor(view, self.zero.dtype).to(
+            self._params[i].data = self._bridge.tensor(view, self.zero.dtype).to(
                 self.compute_dtype, copy=True)
+            self._bridge.torch_done()  # copied before the buffer is released
 
     def _gather_module(self, module: torch.nn.Module, backward: bool = False) -> None:
         for i in self._module_params.get(id(module), ()):
@@ -1445,7 +1499,8 @@ class ZeroTorchEngine(torch.nn.Module):
             p = self._params[i]
             self._busy += 1
             try:
-                p.data = _placeholder(p.shape, self.compute_dtype)
+                p.data = _placeholder(p.shape, self.compute_dtype,
+                                      self._bridge.torch_device)
             finally:
                 self._busy -= 1
 
@@ -1642,14 +1697,13 @@ class GatheredParameters:
                 e._release_param(i)
         for e, i, values in writes:
             e._write_param(i, values)
-            if e._upcast:
-                e._refresh_upcast()
+            e._refresh_upcast()
 
 
 def _full_values(e: "ZeroTorchEngine", i: int) -> np.ndarray:
     """Param i's full values as the module sees them (gathered at stage 3),
     as a new contiguous fp32 array."""
-    return e._params[i].data.detach().to(torch.float32).contiguous().numpy().copy()
+    return e._params[i].data.detach().to(torch.float32).cpu().contiguous().numpy().copy()
 
 
 def _guard_clip(orig: Any, what: str) -> Any:
@@ -1719,7 +1773,8 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
                comm: Optional[Comm] = None,
                overlap_grad_hooks: bool = True,
                init_fn: Any = None, pretrained: Any = None,
-               init_seed: int = 0, wrap_policy: Any = None) -> Any:
+               init_seed: int = 0, wrap_policy: Any = None,
+               device: Any = None) -> Any:
     """Moves ``model``'s state into a zero runtime, as ``deepspeed.initialize``.
 
     DeepSpeed's form (keywords, or ``args`` first)::
@@ -1765,6 +1820,12 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
             meta param (called during finalize for this rank's elements).
             Values come from the runtime's generator: same distributions as
             torch's, not the same numbers. Meta buffers are refused.
+        device: where the runtime keeps the state: ``"cuda:N"`` (default:
+            the model's GPU when its params are on one; then gathered params
+            alias the runtime's device memory through DLPack), ``"cpu"``.
+            A CPU model given ``"cuda:N"`` is moved there, as DeepSpeed's
+            engine moves it. With ``ZERO_GPU_STANDIN=1`` (tests), ``"cuda"`` is
+            the CPU stand-in and the model stays on the CPU.
         pretrained: a ``.safetensors`` file or a Hugging Face
             ``model.safetensors.index.json``, loaded after the params are
             registered (zero.Engine.load_safetensors; each rank reads only
@@ -1785,7 +1846,8 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
                                model_parameters=model_parameters,
                                overlap_grad_hooks=overlap_grad_hooks,
                                init_fn=init_fn, pretrained=pretrained,
-                               init_seed=init_seed, wrap_policy=wrap_policy)
+                               init_seed=init_seed, wrap_policy=wrap_policy,
+                               device=device)
     if not isinstance(model, torch.nn.Module):
         raise InvalidArgumentError(
             f"initialize: model must be a torch.nn.Module, got {type(model).__name__}")
@@ -1820,7 +1882,7 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
                              overlap_grad_hooks=overlap_grad_hooks,
                              init_fn=init_fn, pretrained=pretrained,
                              init_seed=init_seed, wrap_policy=wrap_policy,
-                             _keep_originals=True)
+                             device=device, _keep_originals=True)
     loader = None
     if training_data is not None:
         try:

@@ -3535,3 +3535,200 @@ extern "C" {
         out: *mut zero_memory_estimate,
     ) -> zero_status;
 }
+pub const ZERO_DEVICE_CPU: zero_device_kind = 0;
+pub const ZERO_DEVICE_CUDA: zero_device_kind = 1;
+pub const ZERO_DEVICE_STANDIN: zero_device_kind = 2;
+pub type zero_device_kind = core::ffi::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct zero_device_info {
+    pub struct_size: usize,
+    pub kind: i32,
+    pub ordinal: i32,
+    pub host_accessible: i32,
+    pub dlpack_device_type: i32,
+    pub device_bytes: i64,
+    pub device_peak_bytes: i64,
+    pub device_reserved_bytes: i64,
+    pub pinned_host_bytes: i64,
+}
+#[test]
+fn bindgen_test_layout_zero_device_info() {
+    assert_eq!(
+        ::core::mem::size_of::<zero_device_info>(),
+        56usize,
+        concat!("Size of: ", stringify!(zero_device_info))
+    );
+    assert_eq!(
+        ::core::mem::align_of::<zero_device_info>(),
+        8usize,
+        concat!("Alignment of ", stringify!(zero_device_info))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_kind() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).kind) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(kind)
+            )
+        );
+    }
+    test_field_kind();
+    fn test_field_ordinal() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).ordinal) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(ordinal)
+            )
+        );
+    }
+    test_field_ordinal();
+    fn test_field_host_accessible() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).host_accessible) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(host_accessible)
+            )
+        );
+    }
+    test_field_host_accessible();
+    fn test_field_dlpack_device_type() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).dlpack_device_type) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(dlpack_device_type)
+            )
+        );
+    }
+    test_field_dlpack_device_type();
+    fn test_field_device_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).device_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(device_bytes)
+            )
+        );
+    }
+    test_field_device_bytes();
+    fn test_field_device_peak_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).device_peak_bytes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(device_peak_bytes)
+            )
+        );
+    }
+    test_field_device_peak_bytes();
+    fn test_field_device_reserved_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).device_reserved_bytes) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(device_reserved_bytes)
+            )
+        );
+    }
+    test_field_device_reserved_bytes();
+    fn test_field_pinned_host_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::core::mem::MaybeUninit::<zero_device_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::core::ptr::addr_of!((*ptr).pinned_host_bytes) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(zero_device_info),
+                "::",
+                stringify!(pinned_host_bytes)
+            )
+        );
+    }
+    test_field_pinned_host_bytes();
+}
+extern "C" {
+    pub fn zero_engine_device(
+        engine: *const zero_engine_t,
+        info: *mut zero_device_info,
+    ) -> zero_status;
+}
+extern "C" {
+    pub fn zero_engine_copy(
+        engine: *mut zero_engine_t,
+        dst: *mut core::ffi::c_void,
+        src: *const core::ffi::c_void,
+        bytes: usize,
+    ) -> zero_status;
+}

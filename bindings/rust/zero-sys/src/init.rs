@@ -242,3 +242,18 @@ pub const fn zero_memory_estimate_init() -> zero_memory_estimate {
         host_bytes_per_node: 0,
     }
 }
+
+/// `ZERO_DEVICE_INFO_INIT`: [`zero_device_info`] as the header initializes it.
+pub const fn zero_device_info_init() -> zero_device_info {
+    zero_device_info {
+        struct_size: core::mem::size_of::<zero_device_info>(),
+        kind: 0,
+        ordinal: 0,
+        host_accessible: 0,
+        dlpack_device_type: 0,
+        device_bytes: 0,
+        device_peak_bytes: 0,
+        device_reserved_bytes: 0,
+        pinned_host_bytes: 0,
+    }
+}

@@ -62,6 +62,20 @@ impl Communicator {
         unsafe { Communicator::from_raw(raw) }
     }
 
+    /// An NCCL communicator over `MPI_COMM_WORLD`'s ranks, this rank on CUDA
+    /// device `device` (`zero_comm_create_nccl`): engines on it keep their
+    /// state on that GPU. [`Status::Unimplemented`] when the library was
+    /// built without CUDA; with `ZERO_GPU_STANDIN=1` in the environment, the
+    /// NCCL-shaped CPU stand-in (tests).
+    pub fn nccl(device: i32) -> Result<Communicator> {
+        crate::check_version()?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: NULL selects MPI_COMM_WORLD; `raw` is a valid out pointer.
+        check(unsafe { sys::zero_comm_create_nccl(ptr::null(), device, &mut raw) })?;
+        // SAFETY: on success `raw` is a fresh handle we now own.
+        unsafe { Communicator::from_raw(raw) }
+    }
+
     /// `world_size` communicators of one in-process group
     /// (`zero_comm_create_threads`); element `r` is rank `r`. Move each one to
     /// its own thread: collectives wait for every rank.
@@ -151,7 +165,12 @@ impl Communicator {
     pub fn broadcast(&self, data: &mut [u8], root: i32) -> Result<()> {
         // SAFETY: as in `barrier`; `data` is valid for `len` bytes.
         check(unsafe {
-            sys::zero_comm_broadcast(self.raw.as_ptr(), data.as_mut_ptr().cast(), data.len(), root)
+            sys::zero_comm_broadcast(
+                self.raw.as_ptr(),
+                data.as_mut_ptr().cast(),
+                data.len(),
+                root,
+            )
         })
     }
 

@@ -6,6 +6,7 @@ use zero_sys as sys;
 
 use crate::comm::Communicator;
 use crate::config::{Config, DType, Source};
+use crate::device::{device_info, DeviceInfo, DeviceSlice, DeviceSliceMut, Element};
 use crate::error::{check, Error, Result, Status};
 
 /// Identifies a registered parameter of one [`Engine`]: 0, 1, ... in
@@ -344,6 +345,9 @@ pub struct Engine<'c> {
     raw: NonNull<sys::zero_engine_t>,
     comm: &'c Communicator,
     params: Vec<ParamMeta>,
+    // Whether gathered params and gradient buffers are host memory (the CPU
+    // device); if not, they are reached through DeviceSlice only.
+    host_accessible: bool,
     // Fill closures of register_param_fill, boxed so the pointers handed to
     // the runtime stay put; kept until finalize returns (or the engine drops).
     #[allow(clippy::vec_box)] // the Vec may move; each Box must not
@@ -449,12 +453,38 @@ impl<'c> Engine<'c> {
                 "zero_engine_create returned OK and a NULL handle",
             )
         })?;
-        Ok(Engine {
+        let mut engine = Engine {
             raw,
             comm,
             params: Vec::new(),
+            host_accessible: true,
             fills: Vec::new(),
-        })
+        };
+        engine.host_accessible = engine.device()?.host_accessible;
+        Ok(engine)
+    }
+
+    /// Before any param is registered: keeps the state on device `kind`
+    /// (`"cpu"` or `"cuda"`) `ordinal` (`zero_engine_set_device`). With
+    /// `"cuda"`, gathered params and gradient buffers are device memory
+    /// ([`Gathered::device_f32`], [`GradBuffer::device_f32_mut`]); a host
+    /// communicator (MPI, threads) is staged through host memory.
+    pub fn set_device(&mut self, kind: &str, ordinal: i32) -> Result<()> {
+        let kind = CString::new(kind).map_err(|_| {
+            Error::new(
+                Status::InvalidArgument,
+                "set_device: kind contains a NUL byte",
+            )
+        })?;
+        // SAFETY: live handle; `kind` is NUL-terminated for the call.
+        check(unsafe { sys::zero_engine_set_device(self.raw.as_ptr(), kind.as_ptr(), ordinal) })?;
+        self.host_accessible = self.device()?.host_accessible;
+        Ok(())
+    }
+
+    /// Where the state lives (`zero_engine_device`).
+    pub fn device(&self) -> Result<DeviceInfo> {
+        device_info(self.raw.as_ptr())
     }
 
     /// The communicator this engine shards over.
@@ -757,6 +787,7 @@ impl<'c> Engine<'c> {
             id,
             meta,
             data: data as *const u8,
+            host: self.host_accessible,
         };
         guard.check_pointer()?;
         Ok(guard)
@@ -778,11 +809,13 @@ impl<'c> Engine<'c> {
                     "zero_engine_grad_buffer returned a NULL or misaligned buffer",
                 )
             })?;
+        let host = self.host_accessible;
         Ok(GradBuffer {
             engine: self,
             id,
             meta,
             data,
+            host,
         })
     }
 
@@ -790,6 +823,10 @@ impl<'c> Engine<'c> {
     /// [`grad_buffer`](Engine::grad_buffer) plus [`GradBuffer::ready`].
     pub fn set_grad(&mut self, id: ParamId, grad: &[f32]) -> Result<()> {
         let mut buffer = self.grad_buffer(id)?;
+        if !buffer.host {
+            buffer.device_f32_mut()?.copy_from_host(grad)?;
+            return buffer.ready();
+        }
         let dst = buffer.as_f32_mut()?;
         if dst.len() != grad.len() {
             return Err(Error::new(
@@ -1066,6 +1103,7 @@ pub struct Gathered<'e> {
     id: ParamId,
     meta: ParamMeta,
     data: *const u8,
+    host: bool,
 }
 
 impl std::fmt::Debug for Gathered<'_> {
@@ -1108,8 +1146,46 @@ impl<'e> Gathered<'e> {
         self.meta.dtype
     }
 
+    /// Whether the values are device memory (an engine on a GPU): then only
+    /// [`device_f32`](Gathered::device_f32) / [`device_u16`](Gathered::device_u16)
+    /// reach them.
+    pub fn is_device(&self) -> bool {
+        !self.host
+    }
+
+    fn device_slice<T: Element>(&self, want: &str, ok: bool) -> Result<DeviceSlice<'_, T>> {
+        if !ok {
+            return Err(wrong_dtype(self.id, self.meta.dtype, want));
+        }
+        Ok(DeviceSlice::new(
+            self.engine.raw,
+            self.data as *const T,
+            self.meta.numel,
+        ))
+    }
+
+    /// The values of an fp32 param as a [`DeviceSlice`] (any device).
+    pub fn device_f32(&self) -> Result<DeviceSlice<'_, f32>> {
+        self.device_slice("F32", self.meta.dtype == DType::F32)
+    }
+
+    /// The bits of an fp16 or bf16 param as a [`DeviceSlice`] (any device).
+    pub fn device_u16(&self) -> Result<DeviceSlice<'_, u16>> {
+        self.device_slice("F16 or BF16", self.meta.dtype != DType::F32)
+    }
+
     /// The values, typed by dtype.
+    ///
+    /// # Panics
+    /// On device memory ([`is_device`](Gathered::is_device)): the host cannot
+    /// read it; use [`device_f32`](Gathered::device_f32). (`as_f32` /
+    /// `as_u16` return an error instead.)
     pub fn data(&self) -> ParamData<'_> {
+        assert!(
+            self.host,
+            "Gathered::data: param id {} is device memory; use device_f32()/device_u16()",
+            self.id.0
+        );
         // SAFETY: the library keeps `numel` elements of the param's dtype at
         // `data` until the matching release, which happens when `self` drops;
         // the returned slice borrows `self`. Alignment checked in gather.
@@ -1131,8 +1207,23 @@ impl<'e> Gathered<'e> {
         }
     }
 
-    /// The values of an fp32 param; [`Status::InvalidArgument`] otherwise.
+    fn check_host(&self) -> Result<()> {
+        if self.host {
+            return Ok(());
+        }
+        Err(Error::new(
+            Status::FailedPrecondition,
+            format!(
+                "param id {}: the engine keeps it in device memory; read it with device_f32()/device_u16()",
+                self.id.0
+            ),
+        ))
+    }
+
+    /// The values of an fp32 param; [`Status::InvalidArgument`] otherwise,
+    /// [`Status::FailedPrecondition`] on device memory.
     pub fn as_f32(&self) -> Result<&[f32]> {
+        self.check_host()?;
         match self.data() {
             ParamData::F32(v) => Ok(v),
             _ => Err(wrong_dtype(self.id, self.meta.dtype, "F32")),
@@ -1141,6 +1232,7 @@ impl<'e> Gathered<'e> {
 
     /// The bits of an fp16 or bf16 param; [`Status::InvalidArgument`] for fp32.
     pub fn as_u16(&self) -> Result<&[u16]> {
+        self.check_host()?;
         match self.data() {
             ParamData::F16(v) | ParamData::BF16(v) => Ok(v),
             ParamData::F32(_) => Err(wrong_dtype(self.id, self.meta.dtype, "F16 or BF16")),
@@ -1175,6 +1267,7 @@ pub struct GradBuffer<'e, 'c> {
     id: ParamId,
     meta: ParamMeta,
     data: NonNull<u8>,
+    host: bool,
 }
 
 impl std::fmt::Debug for GradBuffer<'_, '_> {
@@ -1207,8 +1300,54 @@ impl GradBuffer<'_, '_> {
         self.meta.dtype
     }
 
-    /// The buffer of an fp32 param; [`Status::InvalidArgument`] otherwise.
+    /// Whether the buffer is device memory (an engine on a GPU): then only
+    /// [`device_f32_mut`](GradBuffer::device_f32_mut) /
+    /// [`device_u16_mut`](GradBuffer::device_u16_mut) reach it.
+    pub fn is_device(&self) -> bool {
+        !self.host
+    }
+
+    /// The buffer of an fp32 param as a [`DeviceSliceMut`] (any device).
+    pub fn device_f32_mut(&mut self) -> Result<DeviceSliceMut<'_, f32>> {
+        if self.meta.dtype != DType::F32 {
+            return Err(wrong_dtype(self.id, self.meta.dtype, "F32"));
+        }
+        Ok(DeviceSliceMut::new(
+            self.engine.raw,
+            self.data.as_ptr() as *mut f32,
+            self.meta.numel,
+        ))
+    }
+
+    /// The bits of an fp16 or bf16 gradient as a [`DeviceSliceMut`] (any device).
+    pub fn device_u16_mut(&mut self) -> Result<DeviceSliceMut<'_, u16>> {
+        if self.meta.dtype == DType::F32 {
+            return Err(wrong_dtype(self.id, self.meta.dtype, "F16 or BF16"));
+        }
+        Ok(DeviceSliceMut::new(
+            self.engine.raw,
+            self.data.as_ptr() as *mut u16,
+            self.meta.numel,
+        ))
+    }
+
+    fn check_host(&self) -> Result<()> {
+        if self.host {
+            return Ok(());
+        }
+        Err(Error::new(
+            Status::FailedPrecondition,
+            format!(
+                "param id {}: the gradient buffer is device memory; write it with device_f32_mut()/device_u16_mut()",
+                self.id.0
+            ),
+        ))
+    }
+
+    /// The buffer of an fp32 param; [`Status::InvalidArgument`] otherwise,
+    /// [`Status::FailedPrecondition`] on device memory.
     pub fn as_f32_mut(&mut self) -> Result<&mut [f32]> {
+        self.check_host()?;
         if self.meta.dtype != DType::F32 {
             return Err(wrong_dtype(self.id, self.meta.dtype, "F32"));
         }
@@ -1223,6 +1362,7 @@ impl GradBuffer<'_, '_> {
     /// The bits of an fp16 or bf16 gradient; [`Status::InvalidArgument`] for
     /// fp32.
     pub fn as_u16_mut(&mut self) -> Result<&mut [u16]> {
+        self.check_host()?;
         if self.meta.dtype == DType::F32 {
             return Err(wrong_dtype(self.id, self.meta.dtype, "F16 or BF16"));
         }

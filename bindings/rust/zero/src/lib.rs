@@ -4,7 +4,11 @@
 //!
 //! * [`Communicator`]: the ranks to shard over: one process
 //!   ([`Communicator::new_self`]), MPI ([`Communicator::mpi_world`]) or threads
-//!   of this process ([`Communicator::threads`]).
+//!   of this process ([`Communicator::threads`]); NCCL on a GPU
+//!   ([`Communicator::nccl`]).
+//! * Devices: [`Engine::set_device`] puts the state on a GPU; its buffers are
+//!   then read and written through [`DeviceSlice`] / [`DeviceSliceMut`]
+//!   (never as host slices).
 //! * [`Config`]: a DeepSpeed `ds_config.json` text or file, or
 //!   [`Config::builder`].
 //! * [`Engine`]: registers params ([`ParamDesc`] → [`ParamId`]), gathers them
@@ -29,6 +33,7 @@
 mod checkpoint;
 mod comm;
 mod config;
+mod device;
 mod engine;
 mod error;
 mod estimate;
@@ -37,11 +42,12 @@ mod generated;
 pub use checkpoint::{export_safetensors, LoadOptions};
 pub use comm::Communicator;
 pub use config::{Config, ConfigBuilder, DType, Optimizer};
+pub use device::{DeviceInfo, DeviceKind, DeviceSlice, DeviceSliceMut, Element};
+pub use engine::{CommLogEntry, StepBreakdown};
 pub use engine::{
     Engine, Gathered, GradBuffer, InitSpec, LoadSafetensorsOptions, ParamData, ParamDesc, ParamId,
     ParamInfo, Stats, StepInfo,
 };
-pub use engine::{CommLogEntry, StepBreakdown};
 pub use error::{Error, Result, Status};
 pub use estimate::{estimate_memory, Topology};
 pub use generated::MemoryEstimate;

@@ -1,0 +1,162 @@
+"""zero.torch's device path.
+
+On this CPU machine it runs through the stand-in for a GPU
+(ZERO_GPU_STANDIN=1: ``initialize(..., device="cuda:0")`` puts the runtime
+on the stand-in; torch, CPU-only here, cannot hold tensors on it, so the
+bridge copies through the runtime): stages 0-3 x fp32/bf16/fp16 x hooks on
+and off with accumulation end bitwise equal to zero.torch on the CPU device
+(params and every step's norm). The DLPack aliasing a CUDA model gets is
+checked on host memory (torch.from_dlpack of a zero.DeviceArray); training a
+CUDA model needs a GPU and is SKIPPED here (tools/device_check.sh runs it).
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+os.environ["ZERO_GPU_STANDIN"] = "1"
+
+import zero  # noqa: E402
+import zero.torch as zt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_model  # noqa: E402
+
+GAS = 2
+
+
+def _train(stage, dtype, hooks, device, model_device=None):
+    cfg = torch_model.ds_config(stage, gas=GAS)
+    if dtype != "fp32":
+        cfg[dtype] = {"enabled": True}
+    model = torch_model.make_model()
+    if model_device is not None:
+        model = model.to(model_device)
+    engine = zt.initialize(model, cfg, comm=zero.Comm.self_(), device=device,
+                           overlap_grad_hooks=hooks)
+    try:
+        norms = []
+        for x, y in torch_model.make_data(3):
+            for xm, ym in zip(x.chunk(GAS), y.chunk(GAS)):
+                if model_device is not None:
+                    xm, ym = xm.to(model_device), ym.to(model_device)
+                out = engine(xm.to(engine.compute_dtype))
+                loss = torch_model.loss_fn(out.float(), ym)
+                engine.backward(loss)
+                info = engine.step()
+                if info.boundary:
+                    norms.append(info.grad_norm)
+        params = engine.full_state_dict()
+        device_type = engine.zero.device.type
+    finally:
+        engine.close()
+    return params, norms, device_type
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("hooks", [True, False])
+def test_standin_device_trains_bit_for_bit_like_the_cpu(stage, dtype, hooks):
+    dev, dn, kind = _train(stage, dtype, hooks, "cuda:0")
+    assert kind == "standin"
+    cpu, cn, kind = _train(stage, dtype, hooks, None)
+    assert kind == "cpu"
+    assert dn == cn and len(dn) == 3
+    for name in cpu:
+        assert torch.equal(dev[name], cpu[name]), name
+    # It trained: fp32 within tolerance of plain torch.
+    if dtype == "fp32":
+        torch_model.assert_params_close(cpu, torch_model.train_reference(gas=GAS, steps=3))
+
+
+def test_params_follow_the_runtime_after_each_step_on_the_standin():
+    # Stage 1: the module's params (copies on the stand-in) equal the
+    # runtime's working copy after every optimizer step.
+    model = torch_model.make_model()
+    engine = zt.initialize(model, torch_model.ds_config(1), comm=zero.Comm.self_(),
+                           device="cuda")
+    try:
+        for x, y in torch_model.make_data(2):
+            engine.backward(torch_model.loss_fn(engine(x), y))
+            engine.step()
+            for name, p in model.named_parameters():
+                i = engine._index[id(p)]
+                want = engine._bufs[i].numpy()
+                assert np.array_equal(p.detach().numpy(), want), name
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("dtype,torch_dtype", [(zero.DType.F32, torch.float32),
+                                                (zero.DType.BF16, torch.bfloat16),
+                                                (zero.DType.F16, torch.float16)])
+def test_torch_from_dlpack_aliases_a_device_array(dtype, torch_dtype):
+    # What CudaBridge does with a GPU engine's buffers, on host memory
+    # (DLPack device type kDLCPU): torch gets the same memory, its dtype.
+    cfg = {"zero_optimization": {"stage": 1}, "optimizer": {"type": "Adam"},
+           "steps_per_print": 0}
+    if dtype == zero.DType.BF16:
+        cfg["bf16"] = {"enabled": True}
+    if dtype == zero.DType.F16:
+        cfg["fp16"] = {"enabled": True}
+    with zero.Engine(cfg, comm=zero.Comm.self_()) as eng:
+        eng.register_param("w", np.arange(6, dtype=np.float32).reshape(2, 3))
+        eng.finalize()
+        view = eng.gather("w", writable=True)
+        arr = zero.DeviceArray(eng, view.ctypes.data, (2, 3), dtype, eng.device, writable=True)
+        t = torch.utils.dlpack.from_dlpack(arr)
+        del arr
+        assert t.dtype == torch_dtype and t.shape == (2, 3) and t.device.type == "cpu"
+        assert t.data_ptr() == view.ctypes.data
+        assert torch.equal(t.float(), torch.arange(6, dtype=torch.float32).reshape(2, 3))
+        eng.release("w")
+
+
+def test_a_standin_device_array_is_refused_by_torch():
+    # The stand-in's memory is not host memory: torch must not take it as such.
+    with zero.Engine({"zero_optimization": {"stage": 0}, "optimizer": {"type": "Adam"},
+                      "steps_per_print": 0}, comm=zero.Comm.self_(), device="cuda") as eng:
+        eng.register_param("w", np.ones(3, np.float32))
+        eng.finalize()
+        a = eng.gather("w")
+        with pytest.raises((RuntimeError, BufferError, TypeError)):
+            torch.utils.dlpack.from_dlpack(a)
+        eng.release("w")
+
+
+needs_gpu = pytest.mark.skipif(
+    not torch.cuda.is_available() or os.environ.get("ZERO_TORCH_CUDA") != "1",
+    reason="needs a CUDA GPU and a --config=cuda libzero_c (ZERO_TORCH_CUDA=1, "
+           "tools/device_check.sh): this torch is CPU-only")
+
+
+@needs_gpu
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_cuda_model_matches_plain_torch_on_the_gpu(stage):
+    os.environ["ZERO_GPU_STANDIN"] = "0"
+    try:
+        got, norms, kind = _train(stage, "fp32", True, None, model_device="cuda:0")
+    finally:
+        os.environ["ZERO_GPU_STANDIN"] = "1"
+    assert kind == "cuda" and len(norms) == 3
+    want = torch_model.train_reference(gas=GAS, steps=3)
+    torch_model.assert_params_close({k: v.cpu() for k, v in got.items()}, want)
+
+
+@needs_gpu
+def test_cuda_params_alias_the_runtime_at_stage_1():
+    os.environ["ZERO_GPU_STANDIN"] = "0"
+    try:
+        model = torch_model.make_model().to("cuda:0")
+        engine = zt.initialize(model, torch_model.ds_config(1), comm=zero.Comm.self_())
+        try:
+            for name, p in model.named_parameters():
+                i = engine._index[id(p)]
+                assert p.device.type == "cuda"
+                assert p.data_ptr() == engine._bufs[i].ptr, name
+        finally:
+            engine.close()
+    finally:
+        os.environ["ZERO_GPU_STANDIN"] = "1"

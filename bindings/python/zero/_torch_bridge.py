@@ -1,0 +1,126 @@
+"""How zero.torch's tensors meet the runtime's buffers, per device.
+
+- host (the CPU device): numpy views, aliased by ``torch.from_numpy``.
+- cuda: :class:`zero.DeviceArray` aliased by ``torch.from_dlpack`` (a CUDA
+  tensor over the runtime's memory, no copy). The runtime's work is done
+  when gather / grad_buffer / step return (docs/ARCHITECTURE.md, "Layers");
+  torch's work is ordered the other way with an event on torch's current
+  stream, waited for before the runtime reads what torch wrote (gradients)
+  or overwrites what torch may still be reading (params, at step).
+- standin: the CPU stand-in for a GPU (``ZERO_GPU_STANDIN=1``) under a CPU
+  build of torch, which cannot hold a tensor on it: values are copied
+  through the runtime (``DeviceArray.numpy`` / ``copy_from``) and params
+  are refreshed after each optimizer step. The tests run zero.torch's device
+  path on it; the aliasing itself needs a GPU.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from .device import DeviceArray, DeviceKind
+from .dtypes import DType
+
+
+def _from_numpy(view: np.ndarray, dtype: DType) -> torch.Tensor:
+    if dtype == DType.BF16:
+        return torch.from_numpy(view.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(view)
+
+
+class Bridge:
+    """Host memory: every buffer is a numpy view torch aliases."""
+
+    #: Params alias the runtime's working copy (no refresh after a step).
+    aliases = True
+    #: The torch device params live on.
+    torch_device = torch.device("cpu")
+
+    def tensor(self, buf: Any, dtype: DType) -> torch.Tensor:
+        """A tensor over (or, without aliasing, a copy of) an engine buffer."""
+        return _from_numpy(buf, dtype)
+
+    def write(self, buf: Any, dtype: DType, value: torch.Tensor) -> None:
+        """Copies ``value`` into the engine buffer ``buf``."""
+        with torch.no_grad():
+            self.tensor(buf, dtype).copy_(value.reshape(buf.shape))
+
+    def address(self, buf: Any) -> int:
+        return int(buf.ctypes.data)
+
+    def torch_done(self) -> None:
+        """Waits for torch's queued work on this device (nothing on the CPU)."""
+
+
+class CudaBridge(Bridge):
+    """A CUDA engine: DeviceArrays aliased through DLPack on cuda:N."""
+
+    def __init__(self, index: int) -> None:
+        self.torch_device = torch.device("cuda", index)
+
+    def tensor(self, buf: Any, dtype: DType) -> torch.Tensor:
+        return torch.utils.dlpack.from_dlpack(buf)
+
+    def address(self, buf: Any) -> int:
+        return int(buf.ptr)
+
+    def torch_done(self) -> None:
+        # An event on torch's current stream, not a device-wide sync: only
+        # what torch queued before this point is waited for.
+        ev = torch.cuda.Event()
+        ev.record(torch.cuda.current_stream(self.torch_device))
+        ev.synchronize()
+
+
+class StandinBridge(Bridge):
+    """The CPU stand-in under a CPU torch: copies through the runtime."""
+
+    aliases = False
+
+    def tensor(self, buf: Any, dtype: DType) -> torch.Tensor:
+        return _from_numpy(buf.numpy(), dtype)
+
+    def write(self, buf: Any, dtype: DType, value: torch.Tensor) -> None:
+        v = value.detach().reshape(buf.shape).contiguous()
+        if dtype == DType.BF16:
+            v = v.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+        else:
+            v = v.to(torch.float16 if dtype == DType.F16 else torch.float32).numpy()
+        buf.copy_from(v)
+
+    def address(self, buf: Any) -> int:
+        return int(buf.ptr)
+
+
+def bridge_for(engine: Any) -> Bridge:
+    """The bridge of a zero.Engine's device."""
+    kind = engine.device.kind
+    if kind == DeviceKind.CPU:
+        return Bridge()
+    if kind == DeviceKind.CUDA:
+        return CudaBridge(engine.device.index)
+    return StandinBridge()
+
+
+def model_device(model: torch.nn.Module) -> Optional[torch.device]:
+    """The one device of the model's non-meta params and buffers (None if it
+    has none); a model spread over devices raises naming two of them."""
+    seen: Optional[torch.device] = None
+    first = ""
+    tensors = list(model.named_parameters()) + list(model.named_buffers())
+    for name, t in tensors:
+        if t.device.type == "meta":
+            continue
+        if seen is None:
+            seen, first = t.device, name
+        elif t.device != seen:
+            raise ValueError(
+                f"zero.torch: {first!r} is on {seen} and {name!r} on {t.device}; "
+                "the runtime keeps a model's state on one device")
+    return seen
+
+
+def is_device_array(buf: Any) -> bool:
+    return isinstance(buf, DeviceArray)
