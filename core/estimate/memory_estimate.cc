@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/engine/optimizer_state_store.h"
+#include "core/engine/param_coordinator.h"
 #include "core/partition/layout.h"
 
 namespace zero {
@@ -107,6 +108,13 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
       }
     }
     e.param_bytes += e.persistent_bytes;
+    // ParamCoordinator::AllocatePersistent: the refresh's coalescing staging.
+    std::vector<int64_t> persistent_numels;
+    for (const LayoutParam& lp : layout.params()) {
+      if (lp.numel < c.stage3_param_persistence_threshold) persistent_numels.push_back(lp.numel);
+    }
+    e.staging_bytes +=
+        CoalescedRefreshElems(persistent_numels, world, c.allgather_bucket_size) * es;
     e.live_peak_bytes = std::min(gathered, c.stage3_max_live_parameters) * es;
   }
   // Optimizer state: MakeOptimizerStateStore.
