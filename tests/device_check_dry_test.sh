@@ -59,7 +59,7 @@ B="$T/bundle"
 mkdir -p "$B/bin" "$B/lib" "$B/ompi/bin"
 touch "$B/bin/libzero_c.so"
 for t in cuda_kernels_test cuda_device_test nccl_communicator_test gpu_engine_test \
-         cuda_kernels_bench mpi_engine_main; do
+         cuda_kernels_bench device_step_bench mpi_engine_main; do
   cat > "$B/bin/$t" <<'SH'
 #!/usr/bin/env bash
 # A test binary of the bundle: its libraries must be on the loader path.
@@ -129,7 +129,7 @@ if [ -n "${BUNDLE_SCRIPT:-}" ] && [ -x /usr/bin/orted ]; then
   FB="$T/built"
   for b in capi/libzero_c.so kernels/cuda/cuda_kernels_test core/cuda_device_test \
            core/nccl_communicator_test tests/gpu_engine_test tests/mpi_engine_main \
-           bench/cuda/cuda_kernels_bench examples/c/mlp_train; do
+           bench/cuda/cuda_kernels_bench bench/device_step_bench examples/c/mlp_train; do
     mkdir -p "$FB/$(dirname "$b")"
     cp /usr/bin/orted "$FB/$b"   # a real dynamic executable that loads libmpi's kin
   done

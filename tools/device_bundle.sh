@@ -33,7 +33,7 @@ MAX_MIB="${ZERO_BUNDLE_MAX_MIB:-60}"
 # Relative to bazel-bin; what device_check.sh runs from the bundle.
 BINS=(capi/libzero_c.so kernels/cuda/cuda_kernels_test core/cuda_device_test
       core/nccl_communicator_test tests/gpu_engine_test tests/mpi_engine_main
-      bench/cuda/cuda_kernels_bench examples/c/mlp_train)
+      bench/cuda/cuda_kernels_bench bench/device_step_bench examples/c/mlp_train)
 if [ -z "${ZERO_BUNDLE_SKIP_BUILD:-}" ]; then
   targets=()
   for b in "${BINS[@]}"; do targets+=("//${b%/*}:${b##*/}"); done
