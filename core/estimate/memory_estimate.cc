@@ -83,11 +83,16 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   e.padded_numel = layout.total_padded();
   const bool nvme_params = stage == 3 && c.offload_param.device == OffloadDevice::kNvme;
   const bool nvme_optim = c.offload_optimizer.device == OffloadDevice::kNvme;
+  // ShardedState::params_on_host: offload_param "cpu" on a GPU keeps the own
+  // shard in host memory (counted in param_bytes, as zero_stats does).
+  const bool host_params = stage == 3 && topo.gpu && c.offload_param.device == OffloadDevice::kCpu;
+  int64_t host_param_bytes = 0;
   std::vector<int64_t> owned;
   int64_t owned_total = 0;
   for (const LayoutGroup& g : layout.groups()) {
     // ShardedState::Allocate
     e.param_bytes += (stage == 3 ? (nvme_params ? 0 : g.shard) : g.padded) * es;
+    if (host_params) host_param_bytes += g.shard * es;
     e.grad_bytes += (stage <= 1 ? g.padded : g.shard) * es;
     owned.push_back(stage == 0 ? g.padded : g.shard);
     owned_total += owned.back();
@@ -177,11 +182,12 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   }
 
   const int64_t states = e.master_bytes + e.optimizer_bytes;
-  const int64_t on_device = e.param_bytes + e.grad_bytes + e.frozen_bytes + e.buffer_bytes;
+  const int64_t on_device =
+      e.param_bytes - host_param_bytes + e.grad_bytes + e.frozen_bytes + e.buffer_bytes;
   if (topo.gpu) {
     const bool states_on_device = c.offload_optimizer.device == OffloadDevice::kNone;
     e.device_bytes = on_device + (states_on_device ? states : 0);
-    e.host_bytes = (states_on_device ? 0 : states) + e.offload_pipeline_bytes;
+    e.host_bytes = (states_on_device ? 0 : states) + e.offload_pipeline_bytes + host_param_bytes;
     e.host_bytes_per_node = e.host_bytes * topo.ranks_per_node;
   } else {
     e.device_bytes = on_device + states;  // the CPU device's memory is host memory
