@@ -165,11 +165,12 @@ TEST_P(EstimateTest, MatchesMeasuredBytes) {
     c.offload_param.nvme_path = dir;
   }
   if (offload == kParamCpu) c.offload_param.device = OffloadDevice::kCpu;
-  // ZeRO-Offload and, at world 3, no offload run on an off-host device (a
-  // GPU stand-in): the estimate's device bytes are checked against what the
-  // device holds. NVMe needs the CPU device.
-  const bool off_host =
-      offload == kCpu || offload == kParamCpu || (offload == kNone && world == 3);
+  // ZeRO-Offload and, at world 3, no offload and NVMe optimizer state run on
+  // an off-host device (a GPU stand-in): the estimate's device bytes are
+  // checked against what the device holds.
+  // NVMe optimizer state at world 3 too (its pieces go up to the device).
+  const bool off_host = offload == kCpu || offload == kParamCpu ||
+                        ((offload == kNone || offload == kNvme) && world == 3);
   const Model m = SmallGpt();
   auto est = EstimateMemory(EstimateInput(m, DType::kF32), c, {world, 1, off_host});
   ASSERT_TRUE(est.ok()) << est.status();

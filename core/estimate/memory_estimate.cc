@@ -170,8 +170,18 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   // reduce-scatter's target), and for fp16/bf16 on a device without the
   // fused update (the GPU; the CPU device reads raw gradients in place).
   if (stage == 1 || (c.dtype != DType::kF32 && topo.gpu)) e.scratch_bytes = owned_total * 4;
+  // NvmeStateStore on a GPU: the largest piece's master and moments on the
+  // device for its update.
+  int64_t nvme_up_bytes = 0;
+  if (topo.gpu && nvme_optim) {
+    int64_t piece = 0;
+    for (int64_t len : owned) {
+      piece = std::max(piece, std::min<int64_t>(std::max<int64_t>(1, c.sub_group_size), len));
+    }
+    nvme_up_bytes = std::max<int64_t>(1, piece) * 4 * arrays;
+  }
   e.buffer_bytes = e.bucket_bytes + e.pack_bytes + e.recv_bytes + e.staging_bytes +
-                   e.scratch_bytes + e.large_grad_bytes;
+                   e.scratch_bytes + e.large_grad_bytes + nvme_up_bytes;
 
   // HostStateStore::Update: 2 fp32 + 2 working buffers of the largest piece.
   if (topo.gpu && c.offload_optimizer.device == OffloadDevice::kCpu) {
