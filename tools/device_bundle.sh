@@ -14,6 +14,8 @@
 #   ompi/  OpenMPI's runtime laid out under one prefix (orted, mpirun, its
 #          components, help texts, PMIx's components), found there through
 #          OPAL_PREFIX / PMIX_INSTALL_PREFIX (set by device_check.sh)
+#   python/   pytest and what it imports (pure Python, Debian's), used by
+#          device_check.sh only where that machine's Python has no pytest
 #   MANIFEST  one line per file: bytes, path; the sum last
 #
 #   tools/device_bundle.sh [OUTDIR]
@@ -99,6 +101,16 @@ if [ -d "$OMPI_LIB/openmpi3" ]; then
            "$P"/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so; do
     [ -f "$c" ] && add_libs "$c"
   done
+fi
+
+# pytest for the Python device tests, should the GPU machine lack it.
+PYSRC=/usr/lib/python3/dist-packages
+if [ -d "$PYSRC/_pytest" ]; then
+  mkdir -p "$OUTDIR/python"
+  for m in pytest _pytest pluggy iniconfig packaging py py.py; do
+    [ -e "$PYSRC/$m" ] && cp -rL "$PYSRC/$m" "$OUTDIR/python/"
+  done
+  find "$OUTDIR/python" -name __pycache__ -type d -prune -exec rm -rf {} +
 fi
 
 # The manifest and the limit.
