@@ -354,7 +354,8 @@ def gen_rust(h: Header) -> str:
 
     for sname, rname in (("zero_step_info", "StepInfo"), ("zero_stats", "Stats"),
                          ("zero_step_breakdown", "StepBreakdown"),
-                         ("zero_comm_log_entry", "CommLogEntry")):
+                         ("zero_comm_log_entry", "CommLogEntry"),
+                         ("zero_memory_estimate", "MemoryEstimate")):
         st = h.structs[sname]
         fields = payload_fields(st)
         has_float = any(kind(st, f) == "float" for f in fields)

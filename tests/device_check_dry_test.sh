@@ -59,7 +59,7 @@ B="$T/bundle"
 mkdir -p "$B/bin" "$B/lib" "$B/ompi/bin"
 touch "$B/bin/libzero_c.so"
 for t in cuda_kernels_test cuda_device_test nccl_communicator_test gpu_engine_test \
-         cuda_kernels_bench mpi_engine_main; do
+         cuda_kernels_bench device_step_bench mpi_engine_main; do
   cat > "$B/bin/$t" <<'SH'
 #!/usr/bin/env bash
 # A test binary of the bundle: its libraries must be on the loader path.
@@ -116,6 +116,23 @@ check "E: exit 0" $([ $rc -eq 0 ]; echo $?)
 check "E: python tests PASSED" $(grep -q '"target":"python device_test + torch_device_test","status":"PASSED","result":"7 passed' "$T/out"; echo $?)
 check "E: summary not failed" $(grep -q '"kind":"summary".*"built_with":"bundle","failed":false' "$T/out"; echo $?)
 
+# E2: a Python without pytest gets the bundle's (and only then).
+mkdir -p "$B/python"
+PY2="$T/python_nopytest"
+cat > "$PY2" <<'SH'
+#!/usr/bin/env bash
+case "$*" in
+  "-m pybind11 --includes") echo "-I/fake/include";;
+  "-c import pytest") exit 1;;
+  -m\ pytest*) case ":$PYTHONPATH:" in *"/bundle/python:"*) echo "7 passed";; *) echo "1 failed"; exit 1;; esac;;
+  -c*) echo ".so";;
+esac
+SH
+chmod +x "$PY2"
+run ZERO_DEVICE_CHECK_SECONDS=60 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SAN" \
+    CXX="$GOODCXX" PYTHON="$PY2" ZERO_DEVICE_CHECK_NO_GPU_OK=1
+check "E2: the bundle's pytest used" $(grep -q '"target":"python device_test + torch_device_test","status":"PASSED","result":"7 passed' "$T/out"; echo $?)
+
 # F: a bundle without libzero_c.so is a FAILED build, not a fallback.
 rm "$B/bin/libzero_c.so"
 run ZERO_DEVICE_CHECK_SECONDS=30 ZERO_DEVICE_BUNDLE="$B"
@@ -129,7 +146,7 @@ if [ -n "${BUNDLE_SCRIPT:-}" ] && [ -x /usr/bin/orted ]; then
   FB="$T/built"
   for b in capi/libzero_c.so kernels/cuda/cuda_kernels_test core/cuda_device_test \
            core/nccl_communicator_test tests/gpu_engine_test tests/mpi_engine_main \
-           bench/cuda/cuda_kernels_bench examples/c/mlp_train; do
+           bench/cuda/cuda_kernels_bench bench/device_step_bench examples/c/mlp_train; do
     mkdir -p "$FB/$(dirname "$b")"
     cp /usr/bin/orted "$FB/$b"   # a real dynamic executable that loads libmpi's kin
   done

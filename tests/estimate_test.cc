@@ -125,10 +125,10 @@ void ExpectNear2(const char* what, int64_t estimated, int64_t measured, int rank
       << what << " on rank " << rank << ": estimated " << estimated << ", measured " << measured;
 }
 
-enum Offload { kNone = 0, kCpu = 1, kNvme = 2, kNvmeParam = 3 };
+enum Offload { kNone = 0, kCpu = 1, kNvme = 2, kNvmeParam = 3, kParamCpu = 4 };
 
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<int, int, int, int>>& i) {
-  const char* off[] = {"none", "cpu", "nvme", "nvmeparam"};
+  const char* off[] = {"none", "cpu", "nvme", "nvmeparam", "paramcpu"};
   return absl::StrFormat("stage%d_%s_%s_world%d", std::get<0>(i.param),
                          DTypeName(static_cast<DType>(std::get<1>(i.param))),
                          off[std::get<2>(i.param)], std::get<3>(i.param));
@@ -164,10 +164,13 @@ TEST_P(EstimateTest, MatchesMeasuredBytes) {
     c.offload_param.device = OffloadDevice::kNvme;
     c.offload_param.nvme_path = dir;
   }
-  // ZeRO-Offload and, at world 3, no offload run on an off-host device (a
-  // GPU stand-in): the estimate's device bytes are checked against what the
-  // device holds. NVMe needs the CPU device.
-  const bool off_host = offload == kCpu || (offload == kNone && world == 3);
+  if (offload == kParamCpu) c.offload_param.device = OffloadDevice::kCpu;
+  // ZeRO-Offload and, at world 3, no offload and NVMe optimizer state run on
+  // an off-host device (a GPU stand-in): the estimate's device bytes are
+  // checked against what the device holds.
+  // NVMe optimizer state at world 3 too (its pieces go up to the device).
+  const bool off_host = offload == kCpu || offload == kParamCpu ||
+                        ((offload == kNone || offload == kNvme) && world == 3);
   const Model m = SmallGpt();
   auto est = EstimateMemory(EstimateInput(m, DType::kF32), c, {world, 1, off_host});
   ASSERT_TRUE(est.ok()) << est.status();
@@ -214,6 +217,16 @@ INSTANTIATE_TEST_SUITE_P(
                                          static_cast<int>(DType::kF16),
                                          static_cast<int>(DType::kBF16)),
                        ::testing::Values(kNvmeParam), ::testing::Values(2, 3)),
+    CaseName);
+
+// Stage 3 with the working shard in host memory on an off-host device
+// (offload_param cpu on a GPU): the device holds the shard's bytes less.
+INSTANTIATE_TEST_SUITE_P(
+    ParamHost, EstimateTest,
+    ::testing::Combine(::testing::Values(3),
+                       ::testing::Values(static_cast<int>(DType::kF32),
+                                         static_cast<int>(DType::kBF16)),
+                       ::testing::Values(kParamCpu), ::testing::Values(2, 3)),
     CaseName);
 
 // A stage-3 caller that gathers every param at once reaches the estimate's

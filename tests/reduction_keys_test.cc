@@ -290,8 +290,10 @@ TEST(SizesFromTheModel, AbsentSizesFollowTheHiddenSize) {
     EXPECT_EQ(f.config.stage3_prefetch_bucket_size, 921);  // 0.9 * 1024
     EXPECT_EQ(f.config.stage3_param_persistence_threshold, 10 * kHidden);
     // Two buckets of H^2 fp32 gradients, the fp32 pack, and at stages 2-3
-    // the fp32 receive buffer of the reduce-scatter.
-    const int64_t bucket_bytes = 2 * h2 * 4 + h2 * 4 + (stage >= 2 ? h2 * 4 : 0);
+    // the fp32 receive buffer of the reduce-scatter; at stage 3 the staging
+    // that refreshes the persistent biases in one all-gather.
+    const int64_t bucket_bytes = 2 * h2 * 4 + h2 * 4 + (stage >= 2 ? h2 * 4 : 0) +
+                                 (stage == 3 ? kLayers * kHidden * 4 : 0);
     EXPECT_EQ(f.stats.buffer_bytes, bucket_bytes) << "stage " << stage;
     if (stage == 3) {
       // The own shard, plus the biases (32 < 320 elements) whole.
@@ -304,7 +306,8 @@ TEST(SizesFromTheModel, AbsentSizesFollowTheHiddenSize) {
       "reduce_bucket_size": 5e8, "stage3_prefetch_bucket_size": 5e7,
       "stage3_param_persistence_threshold": 1e5}})", 2);
   EXPECT_EQ(set.config.reduce_bucket_size, 500000000);
-  EXPECT_EQ(set.stats.buffer_bytes, 4 * psi * 4);
+  // Every param persistent: the refresh staging holds them all.
+  EXPECT_EQ(set.stats.buffer_bytes, 4 * psi * 4 + psi * 4);
   EXPECT_EQ(set.stats.param_bytes, psi / 2 * 4 + psi * 4);
   // A model without 2-D params has no hidden size: the fixed defaults stay.
   const Finalized flat = FinalizeOnThreads(R"({"zero_optimization": {"stage": 3}})", 2, false);
@@ -327,9 +330,11 @@ TEST(SizesFromTheModel, AnEmbeddingLargerThanABucketHasItsOwnBuffer) {
     EXPECT_EQ(f.config.reduce_bucket_size, h2) << "stage " << stage;
     EXPECT_EQ(f.config.stage3_prefetch_bucket_size, 921);
     EXPECT_EQ(f.config.stage3_param_persistence_threshold, 10 * kHidden);
-    // fp32: two buckets, the pack, the receive at stages 2-3, the embedding.
+    // fp32: two buckets, the pack, the receive at stages 2-3, the embedding,
+    // at stage 3 the persistent biases' refresh staging.
     EXPECT_EQ(f.stats.buffer_bytes,
-              2 * h2 * 4 + h2 * 4 + (stage >= 2 ? h2 * 4 : 0) + vocab * kHidden * 4)
+              2 * h2 * 4 + h2 * 4 + (stage >= 2 ? h2 * 4 : 0) + vocab * kHidden * 4 +
+                  (stage == 3 ? kLayers * kHidden * 4 : 0))
         << "stage " << stage;
   }
 }
@@ -437,6 +442,53 @@ TEST(SizesFromTheModel, Stage3AtDefaultsTrains) {
   Config single = *parsed;
   single.stage = 0;
   EXPECT_LE(MaxRelDiff(got, TrainAt(single, 1, spec)), 1e-6);
+}
+
+// ---- coalesced refresh of stage 3's persistent params --------------------
+
+// After each step stage 3 re-gathers its persistent params. Many small ones
+// go in one all-gather (ParamCoordinator::RefreshPersistent): the same
+// elements and the same bits as one all-gather per param, in fewer calls.
+// allgather_bucket_size caps a batch: 1 puts every param alone (the old
+// way); 80 splits fc1.bias (25) from fc2.weight (75) + fc2.bias (3).
+TEST(CoalescedRefresh, FewerCallsSameBits) {
+  MlpSpec spec;
+  for (int world : {2, 3, 4}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      Config c = SmallMlpConfig(3, dtype);
+      // fc1.bias, fc2.weight, fc2.bias persistent; fc1.weight (200) not.
+      c.stage3_param_persistence_threshold = 100;
+      Config alone = c;
+      alone.allgather_bucket_size = 1;
+      Config split = c;
+      split.allgather_bucket_size = 80;
+      const std::string what = absl::StrCat("world ", world, " ", DTypeName(dtype));
+      MlpResult one = TrainAt(c, world, spec);
+      MlpResult each = TrainAt(alone, world, spec);
+      MlpResult two = TrainAt(split, world, spec);
+      ASSERT_EQ(one.steps.size(), static_cast<size_t>(spec.steps)) << what;
+      EXPECT_EQ(MaxRelDiff(one, each), 0.0) << what;
+      EXPECT_EQ(MaxRelDiff(two, each), 0.0) << what;
+      for (size_t k = 0; k < one.steps.size(); ++k) {
+        EXPECT_EQ(one.steps[k].grad_norm, each.steps[k].grad_norm) << what << " step " << k;
+      }
+      // Same elements moved; per step 3 refresh calls become 1 (or 2).
+      for (int k = 0; k < static_cast<int>(CollectiveKind::kCount); ++k) {
+        EXPECT_EQ(one.stats.sent[k], each.stats.sent[k]) << what << " kind " << k;
+        EXPECT_EQ(two.stats.sent[k], each.stats.sent[k]) << what << " kind " << k;
+      }
+      const int64_t steps = spec.steps;
+      EXPECT_EQ(each.stats.collective_calls - one.stats.collective_calls, steps * 2) << what;
+      EXPECT_EQ(each.stats.collective_calls - two.stats.collective_calls, steps * 1) << what;
+      // The staging: the three persistent params (103 elements) per rank.
+      EXPECT_EQ(one.stats.buffer_bytes - each.stats.buffer_bytes,
+                103 * static_cast<int64_t>(DTypeSize(dtype))) << what;
+      // And still the training of one rank (independent of the refresh).
+      Config single = c;
+      single.stage = 0;
+      EXPECT_LE(MaxRelDiff(one, TrainAt(single, 1, spec)), Tolerance(dtype)) << what;
+    }
+  }
 }
 
 }  // namespace

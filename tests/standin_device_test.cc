@@ -401,6 +401,75 @@ TEST(StandinDevice, NvmeOptimizerStateEqualsPlainCpuEngineBitwise) {
   }
 }
 
+// offload_param "nvme" with device state (stage 3): the own shard in param
+// files read through host staging and uploaded for each gather, the update
+// written from device staging; with offload_optimizer none / nvme (cpu is
+// refused by name),
+// bitwise equal to the same config on the plain CPU device; a checkpoint
+// resumes bitwise.
+TEST(StandinDevice, NvmeParamsEqualPlainCpuEngineBitwise) {
+  const std::string root =
+      absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
+                   "/standin_nvme_params");
+  int n = 0;
+  for (int world : {1, 2}) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (OffloadDevice opt : {OffloadDevice::kNone, OffloadDevice::kNvme}) {
+        Config c = Cfg(3, t);
+        c.offload_param.device = OffloadDevice::kNvme;
+        c.offload_optimizer.device = opt;
+        c.sub_group_size = 37;
+        auto dirs = [&](Config* k, const std::string& who) {
+          k->offload_param.nvme_path = absl::StrCat(root, "/", who, "p", n);
+          k->offload_optimizer.nvme_path = absl::StrCat(root, "/", who, "o", n);
+          std::filesystem::create_directories(k->offload_param.nvme_path);
+          std::filesystem::create_directories(k->offload_optimizer.nvme_path);
+        };
+        ++n;
+        Config pc = c;
+        dirs(&pc, "cpu");
+        MlpSpec plain;
+        plain.steps = 6;
+        std::vector<MlpResult> ref = TrainAll(pc, world, plain);
+        dirs(&c, "dev");
+        const std::string what = absl::StrCat("world ", world, " ", DTypeName(t), " optimizer ",
+                                              OffloadDeviceName(opt));
+        ExpectSame(TrainOn(c, world, StandinSpec(), CommKind::kNcclShaped), ref, what);
+      }
+    }
+  }
+  {
+    Config c = Cfg(3, DType::kBF16);
+    c.offload_param.device = OffloadDevice::kNvme;
+    c.offload_param.nvme_path = root + "/refused";
+    c.offload_optimizer.device = OffloadDevice::kCpu;
+    std::filesystem::create_directories(c.offload_param.nvme_path);
+    auto r = TrainOn(c, 1, StandinSpec(), CommKind::kStaging);
+    ASSERT_FALSE(r[0].ok());
+    EXPECT_EQ(r[0].status().code(), absl::StatusCode::kUnimplemented) << r[0].status();
+    EXPECT_NE(r[0].status().message().find("offload_optimizer.device \"cpu\""), std::string::npos)
+        << r[0].status();
+  }
+  Config c = Cfg(3, DType::kBF16);
+  c.offload_param.device = OffloadDevice::kNvme;
+  c.offload_param.nvme_path = root + "/ck";
+  std::filesystem::create_directories(c.offload_param.nvme_path);
+  MlpSpec full = StandinSpec();
+  full.ckpt_dir = root + "/ckpt";
+  full.save_after = 3;
+  full.save_tag = "p";
+  auto whole = TrainOn(c, 2, full, CommKind::kNcclShaped);
+  MlpSpec resume = StandinSpec();
+  resume.resume_dir = root + "/ckpt";
+  resume.resume_tag = "p";
+  auto resumed = TrainOn(c, 2, resume, CommKind::kNcclShaped);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(whole[r].ok()) << whole[r].status();
+    ASSERT_TRUE(resumed[r].ok()) << resumed[r].status();
+    EXPECT_EQ(MaxRelDiff(*resumed[r], *whole[r]), 0.0) << "rank " << r;
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace zero

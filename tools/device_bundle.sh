@@ -14,6 +14,8 @@
 #   ompi/  OpenMPI's runtime laid out under one prefix (orted, mpirun, its
 #          components, help texts, PMIx's components), found there through
 #          OPAL_PREFIX / PMIX_INSTALL_PREFIX (set by device_check.sh)
+#   python/   pytest and what it imports (pure Python, Debian's), used by
+#          device_check.sh only where that machine's Python has no pytest
 #   MANIFEST  one line per file: bytes, path; the sum last
 #
 #   tools/device_bundle.sh [OUTDIR]
@@ -33,7 +35,7 @@ MAX_MIB="${ZERO_BUNDLE_MAX_MIB:-60}"
 # Relative to bazel-bin; what device_check.sh runs from the bundle.
 BINS=(capi/libzero_c.so kernels/cuda/cuda_kernels_test core/cuda_device_test
       core/nccl_communicator_test tests/gpu_engine_test tests/mpi_engine_main
-      bench/cuda/cuda_kernels_bench examples/c/mlp_train)
+      bench/cuda/cuda_kernels_bench bench/device_step_bench examples/c/mlp_train)
 if [ -z "${ZERO_BUNDLE_SKIP_BUILD:-}" ]; then
   targets=()
   for b in "${BINS[@]}"; do targets+=("//${b%/*}:${b##*/}"); done
@@ -99,6 +101,16 @@ if [ -d "$OMPI_LIB/openmpi3" ]; then
            "$P"/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so; do
     [ -f "$c" ] && add_libs "$c"
   done
+fi
+
+# pytest for the Python device tests, should the GPU machine lack it.
+PYSRC=/usr/lib/python3/dist-packages
+if [ -d "$PYSRC/_pytest" ]; then
+  mkdir -p "$OUTDIR/python"
+  for m in pytest _pytest pluggy iniconfig packaging py py.py; do
+    [ -e "$PYSRC/$m" ] && cp -rL "$PYSRC/$m" "$OUTDIR/python/"
+  done
+  find "$OUTDIR/python" -name __pycache__ -type d -prune -exec rm -rf {} +
 fi
 
 # The manifest and the limit.

@@ -16,7 +16,9 @@
 #      the device tests and zero.torch on a CUDA model against plain torch;
 #   3. benchmark every kernel against a device-to-device cudaMemcpy in the
 #      same run (bench/cuda/cuda_kernels_bench.cc; fused Adam and casts
-#      target >= 85% of the copy's GB/s).
+#      target >= 85% of the copy's GB/s), and the engine's step per stage
+#      and the offload pipelines against host<->device copy bandwidth
+#      (bench/device_step_bench.cc).
 # Everything it learns is a JSON line on stdout and, when $OUT is set, in
 # $OUT/device_check.jsonl (logs of each step go to $OUT/logs/).
 #
@@ -96,16 +98,18 @@ if [ -n "$BUNDLE" ]; then
     built_with=bundle
     BUNDLE="$(cd "$BUNDLE" && pwd)"
     BENCH="$BUNDLE/bin/cuda_kernels_bench"
+    DSTEP="$BUNDLE/bin/device_step_bench"
   fi
   emit "{\"kind\":\"build\",\"tool\":\"bundle\",\"dir\":\"$(json_str "$BUNDLE")\",\"ok\":$([ "$built_with" = bundle ] && echo true || echo false)}"
   [ "$built_with" = bundle ] || failed=1
 elif [ -z "${ZERO_DEVICE_CHECK_NVCC:-}" ] && command -v bazel >/dev/null 2>&1; then
   t0=$(date +%s)
   if timeout "$(budget 240)" bazel build --config=cuda --jobs="$JOBS" "${CUDA_TESTS[@]}" \
-       "${HOST_TESTS[@]}" //bench/cuda:cuda_kernels_bench \
+       "${HOST_TESTS[@]}" //bench/cuda:cuda_kernels_bench //bench:device_step_bench \
        > "$LOGDIR/bazel_build.log" 2>&1; then
     built_with=bazel
     BENCH="$(bazel info --config=cuda bazel-bin 2>/dev/null)/bench/cuda/cuda_kernels_bench"
+    DSTEP="$(bazel info --config=cuda bazel-bin 2>/dev/null)/bench/device_step_bench"
   fi
   emit "{\"kind\":\"build\",\"tool\":\"bazel\",\"ok\":$([ "$built_with" = bazel ] && echo true || echo false),\"seconds\":$(( $(date +%s) - t0 ))}"
   if [ "$built_with" != bazel ]; then
@@ -214,7 +218,12 @@ if [ "$built_with" = bundle ]; then
         no_time "python device tests"
       else
         t0=$(date +%s)
-        PYTHONPATH="$PYDIR:bindings/python/tests" ZERO_TORCH_CUDA=1 \
+        pypath="$PYDIR:bindings/python/tests"
+        # The bundle's pytest only where this Python has none.
+        if ! "$PYTHON" -c 'import pytest' > /dev/null 2>&1 && [ -d "$BUNDLE/python" ]; then
+          pypath="$pypath:$BUNDLE/python"
+        fi
+        PYTHONPATH="$pypath" ZERO_TORCH_CUDA=1 \
           timeout "$(budget 150)" "$PYTHON" -m pytest -q -rs \
           bindings/python/tests/device_test.py bindings/python/tests/torch_device_test.py \
           > "$LOGDIR/python_device_tests.log" 2>&1
@@ -305,6 +314,22 @@ elif [ -n "$BENCH" ] && [ -x "$BENCH" ]; then
   done < "$WORK/bench.jsonl"
   # 2 = no device (already reported as skip); 1 = a bit-exact check failed.
   if [ $bench_rc -ne 0 ] && [ $bench_rc -ne 2 ]; then failed=1; fi
+fi
+
+# The engine's step per stage and the offload pipelines vs copy bandwidth.
+if [ -n "${DSTEP:-}" ] && [ -x "$DSTEP" ] && [ "$gpu" = true ]; then
+  if ! time_left; then
+    no_time "device_step_bench"
+  else
+    timeout "$(budget 90)" "$DSTEP" cuda "${ZERO_DEVICE_STEP_PARAMS:-32e6}" 5 bf16 \
+      > "$WORK/dstep.jsonl" 2> "$LOGDIR/device_step_bench.stderr"
+    rc=$?
+    while IFS= read -r line; do emit "$line"; done < "$WORK/dstep.jsonl"
+    if [ $rc -ne 0 ]; then
+      emit "{\"kind\":\"step\",\"name\":\"device_step_bench\",\"status\":\"FAILED\",\"rc\":$rc}"
+      failed=1
+    fi
+  fi
 fi
 
 emit "{\"kind\":\"summary\",\"gpu\":$gpu,\"built_with\":\"${built_with:-none}\",\"failed\":$([ $failed -eq 0 ] && echo false || echo true),\"bench_rc\":$bench_rc,\"below_target_or_failed\":\"$(json_str "${missed# }")\",\"seconds\":$(elapsed)}"

@@ -85,7 +85,14 @@ absl::Status EngineCheckpoint::RebuildWorkingFromMaster() {
     GroupShard& gs = sharded_->group(g);
     if (sharded_->params_on_nvme()) {  // offload_param "nvme": the shard is on disk
       std::vector<char> cast(gs.owned_len * es);
-      RETURN_IF_ERROR(store_->CastMaster(g, cast.data()));
+      if (sharded_->shard_on_host()) {  // a GPU: cast on the device, then down
+        ASSIGN_OR_RETURN(DeviceBuffer dev, DeviceBuffer::Make(ctx_->device,
+                                                              std::max<size_t>(1, cast.size())));
+        RETURN_IF_ERROR(store_->CastMaster(g, dev.data()));
+        sharded_->PutOwned(cast.data(), dev.data(), gs.owned_len);
+      } else {
+        RETURN_IF_ERROR(store_->CastMaster(g, cast.data()));
+      }
       RETURN_IF_ERROR(sharded_->param_file(g)->WriteCommitted(0, gs.owned_len * es, cast.data()));
     } else if (sharded_->params_on_host()) {  // offload_param "cpu" on a device
       ASSIGN_OR_RETURN(DeviceBuffer cast,

@@ -31,6 +31,7 @@ EngineStats CollectStats(const EngineParts& p) {
     const StateStoreStats t = p.store->stats();
     s.master_bytes = t.master_bytes;
     s.optimizer_bytes = t.optimizer_bytes;
+    s.buffer_bytes += t.device_buffer_bytes;
     s.nvme_bytes += t.file_bytes;
     s.nvme_read_bytes = t.read_bytes;
     s.nvme_write_bytes = t.write_bytes;
@@ -40,7 +41,7 @@ EngineStats CollectStats(const EngineParts& p) {
   }
   if (p.coordinator) {
     s.param_bytes += p.coordinator->persistent_bytes();
-    s.buffer_bytes += p.coordinator->live_bytes();
+    s.buffer_bytes += p.coordinator->live_bytes() + p.coordinator->refresh_staging_bytes();
     s.live_gathered_bytes = p.coordinator->live_bytes();
     s.live_gathered_high_water = p.coordinator->live_high_water();
   }

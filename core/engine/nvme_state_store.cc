@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -29,6 +30,14 @@ absl::Status NvmeStateStore::Create(const std::vector<int64_t>& owned_lens) {
   o.aio.queue_depth = ctx_->config.aio.queue_depth;
   o.aio.block_size = ctx_->config.aio.block_size;
   ASSIGN_OR_RETURN(tier_, offload::NvmeTier::Create(o, owned_lens));
+  if (staged()) {  // the device buffer of the largest piece, for Update
+    int64_t piece = 0;
+    for (int64_t len : owned_lens) {
+      piece = std::max(piece, std::min<int64_t>(std::max<int64_t>(1, o.chunk_elems), len));
+    }
+    ASSIGN_OR_RETURN(up_, DeviceBuffer::Make(ctx_->device, std::max<int64_t>(1, piece) * 4 *
+                                                               StateArrays(ctx_->config)));
+  }
   const offload::NvmeTierStats st = tier_->stats();
   if (!st.note.empty()) {
     std::fprintf(stderr, "[zero] rank %d: nvme offload under '%s': %s\n", ctx_->rank,
@@ -146,6 +155,7 @@ StateStoreStats NvmeStateStore::stats() const {
   const offload::NvmeTierStats t = tier_->stats();
   StateStoreStats s;
   s.optimizer_bytes = t.host_bytes;  // staging buffers; master/m/v on disk
+  s.device_buffer_bytes = static_cast<int64_t>(up_.bytes());
   s.file_bytes = t.file_bytes;
   s.read_bytes = t.bytes_read;
   s.write_bytes = t.bytes_written;

@@ -151,8 +151,17 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   DeviceBuffer staged_dev;
   u.piece = staged_working || host_working ? std::max<int64_t>(1, c.sub_group_size)
                                            : std::numeric_limits<int64_t>::max();
+  // A param file with a GPU: the kernels write device staging, copied down
+  // to `staged` for the file.
+  const bool device_staged = host_working || (staged_working && sharded_->shard_on_host());
   auto land = [&](int g, int64_t begin, int64_t len, char* work) -> absl::Status {
-    if (staged_working) return sharded_->param_file(g)->Write(begin * es, len * es, work);
+    if (staged_working) {
+      if (device_staged) {
+        sharded_->PutOwned(staged.data(), work, len);
+        work = staged.data();
+      }
+      return sharded_->param_file(g)->Write(begin * es, len * es, work);
+    }
     if (host_working) sharded_->PutOwned(sharded_->OwnedWorking(g, begin), work, len);
     return absl::OkStatus();
   };
@@ -162,7 +171,8 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     if (staged_working) {
       staged.resize(len * es);
       work = staged.data();
-    } else if (host_working) {
+    }
+    if (device_staged) {
       if (staged_dev.bytes() < static_cast<size_t>(len) * es) {
         ASSIGN_OR_RETURN(staged_dev, DeviceBuffer::Make(device, len * es));
       }

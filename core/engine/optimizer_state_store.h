@@ -53,6 +53,7 @@ struct OptimizerUpdate {
 
 struct StateStoreStats {
   int64_t master_bytes = 0, optimizer_bytes = 0;  // resident in memory
+  int64_t device_buffer_bytes = 0;  // the store's own device buffers
   int64_t file_bytes = 0, read_bytes = 0, write_bytes = 0;
   int direct_io = 0, uring = 0;
   std::string note;

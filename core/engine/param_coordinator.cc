@@ -7,6 +7,19 @@
 
 namespace zero {
 
+int64_t CoalescedRefreshElems(const std::vector<int64_t>& numels, int world,
+                              int64_t allgather_bucket_size) {
+  if (world <= 1) return 0;
+  const int64_t cap = std::max<int64_t>(1, allgather_bucket_size);
+  int64_t fit = 0, count = 0;
+  for (int64_t n : numels) {
+    if (n > cap) continue;  // gathered alone, straight into its buffer
+    fit += n;
+    ++count;
+  }
+  return count < 2 ? 0 : std::min(fit, cap);
+}
+
 ParamCoordinator::~ParamCoordinator() {
   // Prefetches in flight write into live buffers: wait for them first.
   FreeAll();
@@ -23,6 +36,16 @@ absl::Status ParamCoordinator::AllocatePersistent() {
     params_->ProduceInit(p, 0, p.numel, [&](int64_t done, int64_t n, const float* src) {
       ctx_->device->UploadF32(src, dst + done * es, ctx_->dtype(), n);
     });
+  }
+  std::vector<int64_t> numels;
+  for (int id : params_->trainable_ids()) {
+    if (persistent(id)) numels.push_back(params_->at(id).numel);
+  }
+  const int64_t staging =
+      CoalescedRefreshElems(numels, ctx_->world, ctx_->config.allgather_bucket_size);
+  if (staging > 0) {
+    ASSIGN_OR_RETURN(refresh_staging_,
+                     DeviceBuffer::Make(ctx_->device, staging * static_cast<int64_t>(es)));
   }
   return absl::OkStatus();
 }
@@ -174,8 +197,72 @@ void ParamCoordinator::Rewrite(int id, const float* values) {
 
 absl::Status ParamCoordinator::RefreshPersistent() {
   zpp_.InvalidateAll();  // the step changed the values
+  // Persistent params are small (under stage3_param_persistence_threshold)
+  // and many (biases, norms): one all-gather each is latency, not bytes.
+  // Batches of them go in one all-gather; every rank forms the same batches
+  // from the same layout, so the calls match. An all-gather copies bits, so
+  // the values are those of one call per param.
+  const int64_t cap = refresh_staging_.bytes() / ctx_->es();
+  std::vector<int> batch;
+  int64_t n = 0;
   for (int id : params_->trainable_ids()) {
-    if (persistent(id)) RETURN_IF_ERROR(sharded_->GatherInto(params_->at(id).li, persistent_[id].data()));
+    if (!persistent(id)) continue;
+    const int64_t numel = params_->at(id).numel;
+    if (cap == 0 || numel > cap || sharded_->params_on_nvme()) {
+      // Alone (one rank, one such param, or the own slice in a param file).
+      RETURN_IF_ERROR(sharded_->GatherInto(params_->at(id).li, persistent_[id].data()));
+      continue;
+    }
+    if (n + numel > cap) {
+      RETURN_IF_ERROR(RefreshBatch(batch));
+      batch.clear();
+      n = 0;
+    }
+    batch.push_back(id);
+    n += numel;
+  }
+  if (!batch.empty()) RETURN_IF_ERROR(RefreshBatch(batch));
+  return absl::OkStatus();
+}
+
+absl::Status ParamCoordinator::RefreshBatch(const std::vector<int>& ids) {
+  if (ids.size() == 1) {
+    return sharded_->GatherInto(params_->at(ids[0]).li, persistent_[ids[0]].data());
+  }
+  const Layout& layout = ctx_->layout;
+  const size_t es = ctx_->es();
+  const int world = ctx_->world, rank = ctx_->rank;
+  Device* d = ctx_->device;
+  // The staging holds rank 0's slices of every param in the batch, then
+  // rank 1's, ...: each rank sends its own part in place.
+  std::vector<int64_t> counts(world, 0);
+  for (int r = 0; r < world; ++r) {
+    for (int id : ids) counts[r] += layout.SliceOn(params_->at(id).li, r).numel;
+  }
+  std::vector<int64_t> begin(world, 0);
+  for (int r = 1; r < world; ++r) begin[r] = begin[r - 1] + counts[r - 1];
+  char* staged = refresh_staging_.data<char>();
+  const char* work = nullptr;
+  int64_t pos = begin[rank];
+  for (int id : ids) {
+    const int li = params_->at(id).li;
+    const Slice s = layout.SliceOn(li, rank);
+    if (s.numel == 0) continue;
+    work = sharded_->group(layout.place(li).group).working.data<char>();
+    d->Copy(staged + pos * es, work + s.shard_offset * es, s.numel * es);
+    pos += s.numel;
+  }
+  RETURN_IF_ERROR(
+      ctx_->comm->AllGatherV(staged + begin[rank] * es, staged, counts, ctx_->dtype()));
+  for (int r = 0; r < world; ++r) {
+    int64_t at = begin[r];
+    for (int id : ids) {
+      const Slice s = layout.SliceOn(params_->at(id).li, r);
+      if (s.numel == 0) continue;
+      d->Copy(static_cast<char*>(persistent_[id].data()) + s.param_offset * es,
+              staged + at * es, s.numel * es);
+      at += s.numel;
+    }
   }
   return absl::OkStatus();
 }

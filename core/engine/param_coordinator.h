@@ -22,6 +22,14 @@
 
 namespace zero {
 
+// Elements of the staging that coalesces the persistent params' refresh
+// (ParamCoordinator::RefreshPersistent) for params of `numels` (persistent
+// ones only) over `world` ranks: the sum, capped at `allgather_bucket_size`
+// (a param above the cap goes alone, without staging); 0 where nothing is
+// coalesced. Shared with the memory estimator.
+int64_t CoalescedRefreshElems(const std::vector<int64_t>& numels, int world,
+                              int64_t allgather_bucket_size);
+
 class ParamCoordinator {
  public:
   ParamCoordinator(EngineContext* ctx, const ParamRegistry* params, ShardedState* sharded)
@@ -43,9 +51,14 @@ class ParamCoordinator {
   // Param `id`'s values changed: a persistent copy is set from `values`
   // (full fp32), an unheld prefetched copy is dropped.
   void Rewrite(int id, const float* values);
-  // After an optimizer step: the persistent params gathered anew. Runs on
-  // the comm stream.
+  // After an optimizer step: the persistent params gathered anew, many
+  // small params per all-gather (coalesced through `refresh_staging_`; one
+  // call instead of one per param). Runs on the comm stream.
   absl::Status RefreshPersistent();
+  // The coalescing staging: the persistent elements of the largest batch
+  // (at most allgather_bucket_size) times es; none at one rank or with
+  // fewer than two persistent params (CoalescedRefreshElems).
+  int64_t refresh_staging_bytes() const { return static_cast<int64_t>(refresh_staging_.bytes()); }
 
   // Elements [offset, offset+count) of persistent param `id` set from fp32
   // `values`; for other params an unheld live copy is dropped (stale).
@@ -68,11 +81,14 @@ class ParamCoordinator {
   void FreeLive(int id);
   // One gather on the comm stream: ZeRO++ (hpZ, qwZ) when configured.
   absl::Status GatherOnStream(int li, void* dst);
+  // Persistent params `ids` (in order) in one all-gather through the staging.
+  absl::Status RefreshBatch(const std::vector<int>& ids);
 
   EngineContext* ctx_;
   const ParamRegistry* params_;
   ShardedState* sharded_;
   std::vector<DeviceBuffer> persistent_;  // by param id
+  DeviceBuffer refresh_staging_;
   std::unordered_map<int, Live> live_;
   int64_t live_bytes_ = 0, live_high_water_ = 0;
   std::vector<int> trace_;  // gather order seen in the first micro-step

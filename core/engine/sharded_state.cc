@@ -33,6 +33,15 @@ absl::Status ShardedState::Allocate() {
   host_params_ = stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kCpu &&
                  !d->host_accessible();
   // (ZeRO++ on a device is refused at finalize, in Engine::Finalize.)
+  // ZeRO-Offload's store writes the updated working copy straight into the
+  // device's shard, which a param file does not have: refused by name.
+  if (nvme_params && !d->host_accessible() &&
+      ctx_->config.offload_optimizer.device == OffloadDevice::kCpu) {
+    return absl::UnimplementedError(absl::StrCat(
+        "zero_optimization.offload_param.device: \"nvme\" with "
+        "offload_optimizer.device \"cpu\" and model state on device ", d->name(),
+        " is not supported in this version; use offload_optimizer \"nvme\" or \"none\""));
+  }
   groups_.resize(layout.groups().size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     const LayoutGroup& lg = layout.groups()[g];
@@ -80,7 +89,7 @@ absl::Status ShardedState::Allocate() {
       std::vector<char> cast(std::min(hi - lo, ParamRegistry::kInitChunk) * es);
       absl::Status ws;
       params_->ProduceInit(p, lo - pl.offset, hi - lo, [&](int64_t done, int64_t n, const float* src) {
-        d->UploadF32(src, cast.data(), t, n);
+        if (ws.ok()) ws = PutOwnedF32(cast.data(), src, n);
         if (ws.ok()) {
           ws = param_files_[pl.group]->WriteCommitted((lo - gs.owned_begin + done) * es, n * es,
                                                       cast.data());
@@ -114,11 +123,6 @@ absl::Status ShardedState::Allocate() {
 // in a preallocated file (core/offload/param_file.h) under a swap-directory
 // claim (core/offload/swap_dir.h).
 absl::Status ShardedState::CreateParamFiles() {
-  if (ctx_->device->name() != "cpu") {
-    return absl::UnimplementedError(absl::StrCat(
-        "zero_optimization.offload_param.device: \"nvme\" needs the cpu "
-        "device in this version, not ", ctx_->device->name()));
-  }
   const size_t es = ctx_->es();
   const OffloadConfig& oc = ctx_->config.offload_param;
   const int slots = oc.atomic_step ? 2 : 1;
@@ -190,7 +194,7 @@ absl::Status ShardedState::GatherInto(int li, void* dst) {
   std::vector<char> mine;
   ASSIGN_OR_RETURN(const char* send, OwnSlice(li, &mine));
   DeviceBuffer up;
-  if (host_params_) {
+  if (shard_on_host()) {
     // The own slice goes up first: a device communicator reads device
     // memory only. Dropped (freed) once the all-gather returns.
     const size_t bytes = ctx_->layout.SliceOn(li, ctx_->rank).numel * ctx_->es();
@@ -203,7 +207,7 @@ absl::Status ShardedState::GatherInto(int li, void* dst) {
 
 absl::Status ShardedState::PutOwnedF32(char* dst, const float* src, int64_t n) {
   Device* d = ctx_->device;
-  if (!host_params_) {
+  if (!shard_on_host()) {
     d->UploadF32(src, dst, ctx_->dtype(), n);
     return absl::OkStatus();
   }
@@ -272,7 +276,7 @@ absl::Status ShardedState::WriteWorking(int li, const float* values) {
   if (hi <= lo) return absl::OkStatus();
   if (params_on_nvme()) {
     std::vector<char> cast((hi - lo) * es);
-    d->UploadF32(values + (lo - pl.offset), cast.data(), t, hi - lo);
+    RETURN_IF_ERROR(PutOwnedF32(cast.data(), values + (lo - pl.offset), hi - lo));
     return param_files_[pl.group]->WriteCommitted((lo - gs.owned_begin) * es, (hi - lo) * es,
                                                   cast.data());
   }
@@ -330,7 +334,7 @@ absl::Status ShardedState::WriteWorkingRange(int li, int64_t offset, int64_t cou
   const float* src = values + (lo - pl.offset - offset);
   if (params_on_nvme()) {
     std::vector<char> cast((hi - lo) * es);
-    d->UploadF32(src, cast.data(), t, hi - lo);
+    RETURN_IF_ERROR(PutOwnedF32(cast.data(), src, hi - lo));
     return param_files_[pl.group]->WriteCommitted((lo - gs.owned_begin) * es, (hi - lo) * es,
                                                   cast.data());
   }

@@ -61,9 +61,16 @@ class ShardedState {
   // is host memory; written through device staging (PutOwned), uploaded for
   // each gather.
   bool params_on_host() const { return host_params_; }
+  // The own working shard is host memory (offload_param "cpu") or read and
+  // written through host memory (a param file) while the device is a GPU:
+  // casts go through device staging, gathers upload the slice first.
+  bool shard_on_host() const {
+    return !ctx_->device->host_accessible() && (host_params_ || !param_files_.empty());
+  }
   // n fp32 values cast to the working dtype into the owned working copy at
-  // `dst` (an OwnedWorking pointer): on the device, then copied down when
-  // params_on_host(), so the bits are the device's cast either way.
+  // `dst` (an OwnedWorking pointer, or host staging for a param file): on
+  // the device, then copied down when shard_on_host(), so the bits are the
+  // device's cast either way.
   absl::Status PutOwnedF32(char* dst, const float* src, int64_t n);
   // n working-dtype elements from device memory `src` to `dst` (an
   // OwnedWorking pointer).

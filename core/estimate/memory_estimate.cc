@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/engine/optimizer_state_store.h"
+#include "core/engine/param_coordinator.h"
 #include "core/partition/layout.h"
 
 namespace zero {
@@ -82,11 +83,16 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   e.padded_numel = layout.total_padded();
   const bool nvme_params = stage == 3 && c.offload_param.device == OffloadDevice::kNvme;
   const bool nvme_optim = c.offload_optimizer.device == OffloadDevice::kNvme;
+  // ShardedState::params_on_host: offload_param "cpu" on a GPU keeps the own
+  // shard in host memory (counted in param_bytes, as zero_stats does).
+  const bool host_params = stage == 3 && topo.gpu && c.offload_param.device == OffloadDevice::kCpu;
+  int64_t host_param_bytes = 0;
   std::vector<int64_t> owned;
   int64_t owned_total = 0;
   for (const LayoutGroup& g : layout.groups()) {
     // ShardedState::Allocate
     e.param_bytes += (stage == 3 ? (nvme_params ? 0 : g.shard) : g.padded) * es;
+    if (host_params) host_param_bytes += g.shard * es;
     e.grad_bytes += (stage <= 1 ? g.padded : g.shard) * es;
     owned.push_back(stage == 0 ? g.padded : g.shard);
     owned_total += owned.back();
@@ -107,6 +113,13 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
       }
     }
     e.param_bytes += e.persistent_bytes;
+    // ParamCoordinator::AllocatePersistent: the refresh's coalescing staging.
+    std::vector<int64_t> persistent_numels;
+    for (const LayoutParam& lp : layout.params()) {
+      if (lp.numel < c.stage3_param_persistence_threshold) persistent_numels.push_back(lp.numel);
+    }
+    e.staging_bytes +=
+        CoalescedRefreshElems(persistent_numels, world, c.allgather_bucket_size) * es;
     e.live_peak_bytes = std::min(gathered, c.stage3_max_live_parameters) * es;
   }
   // Optimizer state: MakeOptimizerStateStore.
@@ -157,8 +170,18 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   // reduce-scatter's target), and for fp16/bf16 on a device without the
   // fused update (the GPU; the CPU device reads raw gradients in place).
   if (stage == 1 || (c.dtype != DType::kF32 && topo.gpu)) e.scratch_bytes = owned_total * 4;
+  // NvmeStateStore on a GPU: the largest piece's master and moments on the
+  // device for its update.
+  int64_t nvme_up_bytes = 0;
+  if (topo.gpu && nvme_optim) {
+    int64_t piece = 0;
+    for (int64_t len : owned) {
+      piece = std::max(piece, std::min<int64_t>(std::max<int64_t>(1, c.sub_group_size), len));
+    }
+    nvme_up_bytes = std::max<int64_t>(1, piece) * 4 * arrays;
+  }
   e.buffer_bytes = e.bucket_bytes + e.pack_bytes + e.recv_bytes + e.staging_bytes +
-                   e.scratch_bytes + e.large_grad_bytes;
+                   e.scratch_bytes + e.large_grad_bytes + nvme_up_bytes;
 
   // HostStateStore::Update: 2 fp32 + 2 working buffers of the largest piece.
   if (topo.gpu && c.offload_optimizer.device == OffloadDevice::kCpu) {
@@ -169,11 +192,12 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   }
 
   const int64_t states = e.master_bytes + e.optimizer_bytes;
-  const int64_t on_device = e.param_bytes + e.grad_bytes + e.frozen_bytes + e.buffer_bytes;
+  const int64_t on_device =
+      e.param_bytes - host_param_bytes + e.grad_bytes + e.frozen_bytes + e.buffer_bytes;
   if (topo.gpu) {
     const bool states_on_device = c.offload_optimizer.device == OffloadDevice::kNone;
     e.device_bytes = on_device + (states_on_device ? states : 0);
-    e.host_bytes = (states_on_device ? 0 : states) + e.offload_pipeline_bytes;
+    e.host_bytes = (states_on_device ? 0 : states) + e.offload_pipeline_bytes + host_param_bytes;
     e.host_bytes_per_node = e.host_bytes * topo.ranks_per_node;
   } else {
     e.device_bytes = on_device + states;  // the CPU device's memory is host memory

@@ -185,6 +185,25 @@ def test_without_the_switch_cuda_is_never_the_standin():
         zero.Engine(config(0), comm=zero.Comm.self_(), device="tpu")
 
 
+def test_default_gpu_follows_the_launcher(monkeypatch):
+    from zero.comm import default_gpu
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("OMPI_COMM_WORLD_LOCAL_RANK", raising=False)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert default_gpu() == 3
+    # zero-launch's one slot per local rank: the rank sees one GPU, index 0.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert default_gpu() == 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    assert default_gpu() == 3
+    monkeypatch.delenv("LOCAL_RANK")
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2")
+    assert default_gpu() == 2
+    monkeypatch.delenv("OMPI_COMM_WORLD_LOCAL_RANK")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert default_gpu() == 0
+
+
 def test_set_device_after_register_refused():
     eng = zero.Engine(config(0), comm=zero.Comm.self_())
     eng.register_param("w", np.ones(3, np.float32))

@@ -160,3 +160,31 @@ def test_cuda_params_alias_the_runtime_at_stage_1():
             engine.close()
     finally:
         os.environ["ZERO_GPU_STANDIN"] = "1"
+
+
+def test_two_ranks_on_comm_nccl_equal_comm_mpi_on_the_cpu(tmp_path):
+    """zero.torch over zero.Comm.nccl() at 2 MPI ranks (the NCCL-shaped
+    stand-in: device buffers only, so rank 0's initial weights cannot be
+    broadcast through it from host memory) equals zero.Comm.mpi() on the
+    CPU bit for bit, stages 1 and 3, fp32 and bf16."""
+    import shutil
+    import subprocess
+
+    mpirun = shutil.which("mpirun")
+    assert mpirun, "openmpi-bin is required"
+    env = dict(os.environ, ZERO_GPU_STANDIN="1",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env.setdefault("OMPI_MCA_plm_rsh_agent", "")
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_device_worker.py")
+    cmd = [mpirun, "-np", "2", "--oversubscribe", "--allow-run-as-root",
+           "--mca", "btl", "self,vader", "-x", "PYTHONPATH", "-x", "ZERO_GPU_STANDIN",
+           sys.executable, worker, "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for r in range(2):
+        got = torch.load(tmp_path / f"rank{r}.pt")
+        assert sorted(got) == ["1_bf16", "1_fp32", "3_bf16", "3_fp32"]
+        for key, res in got.items():
+            assert res["dn"] == res["cn"] and len(res["dn"]) == 3, key
+            for name in res["cpu"]:
+                assert torch.equal(res["dev"][name], res["cpu"][name]), (r, key, name)

@@ -40,12 +40,11 @@ class Comm:
     @classmethod
     def nccl(cls, device: Optional[int] = None) -> "Comm":
         """MPI_COMM_WORLD's ranks over NCCL, this rank's state on GPU
-        ``device`` (default: ``LOCAL_RANK``, else 0). Engines on it keep their
+        ``device`` (default: :func:`default_gpu`). Engines on it keep their
         state on that GPU. Needs a libzero_c built with ``--config=cuda``;
         with ``ZERO_GPU_STANDIN=1`` it is the CPU stand-in (tests)."""
         if device is None:
-            device = int(os.environ.get("LOCAL_RANK", os.environ.get(
-                "OMPI_COMM_WORLD_LOCAL_RANK", "0")))
+            device = default_gpu()
         return cls(_zero_c.Comm.create_nccl(int(device)), "nccl")
 
     @classmethod
@@ -118,6 +117,17 @@ class Comm:
         if self.closed:
             return f"<zero.Comm {self.kind} closed>"
         return f"<zero.Comm {self.kind} rank={self.rank} size={self.size}>"
+
+
+def default_gpu() -> int:
+    """This rank's GPU: 0 when ``CUDA_VISIBLE_DEVICES`` shows it one GPU
+    (zero-launch gives each local rank its own slot that way), else its
+    local rank (``LOCAL_RANK``, OpenMPI's ``OMPI_COMM_WORLD_LOCAL_RANK``),
+    else 0."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and len([v for v in visible.split(",") if v.strip()]) == 1:
+        return 0
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
 
 
 def launched_by_mpi() -> bool:

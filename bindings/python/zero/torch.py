@@ -90,7 +90,7 @@ import types
 import warnings
 import weakref
 from collections import OrderedDict
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 try:
     from torch.overrides import TorchFunctionMode as _TorchFunctionMode
@@ -454,15 +454,31 @@ def _broadcast_from_rank0(tensors: List[torch.Tensor], comm: Any) -> None:
         return
     if comm.size == 1:
         return
-    for t in tensors:
-        data = t.data
-        if data.numel() == 0:
-            continue
-        raw = data.detach().contiguous().view(-1).view(torch.uint8).cpu().numpy().copy()
-        comm.broadcast(raw, root=0)
-        out = torch.from_numpy(raw).view(data.dtype).view(data.shape)
-        with torch.no_grad():
-            data.copy_(out)
+    with _host_comm(comm) as host_comm:
+        for t in tensors:
+            data = t.data
+            if data.numel() == 0:
+                continue
+            raw = data.detach().contiguous().view(-1).view(torch.uint8).cpu().numpy().copy()
+            host_comm.broadcast(raw, root=0)
+            out = torch.from_numpy(raw).view(data.dtype).view(data.shape)
+            with torch.no_grad():
+                data.copy_(out)
+
+
+@contextlib.contextmanager
+def _host_comm(comm: Any) -> Iterator[Any]:
+    """A communicator over the same ranks for host buffers: ``comm`` itself,
+    or, for an NCCL one (device memory only), MPI_COMM_WORLD, the ranks
+    zero.Comm.nccl spans."""
+    if comm.kind != "nccl":
+        yield comm
+        return
+    host = Comm.mpi()
+    try:
+        yield host
+    finally:
+        host.close()
 
 
 #: ``activation_checkpointing`` keys of DeepSpeed's config and their
@@ -1687,7 +1703,8 @@ class GatheredParameters:
             for (e, i), before in zip(self._owned, self._before):
                 values = _full_values(e, i)
                 if e.zero.comm.size > 1:
-                    e.zero.comm.broadcast(values, root=self.modifier_rank)
+                    with _host_comm(e.zero.comm) as host_comm:
+                        host_comm.broadcast(values, root=self.modifier_rank)
                 # The same on every rank: values and `before` agree everywhere.
                 if not np.array_equal(values, before):
                     writes.append((e, i, values))

@@ -961,6 +961,29 @@ impl<'c> Engine<'c> {
         Ok(raw.iter().map(CommLogEntry::from_raw).collect())
     }
 
+    /// The collective log as DeepSpeed's `log_summary` table
+    /// (`zero_engine_comm_log_summary`, what rank 0 prints when the engine is
+    /// dropped); [`Status::FailedPrecondition`] when the log is off.
+    pub fn comm_log_summary(&self) -> Result<String> {
+        let mut len: usize = 0;
+        // SAFETY: live handle; capacity 0 asks for the length only.
+        check(unsafe {
+            sys::zero_engine_comm_log_summary(self.raw.as_ptr(), ptr::null_mut(), 0, &mut len)
+        })?;
+        let mut buf = vec![0u8; len + 1];
+        // SAFETY: `buf` holds len + 1 bytes, room for the text and its NUL.
+        check(unsafe {
+            sys::zero_engine_comm_log_summary(
+                self.raw.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut len,
+            )
+        })?;
+        buf.truncate(len.min(buf.len() - 1));
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+
     /// Memory and traffic counters of this rank.
     pub fn stats(&self) -> Result<Stats> {
         let mut s = sys::zero_stats_init();

@@ -342,3 +342,60 @@ impl CommLogEntry {
         }
     }
 }
+
+/// Bytes per rank an engine would hold (zero-estimate, docs/ARCHITECTURE.md,
+/// "Memory estimator"), in zero_stats' categories after one step
+/// (`zero_memory_estimate`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryEstimate {
+    /// Psi, unpadded.
+    pub trainable_numel: i64,
+    /// After group padding.
+    pub padded_numel: i64,
+    /// Working copy (+ stage-3 persistent params).
+    pub param_bytes: i64,
+    /// Gradients.
+    pub grad_bytes: i64,
+    /// Fp32 master in memory.
+    pub master_bytes: i64,
+    /// Moments in memory (NVMe: its staging buffers).
+    pub optimizer_bytes: i64,
+    /// Frozen params.
+    pub frozen_bytes: i64,
+    /// Buckets, pack, receive, staging, fp32 scratch.
+    pub buffer_bytes: i64,
+    /// Swap files on disk.
+    pub nvme_bytes: i64,
+    /// Stage 3: most gathered params at once.
+    pub live_peak_bytes: i64,
+    /// Steady state in the device's memory.
+    pub device_bytes: i64,
+    /// Device_bytes + live_peak_bytes.
+    pub device_peak_bytes: i64,
+    /// Host memory apart from the device, per rank.
+    pub host_bytes: i64,
+    /// Host memory per node, all ranks.
+    pub host_bytes_per_node: i64,
+}
+
+impl MemoryEstimate {
+    /// From the raw struct the library filled.
+    pub(crate) fn from_raw(raw: &sys::zero_memory_estimate) -> MemoryEstimate {
+        MemoryEstimate {
+            trainable_numel: raw.trainable_numel,
+            padded_numel: raw.padded_numel,
+            param_bytes: raw.param_bytes,
+            grad_bytes: raw.grad_bytes,
+            master_bytes: raw.master_bytes,
+            optimizer_bytes: raw.optimizer_bytes,
+            frozen_bytes: raw.frozen_bytes,
+            buffer_bytes: raw.buffer_bytes,
+            nvme_bytes: raw.nvme_bytes,
+            live_peak_bytes: raw.live_peak_bytes,
+            device_bytes: raw.device_bytes,
+            device_peak_bytes: raw.device_peak_bytes,
+            host_bytes: raw.host_bytes,
+            host_bytes_per_node: raw.host_bytes_per_node,
+        }
+    }
+}

@@ -17,6 +17,9 @@
 //!   [`ParamInfo`] what was registered.
 //! * Checkpoints: [`Engine::save`], [`Engine::load`] ([`LoadOptions`]), and
 //!   [`export_safetensors`] of a saved checkpoint.
+//! * Observing: [`Engine::step_breakdown`] ([`StepBreakdown`]),
+//!   [`Engine::comm_log`] ([`CommLogEntry`]), [`Engine::comm_log_summary`];
+//!   before launching, [`estimate_memory`] ([`MemoryEstimate`]).
 //!
 //! Every fallible call returns [`Result`]; an [`Error`] carries the C status
 //! ([`Status`]) and the library's message. Handles are freed on drop, and
@@ -33,6 +36,7 @@ mod config;
 mod device;
 mod engine;
 mod error;
+mod estimate;
 mod generated;
 
 pub use checkpoint::{export_safetensors, LoadOptions};
@@ -45,6 +49,8 @@ pub use engine::{
     ParamInfo, Stats, StepInfo,
 };
 pub use error::{Error, Result, Status};
+pub use estimate::{estimate_memory, Topology};
+pub use generated::MemoryEstimate;
 
 /// The version of the header these bindings were generated from, as
 /// `ZERO_VERSION_CODE` spells it (major * 10000 + minor * 100 + patch).

@@ -51,6 +51,8 @@ fn train(
     if let Some(d) = device {
         engine.set_device(d, 0).unwrap();
     }
+    // A device engine: set here, or the NCCL communicator's.
+    let on_device = !engine.device().unwrap().host_accessible;
     let ids: Vec<ParamId> = SHAPES
         .iter()
         .map(|(name, n)| {
@@ -69,7 +71,7 @@ fn train(
         let mut values = Vec::new();
         for &id in &ids {
             let g = engine.gather(id).unwrap();
-            assert_eq!(g.is_device(), device.is_some());
+            assert_eq!(g.is_device(), on_device);
             let v: Vec<f32> = if bf16 {
                 g.device_u16()
                     .unwrap()
@@ -93,7 +95,7 @@ fn train(
             if bf16 {
                 let bits: Vec<u16> = grad.iter().map(|x| bf16_bits(*x)).collect();
                 buf.device_u16_mut().unwrap().copy_from_host(&bits).unwrap();
-            } else if device.is_some() {
+            } else if on_device {
                 assert_eq!(
                     buf.as_f32_mut().unwrap_err().status(),
                     Status::FailedPrecondition
@@ -225,4 +227,22 @@ fn set_device_after_register_is_refused_and_bad_kinds_named() {
     assert!(e.message().contains("tpu"), "{}", e.message());
     engine.register_param(ParamDesc::new("w", &[2])).unwrap();
     assert!(engine.set_device("cuda", 0).is_err());
+}
+
+#[test]
+fn nccl_communicator_is_the_standin_under_the_switch() {
+    standin();
+    // One rank (an MPI singleton): Communicator::nccl is the NCCL-shaped
+    // stand-in over MPI, its engines on the stand-in device, training like
+    // the CPU device bit for bit.
+    let comm = Communicator::nccl(0).unwrap();
+    assert_eq!(comm.size(), 1);
+    let engine = Engine::new(&config(3, true), &comm).unwrap();
+    assert_eq!(engine.device().unwrap().kind, DeviceKind::Standin);
+    drop(engine);
+    for stage in [1, 3] {
+        let dev = train(&comm, stage, true, None);
+        let cpu = world(1, stage, true, None);
+        assert_eq!(dev, cpu[0], "stage {stage}");
+    }
 }
