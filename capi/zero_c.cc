@@ -664,6 +664,10 @@ zero_status zero_engine_step_breakdown(const zero_engine_t* engine, zero_step_br
     o.publish_ms = b.at(P::kPublish);
     o.nvme_read_bytes = b.nvme_read_bytes;
     o.nvme_write_bytes = b.nvme_write_bytes;
+    o.nvme_read_ms = b.at(P::kNvmeRead);
+    o.nvme_write_ms = b.at(P::kNvmeWrite);
+    o.nvme_exposed_ms = b.at(P::kNvmeExposed);
+    o.nvme_hidden_ms = b.nvme_hidden_ms();
     WriteStruct(o, out);
     return Report(absl::OkStatus());
   });

@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 5
+#define ZERO_VERSION_MINOR 6
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -572,7 +572,7 @@ ZERO_API zero_status zero_engine_write_master_range(zero_engine_t* engine,
 /* One optimizer step's wall time by phase, in milliseconds, on this rank
  * (docs/ARCHITECTURE.md, "Observing a run"). forward + backward +
  * optimizer tile step_ms. First published size (1.5): through
- * nvme_write_bytes. */
+ * nvme_write_bytes; the nvme_*_ms fields were appended in 1.6. */
 typedef struct zero_step_breakdown {
   size_t struct_size;
   int64_t global_step;       /* optimizer steps (skipped ones too) after it; 0: none yet */
@@ -593,12 +593,18 @@ typedef struct zero_step_breakdown {
   double publish_ms;         /* all-gather of the updated working copy */
   int64_t nvme_read_bytes;   /* NVMe bytes read in the step */
   int64_t nvme_write_bytes;  /* NVMe bytes written in the step */
+  /* 1.6: NVMe time: wall time with IO submitted and not complete,
+   * overlapping pieces counted once. */
+  double nvme_read_ms;       /* reads outstanding */
+  double nvme_write_ms;      /* writes outstanding */
+  double nvme_exposed_ms;    /* a thread of the engine blocked waiting for NVMe IO */
+  double nvme_hidden_ms;     /* reads or writes outstanding that nobody waited for */
 } zero_step_breakdown;
 
 #define ZERO_STEP_BREAKDOWN_INIT                                              \
   {                                                                           \
     sizeof(zero_step_breakdown), 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, \
-        0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0                                    \
+        0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0                \
   }
 
 /* The last optimizer step's breakdown. ZERO_FAILED_PRECONDITION unless the

@@ -61,6 +61,9 @@ void QuantizePieceImpl(const float* x, int64_t n, int bits, int block, uint8_t* 
   const float qmax = math::QuantMax(bits);
   const int64_t nb = math::QuantBlocks(n, block);
   const int64_t bytes = math::QuantPackedBytes(n, bits, block);
+  // An empty piece has no bytes and may come with out == nullptr (an empty
+  // vector's data()); memset(nullptr, 0, 0) is undefined behaviour.
+  if (n == 0) return;
   uint8_t* codes = out + nb * 4;
   std::memset(codes, 0, bytes - nb * 4);
   int8_t tmp[kMaxQuantBlock];

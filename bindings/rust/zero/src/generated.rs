@@ -231,7 +231,8 @@ impl Stats {
 
 /// One optimizer step's wall time by phase, in milliseconds, on this rank
 /// (docs/ARCHITECTURE.md, "Observing a run"). forward + backward + optimizer
-/// tile step_ms (`zero_step_breakdown`).
+/// tile step_ms. First published size (1.5): through nvme_write_bytes; the
+/// nvme_*_ms fields were appended in 1.6 (`zero_step_breakdown`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StepBreakdown {
     /// Optimizer steps (skipped ones too) after it; 0: none yet.
@@ -270,6 +271,14 @@ pub struct StepBreakdown {
     pub nvme_read_bytes: i64,
     /// NVMe bytes written in the step.
     pub nvme_write_bytes: i64,
+    /// Reads outstanding.
+    pub nvme_read_ms: f64,
+    /// Writes outstanding.
+    pub nvme_write_ms: f64,
+    /// A thread of the engine blocked waiting for NVMe IO.
+    pub nvme_exposed_ms: f64,
+    /// Reads or writes outstanding that nobody waited for.
+    pub nvme_hidden_ms: f64,
 }
 
 impl StepBreakdown {
@@ -294,6 +303,10 @@ impl StepBreakdown {
             publish_ms: raw.publish_ms,
             nvme_read_bytes: raw.nvme_read_bytes,
             nvme_write_bytes: raw.nvme_write_bytes,
+            nvme_read_ms: raw.nvme_read_ms,
+            nvme_write_ms: raw.nvme_write_ms,
+            nvme_exposed_ms: raw.nvme_exposed_ms,
+            nvme_hidden_ms: raw.nvme_hidden_ms,
         }
     }
 }
