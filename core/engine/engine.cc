@@ -145,13 +145,19 @@ void Engine::ResolveAuto() {
 absl::Status Engine::Finalize() {
   RETURN_IF_ERROR(Check(false, "finalize"));
   RETURN_IF_ERROR(CheckCommDevicePair(*comm_, *device_));
-  if (!device_->host_accessible() &&
-      (ctx_.replicas > 1 || hier_->hpz() || hier_->node() || ctx_.config.quantized_weights)) {
+  // The sub-groups of hybrid sharding and ZeRO++ come from the data
+  // communicator (ncclCommSplit on a GPU); the staging path copies through
+  // the host for the data communicator only, so a host communicator under a
+  // GPU device has no way to run them.
+  if ((hier_->active() || ctx_.config.quantized_weights) && !device_->host_accessible() &&
+      !comm_->device_memory()) {
     return absl::UnimplementedError(absl::StrCat(
         "finalize: hybrid sharding and ZeRO++ (mics_shard_size, zero_hpz_partition_size, "
-        "zero_quantized_weights/gradients) run on host-memory devices in zero; the ",
-        device_->name(), " device needs NCCL sub-communicators, not implemented yet"));
+        "zero_quantized_weights/gradients) on the ", device_->name(),
+        " device need a device communicator (NCCL), not the ", comm_->backend_name(),
+        " communicator"));
   }
+  if (comm_->device_memory()) hier_->set_wait_stream(device_->stream_handle());
   CommBinding b = BindCommToDevice(std::move(comm_), device_.get());
   comm_ = std::move(b.data);
   ctrl_owned_ = std::move(b.ctrl_owned);
