@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/engine/gradient_reducer.h"
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/param_coordinator.h"
 #include "core/partition/layout.h"
@@ -167,9 +168,11 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     if (largest > cap) e.large_grad_bytes = largest * es;
   }
   // OptimizerBoundary: the fp32 gradient scratch at stage 1 (its
-  // reduce-scatter's target), and for fp16/bf16 on a device without the
-  // fused update (the GPU; the CPU device reads raw gradients in place).
-  if (stage == 1 || (c.dtype != DType::kF32 && topo.gpu)) e.scratch_bytes = owned_total * 4;
+  // reduce-scatter's target, unless that is the identity), and for
+  // fp16/bf16 on a device without the fused update (the GPU; the CPU device
+  // reads raw gradients in place).
+  const bool scatter = stage == 1 && !Stage1ReduceIsIdentity(c, world);
+  if (scatter || (c.dtype != DType::kF32 && topo.gpu)) e.scratch_bytes = owned_total * 4;
   // NvmeStateStore on a GPU: the largest piece's master and moments on the
   // device for its update.
   int64_t nvme_up_bytes = 0;
