@@ -130,6 +130,7 @@ class Engine {
   // Waits for the device's queued work; its sticky error, if any, fails the
   // engine naming `call` and the device.
   absl::Status DeviceReady(const char* call);
+  absl::Status ReportDeviceOnlyKeys() const;
   absl::Status CheckOwnedRange(int g, int array, int64_t begin, int64_t len,
                                const char* call) const;
   // Sizes that were "auto" or absent from the ds_config, from the model, as

@@ -309,8 +309,13 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
     const int li = params_->at(ids[k]).li;
     const Slice s = layout.SliceOn(li, ctx_->rank);
     if (s.numel == 0) continue;
-    d->AccumulateF32(grads_at(layout.place(li), s.shard_offset), mine + pos, post_scale_, t,
-                     s.numel);
+    if (sharded_->grads_on_nvme()) {
+      RETURN_IF_ERROR(sharded_->AccumulateGradF32(layout.place(li).group, s.shard_offset,
+                                                  mine + pos, post_scale_, s.numel));
+    } else {
+      d->AccumulateF32(grads_at(layout.place(li), s.shard_offset), mine + pos, post_scale_, t,
+                       s.numel);
+    }
     pos += s.numel;
   }
   return absl::OkStatus();
@@ -368,7 +373,10 @@ absl::Status GradientReducer::ReduceLargeParam(int id, const char* data) {
     if (ctx_->replicas > 1) {
       RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(mine, counts[ctx_->rank], ReduceOp::kSum));
     }
-    if (counts[ctx_->rank] > 0) {
+    if (counts[ctx_->rank] > 0 && sharded_->grads_on_nvme()) {
+      RETURN_IF_ERROR(sharded_->AccumulateGradF32(layout.place(li).group, own.shard_offset + j,
+                                                  mine, post_scale_, counts[ctx_->rank]));
+    } else if (counts[ctx_->rank] > 0) {
       d->AccumulateF32(grads + (own.shard_offset + j) * es, mine, post_scale_, t,
                        counts[ctx_->rank]);
     }

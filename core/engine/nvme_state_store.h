@@ -25,9 +25,11 @@ class NvmeStateStore : public OptimizerStateStore {
   absl::StatusOr<const float*> MasterOnDevice(int g, int64_t begin, int64_t len,
                                               DeviceBuffer* scratch) override;
   absl::Status CastMaster(int g, void* dst) override;
-  // A temporary 12 bytes per owned element while a checkpoint runs.
-  absl::Status Materialize() override;
-  absl::Status Spill(bool write_back) override;
+  // Checkpoints stream the state through Read/Write (ShardView::io): no
+  // Materialize, InMemory is null. MaterializeAll / SpillAll (12 bytes per
+  // owned element in memory) are kept for tools that want it whole.
+  absl::Status MaterializeAll();
+  absl::Status SpillAll(bool write_back);
   float* InMemory(int g, int array) override;
   // Checkpoints see the state in host memory when the engine's device is a
   // GPU (the files are read and written through host memory anyway).

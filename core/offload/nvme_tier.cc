@@ -274,18 +274,26 @@ absl::Status NvmeTier::Range(int g, int a, int64_t begin, int64_t len, float* ou
     const int64_t lo = std::max(begin, c.begin);
     const int64_t hi = std::min(begin + len, c.begin + c.len);
     if (hi <= lo) continue;
-    s = aio_->Wait(Io(c, committed_, buffers_[0], false));
+    // Only the 4 KiB-aligned span of array a that holds [lo, hi).
+    const int64_t first = a * region_bytes(c) + (lo - c.begin) * 4;
+    const int64_t last = a * region_bytes(c) + (hi - c.begin) * 4;
+    const int64_t s0 = first / kAlign * kAlign, s1 = RoundUp(last);
+    const int64_t off = committed_ * slot_bytes_[c.group] + c.file_offset + s0;
+    const int fd = fds_[c.group];
+    const std::string& what = paths_[c.group];
+    char* buf = buffers_[0];
+    s = aio_->Wait(aio_->Read(fd, buf, static_cast<size_t>(s1 - s0), off, what));
     if (!s.ok()) return s;
-    stats_.bytes_read += chunk_bytes(c);
-    float* arr = reinterpret_cast<float*>(buffers_[0] + a * region_bytes(c));
+    stats_.bytes_read += s1 - s0;
+    float* arr = reinterpret_cast<float*>(buf + (first - s0));
     if (in == nullptr) {
-      std::memcpy(out + (lo - begin), arr + (lo - c.begin), static_cast<size_t>(hi - lo) * 4);
+      std::memcpy(out + (lo - begin), arr, static_cast<size_t>(hi - lo) * 4);
       continue;
     }
-    std::memcpy(arr + (lo - c.begin), in + (lo - begin), static_cast<size_t>(hi - lo) * 4);
-    s = aio_->Wait(Io(c, committed_, buffers_[0], true));
+    std::memcpy(arr, in + (lo - begin), static_cast<size_t>(hi - lo) * 4);
+    s = aio_->Wait(aio_->Write(fd, buf, static_cast<size_t>(s1 - s0), off, what));
     if (!s.ok()) return s;
-    stats_.bytes_written += chunk_bytes(c);
+    stats_.bytes_written += s1 - s0;
   }
   return absl::OkStatus();
 }
