@@ -499,8 +499,10 @@ EngineStats Engine::Stats() const {
 }
 
 absl::Status Engine::Save(const std::string& dir, const std::string& tag,
-                          const ckpt::SaveOptions& options) {
+                          const ckpt::SaveOptions& options_in) {
   RETURN_IF_ERROR(Check(true, "save"));
+  ckpt::SaveOptions options = options_in;
+  if (!options.progress) options.progress = ProgressFor(ctx_.progress, "save");
   if (ctx_.replicas <= 1) return checkpoint_->Save(dir, tag, options);
   // Hybrid sharding: the groups hold the same states; the first writes them
   // (a checkpoint of its world), and every rank learns how that went.
@@ -525,7 +527,10 @@ absl::Status Engine::Save(const std::string& dir, const std::string& tag,
 absl::Status Engine::Load(const std::string& dir, const std::string& tag,
                           const ckpt::LoadOptions& options) {
   RETURN_IF_ERROR(Check(true, "load"));
-  return checkpoint_->Load(dir, tag, options);
+  if (options.progress || !ctx_.progress) return checkpoint_->Load(dir, tag, options);
+  ckpt::LoadOptions o = options;
+  o.progress = ProgressFor(ctx_.progress, "load");
+  return checkpoint_->Load(dir, tag, o);
 }
 
 absl::Status Engine::LoadSafetensors(const std::string& path, const PretrainedOptions& options,

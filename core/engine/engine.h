@@ -103,6 +103,10 @@ class Engine {
   // Writes the zero_trace file now (it is written when end_step is reached
   // and at destruction otherwise).
   absl::Status FlushTrace();
+  // Progress of save, load and (set before Finalize) the NVMe tier's
+  // preallocation and first write; empty: none. Save/Load options that
+  // carry their own progress take precedence.
+  void set_progress(ProgressCallback cb) { ctx_.progress = std::move(cb); }
   const Config& config() const { return ctx_.config; }
   const Layout& layout() const { return ctx_.layout; }
 
