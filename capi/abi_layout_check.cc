@@ -182,7 +182,8 @@ static_assert(ZERO_INIT_ZEROS == 0 && ZERO_INIT_ONES == 1 && ZERO_INIT_CONSTANT 
 static_assert(ZERO_OK == 0 && ZERO_INVALID_ARGUMENT == 1 && ZERO_FAILED_PRECONDITION == 2 &&
                   ZERO_NOT_FOUND == 3 && ZERO_OUT_OF_MEMORY == 4 && ZERO_TIMEOUT == 5 &&
                   ZERO_IO_ERROR == 6 && ZERO_DATA_LOSS == 7 && ZERO_UNIMPLEMENTED == 8 &&
-                  ZERO_INTERNAL == 9 && ZERO_ABORTED == 10 && ZERO_MISMATCH == 11,
+                  ZERO_INTERNAL == 9 && ZERO_ABORTED == 10 && ZERO_MISMATCH == 11 &&
+                  ZERO_CANCELLED == 12,
               "zero_status values changed");
 static_assert(ZERO_DTYPE_F32 == 0 && ZERO_DTYPE_F16 == 1 && ZERO_DTYPE_BF16 == 2,
               "zero_dtype values changed");

@@ -30,6 +30,7 @@ absl::Status NvmeStateStore::Create(const std::vector<int64_t>& owned_lens) {
   o.aio.queue_depth = ctx_->config.aio.queue_depth;
   o.aio.block_size = ctx_->config.aio.block_size;
   o.aio.recorder = ctx_->recorder;
+  o.progress = ctx_->progress;
   ASSIGN_OR_RETURN(tier_, offload::NvmeTier::Create(o, owned_lens));
   if (staged()) {  // the device buffer of the largest piece, for Update
     int64_t piece = 0;

@@ -53,11 +53,14 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   // overflow together); pass 2 is the fused update, which reads them raw
   // (cast per tile) and zeroes them. Stage 1's owned gradients are the fp32
   // scratch its reduce-scatter writes (the full local gradient is zeroed as
-  // the pack reads it). A device without the fused update, or fused off,
-  // casts into the scratch, updates from it and zeroes afterwards.
+  // the pack reads it), unless that reduce-scatter is the identity (one
+  // rank, nothing to scale): then they are the gradients, as at stages 2-3.
+  // A device without the fused update, or fused off, casts into the
+  // scratch, updates from it and zeroes afterwards.
   const bool fused = device->fused_update() && g_fused_boundary.load();
-  const bool in_place = t == DType::kF32 && stage != 1;
-  const bool raw = stage != 1 && (in_place || fused);
+  const bool scatter = stage == 1 && !reducer_->Stage1IsIdentity();
+  const bool in_place = t == DType::kF32 && !scatter;
+  const bool raw = !scatter && (in_place || fused);
   // Stage 3 with offload_optimizer "nvme" (ZeRO-Infinity): the gradient
   // shards are in files and stream group by group through one raw buffer
   // (and an fp32 one when not fused), read for pass 1 and again for pass
@@ -90,7 +93,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
       ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
       RETURN_IF_ERROR(reducer_->ReduceLeftoversStage0());
     }
-    if (stage == 1) {
+    if (scatter) {
       ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
       RETURN_IF_ERROR(reducer_->ReduceScatterFlatStage1(g32, /*zero_grads=*/fused));
     }
@@ -101,7 +104,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
         RETURN_IF_ERROR(sharded_->ReadGradsRaw(g, 0, n, stream_raw_.data()));
         sumsq += device->SumSquares(stream_raw_.data(), t, n);
       }
-    } else if (stage != 1 && !raw) {
+    } else if (!scatter && !raw) {
       for (int g = 0; g < groups; ++g) {
         device->ToF32(sharded_->group(g).grads.data(), t, g32[g], sharded_->group(g).owned_len,
                       1.0f);
@@ -223,9 +226,9 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
       // needs no zeroing: the next reduce-scatter overwrites it).
       char* grad = static_cast<char*>(src[g]) + begin * DTypeSize(src_t);
       if (u.sgd_mode) {
-        device->SgdStepRawGrad(u.sgd, grad, src_t, master, m, len, work, t, stage != 1);
+        device->SgdStepRawGrad(u.sgd, grad, src_t, master, m, len, work, t, !scatter);
       } else {
-        device->AdamStepRawGrad(u.adam, grad, src_t, master, m, v, len, work, t, stage != 1);
+        device->AdamStepRawGrad(u.adam, grad, src_t, master, m, v, len, work, t, !scatter);
       }
       return land(g, begin, len, work);
     }

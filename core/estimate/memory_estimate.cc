@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/engine/gradient_reducer.h"
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/param_coordinator.h"
 #include "core/partition/layout.h"
@@ -173,15 +174,17 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     if (largest > cap) e.large_grad_bytes = largest * es;
   }
   // OptimizerBoundary: the fp32 gradient scratch at stage 1 (its
-  // reduce-scatter's target), and for fp16/bf16 on a device without the
-  // fused update (the GPU; the CPU device reads raw gradients in place).
+  // reduce-scatter's target, unless that is the identity), and for
+  // fp16/bf16 on a device without the fused update (the GPU; the CPU device
+  // reads raw gradients in place).
+  const bool scatter = stage == 1 && !Stage1ReduceIsIdentity(c, world);
   if (stage == 3 && nvme_optim && !topo.gpu) {
     // Stage 3 with offload_optimizer nvme on the cpu: one group's
     // gradients, raw and fp32, streamed from the gradient files.
     int64_t most = 1;
     for (int64_t len : owned) most = std::max(most, len);
     e.scratch_bytes = most * (es + 4);
-  } else if (stage == 1 || (c.dtype != DType::kF32 && topo.gpu)) {
+  } else if (scatter || (c.dtype != DType::kF32 && topo.gpu)) {
     e.scratch_bytes = owned_total * 4;
   }
   // NvmeStateStore on a GPU: the largest piece's master and moments on the

@@ -83,6 +83,11 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
       }
     }
     t->stats_.file_bytes += size;
+    if (options.progress && !options.progress("nvme preallocate", t->stats_.file_bytes, total)) {
+      return absl::CancelledError(absl::StrCat(key, ": preallocation cancelled by the progress "
+                                               "callback after ", t->stats_.file_bytes, " of ",
+                                               total, " bytes (rank ", options.rank, ")"));
+    }
   }
   t->buffer_bytes_ = kAlign;
   for (const Chunk& c : t->chunks_) t->buffer_bytes_ = std::max(t->buffer_bytes_, t->chunk_bytes(c));
@@ -166,10 +171,22 @@ absl::Status NvmeTier::Initialize(const ChunkFn& fn) {
   const size_t B = buffers_.size();
   std::vector<Aio::Ticket> wr(chunks_.size(), 0);
   absl::Status first;
+  int64_t total = 0, done = 0;
+  for (const Chunk& c : chunks_) total += chunk_bytes(c);
+  // Chunk j's write has completed: report it (a cancel stops the loop).
+  auto written = [&](size_t j) {
+    first.Update(aio_->Wait(wr[j]));
+    wr[j] = 0;
+    done += chunk_bytes(chunks_[j]);
+    if (first.ok() && options_.progress && !options_.progress("nvme initialize", done, total)) {
+      first = absl::CancelledError(absl::StrCat(
+          options_.key, ": first write cancelled by the progress callback after ", done, " of ",
+          total, " bytes (rank ", options_.rank, ")"));
+    }
+  };
   for (size_t k = 0; k < chunks_.size() && first.ok(); ++k) {
     if (k >= B) {
-      first.Update(aio_->Wait(wr[k - B]));
-      wr[k - B] = 0;
+      written(k - B);
       if (!first.ok()) break;
     }
     const Chunk& c = chunks_[k];
@@ -184,8 +201,8 @@ absl::Status NvmeTier::Initialize(const ChunkFn& fn) {
     wr[k] = Io(c, committed_, buf, true);
     stats_.bytes_written += chunk_bytes(c);
   }
-  for (Aio::Ticket t : wr) {
-    if (t) first.Update(aio_->Wait(t));
+  for (size_t j = 0; j < wr.size(); ++j) {
+    if (wr[j]) written(j);
   }
   return first;
 }

@@ -16,7 +16,8 @@
   X(UNIMPLEMENTED) \
   X(INTERNAL) \
   X(ABORTED) \
-  X(MISMATCH)
+  X(MISMATCH) \
+  X(CANCELLED)
 
 // X(field) for every field of zero_step_info after struct_size.
 #define ZERO_STEP_INFO_FIELDS(X) \

@@ -27,6 +27,7 @@ STATUS: Tuple[Tuple[str, int, str], ...] = (
     ('INTERNAL', 9, 'a bug in zero: please report'),
     ('ABORTED', 10, 'the communicator broke earlier'),
     ('MISMATCH', 11, 'ranks disagree (params, config)'),
+    ('CANCELLED', 12, '1.6: a progress callback asked to stop'),
 )
 
 #: zero_step_info after struct_size: (name, kind, description); kind is

@@ -30,6 +30,7 @@ pub const ZERO_UNIMPLEMENTED: zero_status = 8;
 pub const ZERO_INTERNAL: zero_status = 9;
 pub const ZERO_ABORTED: zero_status = 10;
 pub const ZERO_MISMATCH: zero_status = 11;
+pub const ZERO_CANCELLED: zero_status = 12;
 pub type zero_status = core::ffi::c_uint;
 pub const ZERO_DTYPE_F32: zero_dtype = 0;
 pub const ZERO_DTYPE_F16: zero_dtype = 1;
@@ -3802,5 +3803,40 @@ extern "C" {
         dst: *mut core::ffi::c_void,
         src: *const core::ffi::c_void,
         bytes: usize,
+    ) -> zero_status;
+}
+pub type zero_progress_fn = ::core::option::Option<
+    unsafe extern "C" fn(
+        user: *mut core::ffi::c_void,
+        what: *const core::ffi::c_char,
+        done: i64,
+        total: i64,
+    ) -> i32,
+>;
+extern "C" {
+    pub fn zero_engine_set_progress(
+        engine: *mut zero_engine_t,
+        fn_: zero_progress_fn,
+        user: *mut core::ffi::c_void,
+    ) -> zero_status;
+}
+extern "C" {
+    pub fn zero_checkpoint_export_safetensors_progress(
+        dir: *const core::ffi::c_char,
+        tag: *const core::ffi::c_char,
+        out_path: *const core::ffi::c_char,
+        dtype: zero_dtype,
+        fn_: zero_progress_fn,
+        user: *mut core::ffi::c_void,
+    ) -> zero_status;
+}
+extern "C" {
+    pub fn zero_checkpoint_reshard(
+        dir: *const core::ffi::c_char,
+        tag: *const core::ffi::c_char,
+        out_dir: *const core::ffi::c_char,
+        world: i32,
+        fn_: zero_progress_fn,
+        user: *mut core::ffi::c_void,
     ) -> zero_status;
 }

@@ -30,6 +30,8 @@ pub enum Status {
     Aborted,
     /// Ranks disagree (params, config) (`ZERO_MISMATCH`).
     Mismatch,
+    /// 1.6: a progress callback asked to stop (`ZERO_CANCELLED`).
+    Cancelled,
     /// A code this version of the bindings does not know.
     Unknown(u32),
 }
@@ -50,6 +52,7 @@ impl Status {
             sys::ZERO_INTERNAL => Status::Internal,
             sys::ZERO_ABORTED => Status::Aborted,
             sys::ZERO_MISMATCH => Status::Mismatch,
+            sys::ZERO_CANCELLED => Status::Cancelled,
             other => Status::Unknown(other),
         })
     }
@@ -68,6 +71,7 @@ impl Status {
             Status::Internal => sys::ZERO_INTERNAL,
             Status::Aborted => sys::ZERO_ABORTED,
             Status::Mismatch => sys::ZERO_MISMATCH,
+            Status::Cancelled => sys::ZERO_CANCELLED,
             Status::Unknown(code) => code,
         }
     }
@@ -87,6 +91,7 @@ pub(crate) const KNOWN_STATUS_CODES: &[u32] = &[
     sys::ZERO_INTERNAL,
     sys::ZERO_ABORTED,
     sys::ZERO_MISMATCH,
+    sys::ZERO_CANCELLED,
 ];
 
 /// What zero_engine_step did (`zero_step_info`).
