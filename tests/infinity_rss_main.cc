@@ -35,6 +35,20 @@ int64_t StatusKiB(const char* key) {
   return -1;
 }
 
+// Bytes this process read from and wrote to storage (/proc/self/io,
+// read_bytes + write_bytes; O_DIRECT included): every file the step touches,
+// the optimizer state, the param files and the gradient files.
+int64_t StorageBytes() {
+  std::ifstream f("/proc/self/io");
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(f, line)) {
+    if (line.rfind("read_bytes:", 0) == 0) n += std::atoll(line.c_str() + 11);
+    if (line.rfind("write_bytes:", 0) == 0) n += std::atoll(line.c_str() + 12);
+  }
+  return n;
+}
+
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -111,6 +125,7 @@ int main(int argc, char** argv) {
   const size_t es = zero::DTypeSize(c.dtype);
   double t_steps = 0;
   const zero::EngineStats before = (*e)->Stats();
+  const int64_t disk_before = StorageBytes();
   for (int64_t st = 0; st < steps; ++st) {
     const double a = Now();
     for (int64_t l = 0; l < layers; ++l) {  // forward
@@ -140,6 +155,8 @@ int main(int argc, char** argv) {
     t_steps += Now() - a;
   }
   const int64_t rss_step = StatusKiB("VmRSS:");
+  const int64_t step_disk = (StorageBytes() - disk_before) / std::max<int64_t>(steps, 1);
+  const zero::EngineStats after = (*e)->Stats();  // before a save/load's IO
   const int64_t hwm_step = StatusKiB("VmHWM:");
   // A checkpoint saved and loaded back streams the state from and to the
   // files (nothing materialized): the peak must not move with the model.
@@ -163,7 +180,7 @@ int main(int argc, char** argv) {
       "\"load_s\": %.2f, "
       "\"disk_bytes\": %lld, \"disk_bytes_per_param\": %.3f, \"finalize_s\": %.2f, "
       "\"step_s\": %.2f, \"nvme_read_bytes\": %lld, \"nvme_write_bytes\": %lld, "
-      "\"step_io_bytes\": %lld, \"direct_io\": %d, \"uring\": %d}\n",
+      "\"step_io_bytes\": %lld, \"step_disk_bytes\": %lld, \"direct_io\": %d, \"uring\": %d}\n",
       static_cast<long long>(st.trainable_numel), dtype.c_str(), atomic ? "true" : "false",
       static_cast<long long>(rss_fin), static_cast<long long>(rss_step),
       static_cast<long long>(hwm_step), static_cast<long long>(hwm), t_save, t_load,
@@ -171,8 +188,10 @@ int main(int argc, char** argv) {
       static_cast<double>(st.nvme_bytes) / static_cast<double>(st.trainable_numel), t_fin,
       steps > 0 ? t_steps / steps : 0.0, static_cast<long long>(st.nvme_read_bytes),
       static_cast<long long>(st.nvme_write_bytes),
-      static_cast<long long>((st.nvme_read_bytes + st.nvme_write_bytes - before.nvme_read_bytes -
-                              before.nvme_write_bytes) / std::max<int64_t>(steps, 1)),
+      static_cast<long long>((after.nvme_read_bytes + after.nvme_write_bytes -
+                              before.nvme_read_bytes - before.nvme_write_bytes) /
+                             std::max<int64_t>(steps, 1)),
+      static_cast<long long>(step_disk),
       st.nvme_direct_io, st.nvme_uring);
   return 0;
 }

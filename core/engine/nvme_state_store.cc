@@ -128,38 +128,9 @@ absl::Status NvmeStateStore::CastMaster(int g, void* dst) {
   return absl::OkStatus();
 }
 
-absl::Status NvmeStateStore::MaterializeAll() {
-  const int arrays = StateArrays(ctx_->config);
-  resident_.clear();
-  resident_.resize(lens_.size());
-  for (auto& r : resident_) r.resize(3);
-  for (size_t g = 0; g < lens_.size(); ++g) {
-    for (int a = 0; a < arrays; ++a) {
-      ASSIGN_OR_RETURN(resident_[g][a], DeviceBuffer::Make(MemoryDevice(), lens_[g] * 4));
-      RETURN_IF_ERROR(tier_->ReadRange(static_cast<int>(g), a, 0, lens_[g],
-                                       resident_[g][a].data<float>()));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status NvmeStateStore::SpillAll(bool write_back) {
-  absl::Status s;
-  for (size_t g = 0; g < resident_.size(); ++g) {
-    for (int a = 0; a < 3; ++a) {
-      DeviceBuffer& b = resident_[g][a];
-      if (write_back && s.ok() && b.data() != nullptr) {
-        s = tier_->WriteRange(static_cast<int>(g), a, 0, lens_[g], b.data<float>());
-      }
-    }
-  }
-  resident_.clear();
-  return s;
-}
-
-float* NvmeStateStore::InMemory(int g, int array) {
-  return resident_.empty() ? nullptr : resident_[g][array].data<float>();
-}
+// Checkpoints stream the state through Read/Write (ParamView::io): it is
+// never resident as a whole.
+float* NvmeStateStore::InMemory(int, int) { return nullptr; }
 
 StateStoreStats NvmeStateStore::stats() const {
   const offload::NvmeTierStats t = tier_->stats();

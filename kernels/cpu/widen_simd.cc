@@ -18,31 +18,38 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Mirrors math::HalfToFloat in int32 lanes: normal halves rebias the
 // exponent (+112 << 23), inf/NaN keep their mantissa under an all-ones
 // exponent, subnormals are mant * 2^-24 (exact in fp32), sign or'ed last.
+template <class DF, class D16>
+HWY_INLINE hn::Vec<DF> HalfBitsToF32(DF df, D16 d16, const uint16_t* p) {
+  const hn::RebindToSigned<DF> di;
+  const auto u = hn::PromoteTo(di, hn::LoadU(d16, p));
+  const auto em = hn::And(u, hn::Set(di, 0x7fff));
+  const auto sign = hn::ShiftLeft<16>(hn::And(u, hn::Set(di, 0x8000)));
+  const auto shifted = hn::ShiftLeft<13>(em);
+  const auto sub = hn::BitCast(di, hn::Mul(hn::ConvertTo(df, em), hn::Set(df, 5.9604644775390625e-08f)));
+  auto r = hn::IfThenElse(hn::Gt(em, hn::Set(di, 0x7bff)), hn::Add(shifted, hn::Set(di, 0x70000000)),
+                          hn::Add(shifted, hn::Set(di, 0x38000000)));
+  r = hn::IfThenElse(hn::Lt(em, hn::Set(di, 0x400)), sub, r);
+  return hn::BitCast(df, hn::Or(r, sign));
+}
+
+// On AVX2 and up, F16C converts (exact for every half but NaN, which it
+// quiets); a vector holding a NaN takes the integer path, so NaN payloads
+// stay as the scalar conversion leaves them.
 void F16ToF32TileImpl(const uint16_t* src, float* dst, size_t n, float scale) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<uint16_t, decltype(df)> d16;
   const size_t N = hn::Lanes(df);
-  const auto em_mask = hn::Set(di, 0x7fff);
-  const auto sign_mask = hn::Set(di, 0x8000);
-  const auto rebias = hn::Set(di, 0x38000000);
-  const auto infnan_bias = hn::Set(di, 0x70000000);
-  const auto min_normal = hn::Set(di, 0x400);
-  const auto max_finite = hn::Set(di, 0x7bff);
-  const auto unit = hn::Set(df, 5.9604644775390625e-08f);  // 2^-24
   const auto k = hn::Set(df, scale);
   const bool scaled = scale != 1.0f;
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    const auto u = hn::PromoteTo(di, hn::LoadU(d16, src + i));
-    const auto em = hn::And(u, em_mask);
-    const auto sign = hn::ShiftLeft<16>(hn::And(u, sign_mask));
-    const auto shifted = hn::ShiftLeft<13>(em);
-    const auto sub = hn::BitCast(di, hn::Mul(hn::ConvertTo(df, em), unit));
-    auto r = hn::IfThenElse(hn::Gt(em, max_finite), hn::Add(shifted, infnan_bias),
-                            hn::Add(shifted, rebias));
-    r = hn::IfThenElse(hn::Lt(em, min_normal), sub, r);
-    auto f = hn::BitCast(df, hn::Or(r, sign));
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    auto f = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(src + i)));
+    if (HWY_UNLIKELY(!hn::AllFalse(df, hn::IsNaN(f)))) f = HalfBitsToF32(df, d16, src + i);
+#else
+    auto f = HalfBitsToF32(df, d16, src + i);
+#endif
     if (scaled) f = hn::Mul(f, k);
     hn::StoreU(f, df, dst + i);
   }
@@ -92,13 +99,19 @@ void AccumulateSquaresImpl(const float* x, size_t n, double* acc) {
     constexpr size_t kV = kSquareLanes / N;
     using V = decltype(hn::Zero(dd));
     V a[kV];
+#pragma GCC unroll 16
     for (size_t j = 0; j < kV; ++j) a[j] = hn::LoadU(dd, acc + j * N);
     for (; i + kSquareLanes <= n; i += kSquareLanes) {
+      // Unrolled, so the accumulators stay in registers.
+#pragma GCC unroll 16
       for (size_t j = 0; j < kV; ++j) {
+        // MulAdd is exact here: a float times a float fits a double's
+        // mantissa, so the fused and the separate add round alike.
         const auto g = hn::PromoteTo(dd, hn::LoadU(df, x + i + j * N));
-        a[j] = hn::Add(a[j], hn::Mul(g, g));
+        a[j] = hn::MulAdd(g, g, a[j]);
       }
     }
+#pragma GCC unroll 16
     for (size_t j = 0; j < kV; ++j) hn::StoreU(a[j], dd, acc + j * N);
   }
   for (; i < n; ++i) acc[i % kSquareLanes] += math::SquaredTerm(x[i]);
