@@ -12,6 +12,11 @@
 // working dtype; each the fastest of `steps` runs, in wall time and (one
 // rank, one kernel thread) the calling thread's CPU time. Thread ranks
 // (default 1).
+// `pieces_ms`: the boundary's phases (wall_clock_breakdown) in the fastest
+// fused step: stage 0-1 reduction, norm (cast + sum of squares +
+// all-reduce), update (optimizer + working-copy cast + gradient zeroing),
+// publish (all-gather of the working copy). `sumsq_kernel_cpu_ms`:
+// cpu::SumSquares alone over an owned-size array of the working dtype.
 // JSON lines; noisy on a shared machine: compare ratios within one run.
 //
 // Usage: boundary_bench [params=4e6] [steps=7] [world=1] [offload]
@@ -93,8 +98,12 @@ std::vector<Rank> MakeEngines(const zero::Config& c,
 }
 
 // One step on every rank; returns rank 0's Step() seconds (and its thread
-// CPU seconds in *cpu).
-double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu) {
+// CPU seconds in *cpu; with wall_clock_breakdown, its pieces in *pieces).
+struct Pieces {
+  double reduce = 0, norm = 0, update = 0, publish = 0;
+};
+double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu,
+               Pieces* pieces = nullptr) {
   std::vector<double> secs(ranks.size()), cpus(ranks.size());
   std::vector<std::thread> th;
   for (size_t r = 0; r < ranks.size(); ++r) {
@@ -123,6 +132,11 @@ double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu
   }
   for (auto& x : th) x.join();
   *cpu = cpus[0];
+  if (pieces != nullptr && ranks[0].engine->recorder() != nullptr) {
+    const zero::StepBreakdown& b = ranks[0].engine->recorder()->last();
+    *pieces = {b.at(zero::Phase::kBoundaryReduce), b.at(zero::Phase::kNorm),
+               b.at(zero::Phase::kUpdate), b.at(zero::Phase::kPublish)};
+  }
   return secs[0];
 }
 
@@ -154,19 +168,24 @@ int main(int argc, char** argv) {
       if (offload) c.offload_optimizer.device = zero::OffloadDevice::kCpu;
       auto comms_a = zero::MakeThreadCommunicators(world);
       auto comms_b = zero::MakeThreadCommunicators(world);
-      std::vector<Rank> fused = MakeEngines(c, comms_a, per);
       std::vector<Rank> separate = MakeEngines(c, comms_b, per);
+      // Per-piece times of the fused boundary (a clock read per phase).
+      c.observe.wall_clock_breakdown = true;
+      std::vector<Rank> fused = MakeEngines(c, comms_a, per);
       const int64_t owned = (total + world - 1) / world;
       // The Adam kernel alone on arrays of the owned shard's size.
       std::vector<float> g(owned, 1e-3f), p(owned, 0.5f), m(owned), v(owned);
       std::vector<char> w(owned * zero::DTypeSize(t));
       const zero::math::AdamScalars as =
           zero::math::MakeAdamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, true, 1, 1.0f);
-      std::vector<double> tf, ts, ta, cf, cs, ca;
+      std::vector<double> tf, ts, ta, cf, cs, ca, cn;
+      Pieces best_pieces;
+      double best_fused = 1e30;
       for (int k = 0; k < steps + 2; ++k) {
         double a_cpu, b_cpu;
         zero::SetFusedBoundary(true);
-        const double a = OneStep(fused, t, per, &a_cpu);
+        Pieces pieces;
+        const double a = OneStep(fused, t, per, &a_cpu, &pieces);
         zero::SetFusedBoundary(false);
         const double b = OneStep(separate, t, per, &b_cpu);
         zero::SetFusedBoundary(true);
@@ -175,27 +194,40 @@ int main(int argc, char** argv) {
         zero::cpu::AdamStep(as, g.data(), p.data(), m.data(), v.data(), owned, w.data(), t);
         const double k_s = Now() - t0;
         const double k_cpu = ThreadCpu() - c0;
+        // Pass 1's kernel alone: the sum of squares over the owned shard in
+        // the working dtype (the working copy Adam just wrote).
+        const double n0 = ThreadCpu();
+        volatile double sink = zero::cpu::SumSquares(w.data(), t, owned);
+        (void)sink;
+        const double n_cpu = ThreadCpu() - n0;
         if (k < 2) continue;  // warm-up
+        if (a < best_fused) {
+          best_fused = a;
+          best_pieces = pieces;
+        }
         tf.push_back(a);
         ts.push_back(b);
         ta.push_back(k_s);
         cf.push_back(a_cpu);
         cs.push_back(b_cpu);
         ca.push_back(k_cpu);
+        cn.push_back(n_cpu);
       }
       const double f = Best(tf), s = Best(ts), ad = Best(ta);
-      const double fc = Best(cf), sc = Best(cs), ac = Best(ca);
+      const double fc = Best(cf), sc = Best(cs), ac = Best(ca), nc = Best(cn);
       std::printf(
           "{\"bench\":\"boundary\",\"stage\":%d,\"dtype\":\"%s\",\"world\":%d,\"offload\":%s,"
           "\"params\":%lld,\"owned\":%lld,\"boundary_ms\":%.3f,\"separate_passes_ms\":%.3f,"
           "\"adam_kernel_ms\":%.3f,\"boundary_vs_adam\":%.2f,\"separate_vs_adam\":%.2f,"
           "\"speedup\":%.2f,\"boundary_cpu_ms\":%.3f,\"separate_cpu_ms\":%.3f,"
           "\"adam_cpu_ms\":%.3f,\"boundary_vs_adam_cpu\":%.2f,\"separate_vs_adam_cpu\":%.2f,"
-          "\"speedup_cpu\":%.2f}\n",
+          "\"speedup_cpu\":%.2f,\"pieces_ms\":{\"boundary_reduce\":%.3f,\"norm\":%.3f,"
+          "\"update\":%.3f,\"publish\":%.3f},\"sumsq_kernel_cpu_ms\":%.3f}\n",
           stage, zero::DTypeName(t), world, offload ? "true" : "false",
           static_cast<long long>(total), static_cast<long long>(owned), f * 1e3, s * 1e3,
           ad * 1e3, f / ad, s / ad, s / f, fc * 1e3, sc * 1e3, ac * 1e3, fc / ac, sc / ac,
-          sc / fc);
+          sc / fc, best_pieces.reduce, best_pieces.norm, best_pieces.update, best_pieces.publish,
+          nc * 1e3);
       std::fflush(stdout);
     }
   }

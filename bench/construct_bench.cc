@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ int64_t StatusKb(const char* key) {
   }
   return -1;
 }
+
+// For the out-of-memory line (a new handler takes no arguments).
+const char* g_mode = "";
+int g_rank = -1;
 
 struct P {
   std::string name;
@@ -131,6 +136,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int rank = (*comm)->rank(), world = (*comm)->world_size();
+  g_mode = mode.c_str();
+  g_rank = rank;
   int64_t psi = 0, largest = 0;
   for (const P& p : ps) {
     psi += p.rows * p.cols;
@@ -148,6 +155,18 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   auto e = zero::Engine::Create(c, comm->get());
   if (!e.ok()) return 1;
+  // Under an address-space limit (construct_bench.sh's RANK_AS_LIMIT) a mode
+  // that does not fit fails here with a line saying so, and MPI_Abort ends
+  // the other ranks, instead of the kernel's OOM killer picking a process.
+  std::set_new_handler([] {
+    std::printf("{\"bench\": \"construct_failed\", \"mode\": \"%s\", \"rank\": %d, "
+                "\"error\": \"out of memory (allocation refused)\", "
+                "\"rss_at_failure_bytes\": %lld, \"vm_at_failure_bytes\": %lld}\n",
+                g_mode, g_rank, static_cast<long long>(StatusKb("VmRSS:")) * 1024,
+                static_cast<long long>(StatusKb("VmSize:")) * 1024);
+    std::fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  });
   std::vector<float> full;
   for (const P& p : ps) {
     zero::ParamSpec s;
@@ -181,6 +200,7 @@ int main(int argc, char** argv) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int64_t peak = (StatusKb("VmHWM:") - base_kb) * 1024;
+  const int64_t vm_peak = StatusKb("VmPeak:") * 1024;  // for sizing RANK_AS_LIMIT
   const zero::EngineStats s = (*e)->Stats();
   const zero::Config& rc = (*e)->config();
   const int64_t states = s.master_bytes + s.optimizer_bytes + s.grad_bytes + s.param_bytes;
@@ -190,13 +210,13 @@ int main(int argc, char** argv) {
               "\"params\": %lld, \"seconds\": %.2f, \"peak_rss_growth_bytes\": %lld, "
               "\"model_states_bytes\": %lld, \"formula_16psi_over_w\": %.0f, "
               "\"buffer_bytes\": %lld, \"reduce_bucket_size\": %lld, "
-              "\"largest_param\": %lld, \"bytes_read\": %lld, "
+              "\"largest_param\": %lld, \"bytes_read\": %lld, \"vm_peak_bytes\": %lld, "
               "\"peak_over_formula_plus_buffers\": %.3f}\n",
               mode.c_str(), rank, world, static_cast<long long>(psi), secs,
               static_cast<long long>(peak), static_cast<long long>(states), formula,
               static_cast<long long>(s.buffer_bytes),
               static_cast<long long>(rc.reduce_bucket_size), static_cast<long long>(largest),
-              static_cast<long long>(loaded.bytes_read), ratio);
+              static_cast<long long>(loaded.bytes_read), static_cast<long long>(vm_peak), ratio);
   std::fflush(stdout);
   double mine[3] = {static_cast<double>(peak), secs, ratio}, most[3];
   MPI_Reduce(mine, most, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);

@@ -7,18 +7,20 @@
 # step time, RSS after finalize and after the steps, peak RSS, disk bytes
 # and bytes per parameter; then the slope of RSS per parameter, and raw
 # sequential O_DIRECT write+read of the step's IO volume in the same run
-# against the step's own IO rate (the step includes the CPU Adam: on this
+# against the step's own IO rate (step_disk_bytes: what the process read and
+# wrote to storage during the step, /proc/self/io: optimizer state, param
+# files and gradient files) (the step includes the CPU Adam: on this
 # shared 2-core machine it is compute-bound, so the ratio says little about
 # the disk; figures are noisy).
-#   bash bench/infinity_bench.sh [DIR=/tmp] [--big]
+#   bash bench/infinity_bench.sh [DIR=/tmp] [--big]     (SIZES="4 8" to choose layers)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base="${1:-/tmp}"; big="${2:-}"
 bazel build //tests:infinity_rss_main >&2
 dir=$(mktemp -d "$base/zero_infinity.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-sizes="4 8 15"          # x 8192^2 = 0.27B, 0.54B, 1.01B
-[ "$big" = "--big" ] && sizes="$sizes 45"   # 3.02B
+sizes="${SIZES:-4 8 15}"   # layers x 8192^2 = 0.27B, 0.54B, 1.01B
+[ "$big" = "--big" ] && sizes="$sizes 45"   # 3.02B (SIZES=" " --big: that one alone)
 out=$(mktemp)
 for layers in $sizes; do
   bazel-bin/tests/infinity_rss_main --layers "$layers" --hidden 8192 --nvme "$dir" \
@@ -28,12 +30,12 @@ python3 - "$out" "$dir" <<'PY'
 import json, mmap, os, sys, time
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 a, b = runs[0], runs[-1]
-for key in ("rss_after_finalize_kib", "rss_after_step_kib", "peak_rss_kib"):
+for key in ("rss_after_finalize_kib", "rss_after_step_kib", "peak_rss_kib") if len(runs) > 1 else ():
     slope = (b[key] - a[key]) * 1024.0 / (b["params"] - a["params"])
     print(json.dumps({"bench": "infinity_rss_slope", "what": key, "bytes_per_param": round(slope, 4),
                       "from_params": a["params"], "to_params": b["params"]}))
 # Raw sequential O_DIRECT write then read of the largest step's volume (capped at 8 GiB).
-vol = min(b["step_io_bytes"], 8 << 30) // 2
+vol = min(b["step_disk_bytes"], 8 << 30) // 2
 path = os.path.join(sys.argv[2], "raw.bin")
 blk = 8 << 20
 buf = mmap.mmap(-1, blk)
@@ -50,7 +52,7 @@ tr = time.time() - t
 os.close(fd)
 os.unlink(path)
 raw = 2 * vol / (tw + tr)
-step_rate = b["step_io_bytes"] / max(b["step_s"], 1e-9)
+step_rate = b["step_disk_bytes"] / max(b["step_s"], 1e-9)
 print(json.dumps({"bench": "infinity_io", "raw_odirect_bytes_per_s": int(raw),
                   "step_io_bytes_per_s": int(step_rate), "ratio": round(step_rate / raw, 3),
                   "note": "step time includes the CPU optimizer and the gathers; noisy shared machine"}))

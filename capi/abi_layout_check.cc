@@ -182,7 +182,8 @@ static_assert(ZERO_INIT_ZEROS == 0 && ZERO_INIT_ONES == 1 && ZERO_INIT_CONSTANT 
 static_assert(ZERO_OK == 0 && ZERO_INVALID_ARGUMENT == 1 && ZERO_FAILED_PRECONDITION == 2 &&
                   ZERO_NOT_FOUND == 3 && ZERO_OUT_OF_MEMORY == 4 && ZERO_TIMEOUT == 5 &&
                   ZERO_IO_ERROR == 6 && ZERO_DATA_LOSS == 7 && ZERO_UNIMPLEMENTED == 8 &&
-                  ZERO_INTERNAL == 9 && ZERO_ABORTED == 10 && ZERO_MISMATCH == 11,
+                  ZERO_INTERNAL == 9 && ZERO_ABORTED == 10 && ZERO_MISMATCH == 11 &&
+                  ZERO_CANCELLED == 12,
               "zero_status values changed");
 static_assert(ZERO_DTYPE_F32 == 0 && ZERO_DTYPE_F16 == 1 && ZERO_DTYPE_BF16 == 2,
               "zero_dtype values changed");
@@ -190,7 +191,7 @@ static_assert(ZERO_OPTIMIZER_ADAM == 0 && ZERO_OPTIMIZER_ADAMW == 1 && ZERO_OPTI
               "zero_optimizer values changed");
 
 // 1.5: observing a run.
-ZERO_PIN_SIZE(zero_step_breakdown, 152, 8);
+ZERO_PIN_SIZE(zero_step_breakdown, 184, 8);
 ZERO_PIN_FIELD(zero_step_breakdown, struct_size, 0, 8);
 ZERO_PIN_FIELD(zero_step_breakdown, global_step, 8, 8);
 ZERO_PIN_FIELD(zero_step_breakdown, micro_steps, 16, 4);
@@ -199,6 +200,11 @@ ZERO_PIN_FIELD(zero_step_breakdown, forward_ms, 32, 8);
 ZERO_PIN_FIELD(zero_step_breakdown, publish_ms, 128, 8);
 ZERO_PIN_FIELD(zero_step_breakdown, nvme_read_bytes, 136, 8);
 ZERO_PIN_FIELD(zero_step_breakdown, nvme_write_bytes, 144, 8);
+// 1.6: NVMe time.
+ZERO_PIN_FIELD(zero_step_breakdown, nvme_read_ms, 152, 8);
+ZERO_PIN_FIELD(zero_step_breakdown, nvme_write_ms, 160, 8);
+ZERO_PIN_FIELD(zero_step_breakdown, nvme_exposed_ms, 168, 8);
+ZERO_PIN_FIELD(zero_step_breakdown, nvme_hidden_ms, 176, 8);
 
 ZERO_PIN_SIZE(zero_comm_log_entry, 80, 8);
 ZERO_PIN_FIELD(zero_comm_log_entry, struct_size, 0, 8);

@@ -17,6 +17,7 @@ zero_status ToZeroStatus(const absl::Status& s) {
     case absl::StatusCode::kDataLoss: return ZERO_DATA_LOSS;
     case absl::StatusCode::kUnimplemented: return ZERO_UNIMPLEMENTED;
     case absl::StatusCode::kAborted: return ZERO_ABORTED;
+    case absl::StatusCode::kCancelled: return ZERO_CANCELLED;
     // File system failures (core/common/errno_status.h).
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kPermissionDenied:

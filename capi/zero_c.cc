@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "capi/abi_struct.h"
 #include "capi/status_code.h"
+#include "core/ckpt/reshard.h"
 #include "core/ckpt/safetensors.h"
 #include "core/comm/mpi_communicator.h"
 #include "core/comm/thread_communicator.h"
@@ -202,6 +203,7 @@ const char* zero_status_string(zero_status status) {
     case ZERO_INTERNAL: return "internal error";
     case ZERO_ABORTED: return "aborted (communicator broken)";
     case ZERO_MISMATCH: return "mismatch between ranks";
+    case ZERO_CANCELLED: return "cancelled by a progress callback";
   }
   return "unknown status";
 }
@@ -664,6 +666,10 @@ zero_status zero_engine_step_breakdown(const zero_engine_t* engine, zero_step_br
     o.publish_ms = b.at(P::kPublish);
     o.nvme_read_bytes = b.nvme_read_bytes;
     o.nvme_write_bytes = b.nvme_write_bytes;
+    o.nvme_read_ms = b.at(P::kNvmeRead);
+    o.nvme_write_ms = b.at(P::kNvmeWrite);
+    o.nvme_exposed_ms = b.at(P::kNvmeExposed);
+    o.nvme_hidden_ms = b.nvme_hidden_ms();
     WriteStruct(o, out);
     return Report(absl::OkStatus());
   });
@@ -867,19 +873,40 @@ zero_status zero_engine_load_safetensors(zero_engine_t* engine, const char* path
   });
 }
 
-zero_status zero_checkpoint_export_safetensors(const char* dir, const char* tag,
-                                               const char* out_path, zero_dtype dtype) {
-  ZERO_CHECK_ARG("zero_checkpoint_export_safetensors", dir);
-  ZERO_CHECK_ARG("zero_checkpoint_export_safetensors", out_path);
+namespace {
+
+// The C progress callback as the core's; empty when fn is null. A nonzero
+// return cancels.
+zero::ProgressCallback WrapProgress(zero_progress_fn fn, void* user) {
+  if (fn == nullptr) return nullptr;
+  return [fn, user](const char* what, int64_t done, int64_t total) {
+    return fn(user, what, done, total) == 0;
+  };
+}
+
+zero_status ExportSafetensors(const char* call, const char* dir, const char* tag,
+                              const char* out_path, zero_dtype dtype,
+                              zero::ProgressCallback progress) {
+  ZERO_CHECK_ARG(call, dir);
+  ZERO_CHECK_ARG(call, out_path);
   const int64_t dt = EnumValue(dtype);
   if (!ValidDType(dt)) {
-    g_last_error = absl::StrCat("zero_checkpoint_export_safetensors: dtype ", dt, " not in 0..2");
+    g_last_error = absl::StrCat(call, ": dtype ", dt, " not in 0..2");
     return ZERO_INVALID_ARGUMENT;
   }
   return Guard([&] {
     return Report(zero::ckpt::ExportSafetensors(dir, tag != nullptr ? tag : "", out_path,
-                                                ToDType(dt)));
+                                                ToDType(dt),
+                                                zero::ProgressFor(std::move(progress), "export")));
   });
+}
+
+}  // namespace
+
+zero_status zero_checkpoint_export_safetensors(const char* dir, const char* tag,
+                                               const char* out_path, zero_dtype dtype) {
+  return ExportSafetensors("zero_checkpoint_export_safetensors", dir, tag, out_path, dtype,
+                           nullptr);
 }
 
 zero_status zero_engine_device(const zero_engine_t* engine, zero_device_info* info) {
@@ -923,6 +950,34 @@ zero_status zero_engine_copy(zero_engine_t* engine, void* dst, const void* src,
                              size_t bytes) {
   ZERO_CHECK_ARG("zero_engine_copy", engine);
   return Guard([&] { return Report(engine->engine->CopyMemory(dst, src, bytes)); });
+}
+
+// ---- 1.6: progress ----------------------------------------------------------
+
+zero_status zero_engine_set_progress(zero_engine_t* engine, zero_progress_fn fn, void* user) {
+  ZERO_CHECK_ARG("zero_engine_set_progress", engine);
+  return Guard([&] {
+    engine->engine->set_progress(WrapProgress(fn, user));
+    return Report(absl::OkStatus());
+  });
+}
+
+zero_status zero_checkpoint_export_safetensors_progress(const char* dir, const char* tag,
+                                                        const char* out_path, zero_dtype dtype,
+                                                        zero_progress_fn fn, void* user) {
+  return ExportSafetensors("zero_checkpoint_export_safetensors_progress", dir, tag, out_path,
+                           dtype, WrapProgress(fn, user));
+}
+
+zero_status zero_checkpoint_reshard(const char* dir, const char* tag, const char* out_dir,
+                                    int32_t world, zero_progress_fn fn, void* user) {
+  ZERO_CHECK_ARG("zero_checkpoint_reshard", dir);
+  ZERO_CHECK_ARG("zero_checkpoint_reshard", out_dir);
+  return Guard([&] {
+    return Report(zero::ckpt::ReshardCheckpoint(dir, tag != nullptr ? tag : "", out_dir, world,
+                                                zero::ProgressFor(WrapProgress(fn, user),
+                                                                  "reshard")));
+  });
 }
 
 }  // extern "C"

@@ -47,6 +47,8 @@ TEST(ErrnoToStatus, MapsTheKindAndKeepsTheMessage) {
     EXPECT_FALSE(zero::IsMismatch(s));
   }
   EXPECT_EQ(zero::ErrnoText(ENOENT), std::strerror(ENOENT));
+  // A progress callback's cancel (1.6).
+  EXPECT_EQ(zero_capi::ToZeroStatus(absl::CancelledError("cancelled")), ZERO_CANCELLED);
 }
 
 TEST(Mismatch, IsTypedByPayloadNotByText) {

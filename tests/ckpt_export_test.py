@@ -53,6 +53,34 @@ class ExportTest(unittest.TestCase):
             want = np.array(self.expected["params"][name], np.float32)
             np.testing.assert_array_equal(t.ravel(), want, err_msg=name)
 
+    def test_progress_line_on_a_terminal(self):
+        """stderr a terminal: one line redrawn in place, ending at 100%."""
+        out = os.path.join(self.tmp, "model_tty.safetensors")
+        master, slave = os.openpty()
+        try:
+            r = subprocess.run([CLI, "export", self.ckpt, "t", out], stdout=subprocess.PIPE,
+                               stderr=slave)
+            os.close(slave)
+            slave = -1
+            text = b""
+            while True:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # EIO: the other end is closed
+                    break
+                if not chunk:
+                    break
+                text += chunk
+        finally:
+            if slave >= 0:
+                os.close(slave)
+            os.close(master)
+        self.assertEqual(r.returncode, 0, text)
+        line = text.decode()
+        self.assertIn("\rzero-ckpt: export 100% |####################|", line)
+        self.assertTrue(line.rstrip("\r\n").endswith("MB/s"), line)
+        self.assertEqual(line.count("\n"), 1, line)  # one line, redrawn
+
     def test_bf16_export_is_rounded_master(self):
         out = os.path.join(self.tmp, "model_bf16.safetensors")
         r = run("export", self.ckpt, out, "--bf16")  # TAG omitted: latest

@@ -85,16 +85,26 @@ TEST(ConfigTest, Stage3WithCpuOptimizerOffloadPinned) {
 }
 
 // offload_param cpu + pin_memory: parsed (they take effect with state on a
-// GPU) and reported as without effect (as they are on the CPU device).
+// GPU) and kept for the engine to report at finalize on a host device, not
+// in the startup report (which cannot know the device).
 TEST(ConfigTest, Stage3ParamOffloadPinnedIsParsedAndReported) {
   Config c = Parse(R"({
     "zero_optimization": {"stage": 3,
       "offload_param": {"device": "cpu", "pin_memory": true}}})");
   EXPECT_EQ(c.offload_param.device, OffloadDevice::kCpu);
   EXPECT_TRUE(c.offload_param.pin_memory);
-  EXPECT_NE(std::find(c.no_effect_keys.begin(), c.no_effect_keys.end(),
-                      "zero_optimization.offload_param.pin_memory"),
-            c.no_effect_keys.end());
+  EXPECT_EQ(c.device_only_keys,
+            (std::vector<std::string>{"zero_optimization.offload_param.device",
+                                      "zero_optimization.offload_param.pin_memory"}));
+  EXPECT_TRUE(c.no_effect_keys.empty()) << NoEffectReport(c);
+  Config legacy = Parse(R"({"zero_optimization": {"stage": 3, "cpu_offload_param": true}})");
+  EXPECT_EQ(legacy.offload_param.device, OffloadDevice::kCpu);
+  EXPECT_EQ(legacy.device_only_keys,
+            std::vector<std::string>{"zero_optimization.cpu_offload_param"});
+  // Untested keys refused: still parsed; the engine decides at finalize.
+  Config strict = Parse(R"({"zero_allow_untested_keys": false,
+    "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}})");
+  EXPECT_FALSE(strict.allow_untested_keys);
 }
 
 TEST(ConfigTest, Stage3LiveParametersAndAutoPrefetch) {
@@ -434,18 +444,12 @@ const NoEffectCase kNoEffect[] = {
      "zero_optimization.legacy_stage1"},
     {R"({"zero_optimization": {"log_trace_cache_warnings": true}})",
      "zero_optimization.log_trace_cache_warnings"},
-    {R"({"zero_optimization": {"stage": 3, "cpu_offload_param": true}})",
-     "zero_optimization.cpu_offload_param"},
-    {R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}})",
-     "zero_optimization.offload_param.device"},
     {R"({"zero_optimization": {"offload_param": {"buffer_count": 5}}})",
      "zero_optimization.offload_param.buffer_count"},
     {R"({"zero_optimization": {"offload_param": {"buffer_size": 1e8}}})",
      "zero_optimization.offload_param.buffer_size"},
     {R"({"zero_optimization": {"offload_param": {"max_in_cpu": 1e9}}})",
      "zero_optimization.offload_param.max_in_cpu"},
-    {R"({"zero_optimization": {"offload_param": {"pin_memory": true}}})",
-     "zero_optimization.offload_param.pin_memory"},
     {R"({"zero_optimization": {"offload_optimizer": {"pipeline_read": false}}})",
      "zero_optimization.offload_optimizer.pipeline_read"},
     {R"({"zero_optimization": {"offload_optimizer": {"pipeline_write": false}}})",

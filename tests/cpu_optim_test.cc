@@ -3,6 +3,7 @@
 // instruction set the dispatcher may pick, over random and edge inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,6 +15,8 @@
 #include "kernels/cast_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/optim_simd.h"
+#include "kernels/cpu/widen_simd.h"
+#include "kernels/norm_math.h"
 
 namespace zero {
 namespace {
@@ -202,6 +205,143 @@ TEST(CastSimdTest, Fp16BitwiseEqualsScalarOnAllExponentsAndRoundingEdges) {
                                                  << math::FloatBits(x[i]);
     }
   });
+}
+
+TEST(CastSimdTest, WideningBitwiseEqualsScalarOnAllHalves) {
+  std::vector<uint16_t> h(0x10000);
+  for (uint32_t i = 0; i < 0x10000; ++i) h[i] = static_cast<uint16_t>(i);
+  ForEachTarget([&] {
+    for (float scale : {1.0f, 0.37f, 1024.0f}) {
+      std::vector<float> f16(h.size()), bf16(h.size());
+      cpu::F16ToF32Tile(h.data(), f16.data(), h.size(), scale);
+      cpu::Bf16ToF32Tile(h.data(), bf16.data(), h.size(), scale);
+      for (size_t i = 0; i < h.size(); ++i) {
+        const float want16 = math::HalfToFloat(h[i]) * (scale == 1.0f ? 1.0f : scale);
+        const float wantb = math::Bf16ToFloat(h[i]) * (scale == 1.0f ? 1.0f : scale);
+        if (std::isnan(want16)) {
+          EXPECT_TRUE(std::isnan(f16[i])) << std::hex << h[i];
+        } else {
+          ASSERT_EQ(math::FloatBits(f16[i]), math::FloatBits(want16)) << std::hex << h[i];
+        }
+        if (std::isnan(wantb)) {
+          EXPECT_TRUE(std::isnan(bf16[i])) << std::hex << h[i];
+        } else {
+          ASSERT_EQ(math::FloatBits(bf16[i]), math::FloatBits(wantb)) << std::hex << h[i];
+        }
+      }
+      if (scale == 1.0f) {  // no multiply: NaN payloads kept too
+        for (size_t i = 0; i < h.size(); ++i) {
+          ASSERT_EQ(math::FloatBits(f16[i]), math::FloatBits(math::HalfToFloat(h[i])));
+          ASSERT_EQ(math::FloatBits(bf16[i]), math::FloatBits(math::Bf16ToFloat(h[i])));
+        }
+      }
+    }
+  });
+}
+
+// The elementwise kernels (dtype switch per tile, SIMD casts) against the
+// scalar casts of kernels/cast_math.h, element by element, with tails.
+TEST(CastSimdTest, ElementwiseKernelsEqualScalarCasts) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    const int64_t n = 70001;  // several tiles, a tail, threaded
+    const size_t es = DTypeSize(t);
+    auto load = [&](const std::vector<char>& b, int64_t i) {
+      if (t == DType::kF32) return reinterpret_cast<const float*>(b.data())[i];
+      const uint16_t h = reinterpret_cast<const uint16_t*>(b.data())[i];
+      return t == DType::kF16 ? math::HalfToFloat(h) : math::Bf16ToFloat(h);
+    };
+    auto store = [&](std::vector<char>& b, int64_t i, float v) {
+      if (t == DType::kF32) {
+        reinterpret_cast<float*>(b.data())[i] = v;
+      } else {
+        reinterpret_cast<uint16_t*>(b.data())[i] =
+            t == DType::kF16 ? math::FloatToHalf(v) : math::FloatToBf16(v);
+      }
+    };
+    std::vector<float> f(n), s(n);
+    for (auto& x : f) x = nd(rng);
+    for (auto& x : s) x = nd(rng);
+    std::vector<char> a(n * es), b(n * es);
+    cpu::FromF32(f.data(), a.data(), t, n);
+    cpu::FromF32(s.data(), b.data(), t, n);
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<char> one(es);
+      store(one, 0, f[i]);
+      ASSERT_EQ(0, std::memcmp(one.data(), a.data() + i * es, es)) << i;
+    }
+    std::vector<float> out(n);
+    cpu::ToF32(a.data(), t, out.data(), n, 0.25f);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], load(a, i) * 0.25f) << i;
+    std::vector<char> acc = a;
+    cpu::Accumulate(acc.data(), b.data(), t, n);
+    std::vector<char> want(n * es);
+    for (int64_t i = 0; i < n; ++i) store(want, i, load(a, i) + load(b, i));
+    ASSERT_EQ(0, std::memcmp(acc.data(), want.data(), want.size())) << DTypeName(t);
+    acc = a;
+    cpu::AccumulateF32(acc.data(), s.data(), 0.5f, t, n);
+    for (int64_t i = 0; i < n; ++i) store(want, i, load(a, i) + s[i] * 0.5f);
+    ASSERT_EQ(0, std::memcmp(acc.data(), want.data(), want.size())) << DTypeName(t);
+  }
+}
+
+// SumSquares: the order documented in cpu_kernels.h / widen_simd.h (per
+// 32K-element block, 32 lanes; blocks in order), the same bits for every
+// SIMD target and thread count, from any dtype alike (fp16/bf16 sum their
+// fp32 values), and within rounding of an extended-precision sum.
+TEST(SumSquaresTest, DeterministicBlockedOrderAcrossTargetsAndThreads) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{31}, int64_t{4097}, int64_t{32768},
+                    int64_t{32769}, int64_t{300007}}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = nd(rng);
+    double want = 0.0;
+    long double ext = 0.0L;
+    for (int64_t a = 0; a < n; a += 32768) {
+      double acc[32] = {};
+      for (int64_t i = a; i < std::min(n, a + 32768); ++i) {
+        acc[(i - a) % 32] += math::SquaredTerm(x[i]);
+        ext += static_cast<long double>(x[i]) * x[i];
+      }
+      double block = 0.0;
+      for (double v : acc) block += v;
+      want += block;
+    }
+    if (n > 0) {
+      EXPECT_NEAR(want, static_cast<double>(ext), 1e-13 * static_cast<double>(ext));
+    }
+    std::vector<uint16_t> h(n), b(n);
+    std::vector<float> hf(n), bf(n);
+    for (int64_t i = 0; i < n; ++i) {
+      h[i] = math::FloatToHalf(x[i]);
+      hf[i] = math::HalfToFloat(h[i]);
+      b[i] = math::FloatToBf16(x[i]);
+      bf[i] = math::Bf16ToFloat(b[i]);
+    }
+    ForEachTarget([&] {
+      for (int threads : {1, 2, 3}) {
+        cpu::SetThreads(threads);
+        const double got = cpu::SumSquares(x.data(), DType::kF32, n);
+        ASSERT_EQ(0, std::memcmp(&got, &want, sizeof(double)))
+            << "n " << n << " threads " << threads;
+        const double gh = cpu::SumSquares(h.data(), DType::kF16, n);
+        const double wh = cpu::SumSquares(hf.data(), DType::kF32, n);
+        ASSERT_EQ(0, std::memcmp(&gh, &wh, sizeof(double))) << "fp16 n " << n;
+        const double gb = cpu::SumSquares(b.data(), DType::kBF16, n);
+        const double wb = cpu::SumSquares(bf.data(), DType::kF32, n);
+        ASSERT_EQ(0, std::memcmp(&gb, &wb, sizeof(double))) << "bf16 n " << n;
+      }
+      cpu::SetThreads(0);
+    });
+  }
+  // A non-finite element anywhere makes the sum non-finite.
+  std::vector<float> y(100000, 1.0f);
+  y[77777] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(std::isfinite(cpu::SumSquares(y.data(), DType::kF32, 100000)));
+  y[77777] = std::nanf("");
+  EXPECT_FALSE(std::isfinite(cpu::SumSquares(y.data(), DType::kF32, 100000)));
 }
 
 TEST(CastSimdTest, ReportsTheDispatchedTarget) {

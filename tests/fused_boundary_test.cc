@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/engine/gradient_reducer.h"
 #include "core/engine/optimizer_boundary.h"
 #include "kernels/cast_math.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -82,6 +83,36 @@ TEST(FusedBoundaryTest, SameBitsAsSeparatePasses) {
             EXPECT_LT(MaxRelDiff(fused, ref), 1e-4) << what;
           }
         }
+      }
+    }
+  }
+}
+
+// Stage 1 at one rank skips its reduce-scatter when that is the identity
+// (Stage1ReduceIsIdentity) and reads the gradients in place. Against the
+// reduce-scatter path, forced by gradient_predivide_factor 2 (times 1/2
+// before, 2 after: exact in fp32), fused and separate: the same bits.
+TEST(FusedBoundaryTest, Stage1OneRankIdentitySameBitsAsReduceScatter) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const char* mode : {"gas2_clip", "overflow"}) {
+      const std::string m = mode;
+      Config c = SmallMlpConfig(1, t);
+      MlpSpec spec;
+      spec.steps = 4;
+      if (m == "gas2_clip") {
+        c.gradient_accumulation_steps = 2;
+        c.gradient_clipping = 0.05;
+      } else {
+        spec.inf_step = 2;
+        spec.inf_rank = 0;
+      }
+      ASSERT_TRUE(Stage1ReduceIsIdentity(c, 1));
+      Config scattered = c;
+      scattered.gradient_predivide_factor = 2.0;
+      ASSERT_FALSE(Stage1ReduceIsIdentity(scattered, 1));
+      for (bool fused : {true, false}) {
+        const std::string what = absl::StrCat(DTypeName(t), " ", m, fused ? " fused" : "");
+        ExpectSameBits(Train(c, 1, spec, fused), Train(scattered, 1, spec, fused), what);
       }
     }
   }

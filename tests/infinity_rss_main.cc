@@ -35,6 +35,20 @@ int64_t StatusKiB(const char* key) {
   return -1;
 }
 
+// Bytes this process read from and wrote to storage (/proc/self/io,
+// read_bytes + write_bytes; O_DIRECT included): every file the step touches,
+// the optimizer state, the param files and the gradient files.
+int64_t StorageBytes() {
+  std::ifstream f("/proc/self/io");
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(f, line)) {
+    if (line.rfind("read_bytes:", 0) == 0) n += std::atoll(line.c_str() + 11);
+    if (line.rfind("write_bytes:", 0) == 0) n += std::atoll(line.c_str() + 12);
+  }
+  return n;
+}
+
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -49,7 +63,7 @@ int Fail(const std::string& what, const absl::Status& s) {
 
 int main(int argc, char** argv) {
   int64_t layers = 4, hidden = 1024, steps = 2;
-  std::string nvme, dtype = "bf16";
+  std::string nvme, dtype = "bf16", save;
   bool atomic = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -59,6 +73,7 @@ int main(int argc, char** argv) {
     else if (k == "--nvme") nvme = v;
     else if (k == "--dtype") dtype = v;
     else if (k == "--atomic") atomic = v == "1";
+    else if (k == "--save") save = v;
     else {
       std::fprintf(stderr, "infinity_rss_main: unknown flag %s\n", k.c_str());
       return 2;
@@ -98,6 +113,7 @@ int main(int argc, char** argv) {
     zero::ParamSpec p;
     p.name = "layer" + std::to_string(l) + ".weight";
     p.shape = {hidden, hidden};
+    p.dtype = c.dtype;  // trainable params use the working dtype
     p.init_spec = &spec;
     auto id = (*e)->RegisterParam(p);
     if (!id.ok()) return Fail("register", id.status());
@@ -109,6 +125,7 @@ int main(int argc, char** argv) {
   const size_t es = zero::DTypeSize(c.dtype);
   double t_steps = 0;
   const zero::EngineStats before = (*e)->Stats();
+  const int64_t disk_before = StorageBytes();
   for (int64_t st = 0; st < steps; ++st) {
     const double a = Now();
     for (int64_t l = 0; l < layers; ++l) {  // forward
@@ -138,22 +155,43 @@ int main(int argc, char** argv) {
     t_steps += Now() - a;
   }
   const int64_t rss_step = StatusKiB("VmRSS:");
+  const int64_t step_disk = (StorageBytes() - disk_before) / std::max<int64_t>(steps, 1);
+  const zero::EngineStats after = (*e)->Stats();  // before a save/load's IO
+  const int64_t hwm_step = StatusKiB("VmHWM:");
+  // A checkpoint saved and loaded back streams the state from and to the
+  // files (nothing materialized): the peak must not move with the model.
+  double t_save = 0, t_load = 0;
+  if (!save.empty()) {
+    double a = Now();
+    s = (*e)->Save(save, "t");
+    if (!s.ok()) return Fail("save", s);
+    t_save = Now() - a;
+    a = Now();
+    s = (*e)->Load(save, "t");
+    if (!s.ok()) return Fail("load", s);
+    t_load = Now() - a;
+  }
   const int64_t hwm = StatusKiB("VmHWM:");
   const zero::EngineStats st = (*e)->Stats();
   std::printf(
       "{\"bench\": \"infinity_rss\", \"params\": %lld, \"dtype\": \"%s\", \"atomic_step\": %s, "
-      "\"rss_after_finalize_kib\": %lld, \"rss_after_step_kib\": %lld, \"peak_rss_kib\": %lld, "
+      "\"rss_after_finalize_kib\": %lld, \"rss_after_step_kib\": %lld, "
+      "\"peak_rss_after_step_kib\": %lld, \"peak_rss_kib\": %lld, \"save_s\": %.2f, "
+      "\"load_s\": %.2f, "
       "\"disk_bytes\": %lld, \"disk_bytes_per_param\": %.3f, \"finalize_s\": %.2f, "
       "\"step_s\": %.2f, \"nvme_read_bytes\": %lld, \"nvme_write_bytes\": %lld, "
-      "\"step_io_bytes\": %lld, \"direct_io\": %d, \"uring\": %d}\n",
+      "\"step_io_bytes\": %lld, \"step_disk_bytes\": %lld, \"direct_io\": %d, \"uring\": %d}\n",
       static_cast<long long>(st.trainable_numel), dtype.c_str(), atomic ? "true" : "false",
       static_cast<long long>(rss_fin), static_cast<long long>(rss_step),
-      static_cast<long long>(hwm), static_cast<long long>(st.nvme_bytes),
+      static_cast<long long>(hwm_step), static_cast<long long>(hwm), t_save, t_load,
+      static_cast<long long>(st.nvme_bytes),
       static_cast<double>(st.nvme_bytes) / static_cast<double>(st.trainable_numel), t_fin,
       steps > 0 ? t_steps / steps : 0.0, static_cast<long long>(st.nvme_read_bytes),
       static_cast<long long>(st.nvme_write_bytes),
-      static_cast<long long>((st.nvme_read_bytes + st.nvme_write_bytes - before.nvme_read_bytes -
-                              before.nvme_write_bytes) / std::max<int64_t>(steps, 1)),
+      static_cast<long long>((after.nvme_read_bytes + after.nvme_write_bytes -
+                              before.nvme_read_bytes - before.nvme_write_bytes) /
+                             std::max<int64_t>(steps, 1)),
+      static_cast<long long>(step_disk),
       st.nvme_direct_io, st.nvme_uring);
   return 0;
 }

@@ -165,6 +165,21 @@ int Run(const Args& a) {
     char line[64];
     std::snprintf(line, sizeof(line), "%.6f\n", t);
     WriteFile(a.run + "/error." + std::to_string(rank), line);
+    // Told by agreement that another rank failed (that rank is alive and
+    // reports its own error, naming the file): give it up to 2 s to do so
+    // before this abort kills it mid-report. Ranks stopped by a timeout
+    // (a dead peer) abort at once.
+    if (std::string(r.status().message()).find("another rank") != std::string::npos) {
+      for (int i = 0; i < 200; ++i) {
+        int reported = 0;
+        for (int q = 0; q < comm->world_size(); ++q) {
+          struct stat st;
+          if (stat((a.run + "/error." + std::to_string(q)).c_str(), &st) == 0) ++reported;
+        }
+        if (reported == comm->world_size()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
     comm->Abort("rank " + std::to_string(rank) + ": " + std::string(r.status().message()));
     return 1;
   }

@@ -249,6 +249,24 @@ TEST(HybridTest, BadSizesRefused) {
     ASSERT_FALSE(e.ok());
     EXPECT_NE(e.status().message().find("mics_shard_size"), std::string::npos);
   });
+  // hpZ / qwZ / qgZ inside hybrid groups: refused on every rank, naming
+  // both keys (docs/DEEPSPEED_COMPAT.md), never half applied.
+  for (int which = 0; which < 3; ++which) {
+    Config m = Cfg(3);
+    m.mics_shard_size = 2;
+    if (which == 0) m.hpz_partition_size = 2;
+    if (which == 1) m.quantized_weights = true;
+    if (which == 2) m.quantized_gradients = true;
+    const char* key = which == 0   ? "zero_hpz_partition_size"
+                      : which == 1 ? "zero_quantized_weights"
+                                   : "zero_quantized_gradients";
+    RunThreads(4, [&](int, Communicator* comm) {
+      auto e = Engine::Create(m, comm);
+      ASSERT_FALSE(e.ok()) << key;
+      EXPECT_NE(e.status().message().find(key), std::string::npos) << e.status();
+      EXPECT_NE(e.status().message().find("hybrid sharding"), std::string::npos) << e.status();
+    });
+  }
   Config z = Cfg(0);
   z.mics_shard_size = 2;
   RunThreads(2, [&](int, Communicator* comm) {

@@ -3,6 +3,7 @@
  * "wall_clock_breakdown" and "comms_logger"; refusals when they are off and
  * for short structs. The numbers themselves are tests/observe_test.cc's. */
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "tests/testing/c_expect.h"
@@ -47,7 +48,7 @@ int main(void) {
   size_t length = 0;
   int32_t count = -1, i;
 
-  EXPECT(ZERO_VERSION_MINOR >= 5);
+  EXPECT(ZERO_VERSION_MINOR >= 6);
   EXPECT(b.struct_size == sizeof(zero_step_breakdown) && b.global_step == 0);
   EXPECT(zero_comm_create_self(&comm) == ZERO_OK);
 
@@ -62,7 +63,13 @@ int main(void) {
   EXPECT(b.forward_ms + b.backward_ms + b.optimizer_ms <= b.step_ms * 1.05 + 0.01);
   EXPECT(b.update_ms > 0 && b.update_ms <= b.optimizer_ms);
   EXPECT(b.reduce_hidden_ms <= b.reduce_ms);
-  /* An older caller's struct gets its prefix; a short one is refused. */
+  EXPECT(b.nvme_read_ms == 0 && b.nvme_write_ms == 0 && b.nvme_hidden_ms == 0); /* no NVMe */
+  /* An older caller's struct gets its prefix; a short one is refused. A 1.5
+   * caller's struct ends at nvme_write_bytes: the 1.6 fields past it untouched. */
+  b.struct_size = offsetof(zero_step_breakdown, nvme_read_ms);
+  b.nvme_read_ms = -7.0;
+  EXPECT(zero_engine_step_breakdown(engine, &b) == ZERO_OK && b.global_step == 3);
+  EXPECT(b.nvme_read_ms == -7.0);
   b.struct_size = 4;
   EXPECT(is_error(zero_engine_step_breakdown(engine, &b), ZERO_INVALID_ARGUMENT,
                   "zero_step_breakdown"));

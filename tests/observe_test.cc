@@ -5,6 +5,7 @@
 // them changing a bit of training.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -154,11 +155,50 @@ TEST_P(BreakdownTest, PhasesSumToTheStepTime) {
                 b.at(Phase::kStep));
       EXPECT_LE(b.reduce_hidden_ms(), b.at(Phase::kReduce));
       if (GetParam() == 3) EXPECT_GT(b.at(Phase::kGather), 0);
+      EXPECT_EQ(b.at(Phase::kNvmeBusy), 0);  // no NVMe tier
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, BreakdownTest, ::testing::Values(0, 1, 2, 3));
+
+// Optimizer state on NVMe: the step's reads and writes are timed, lie inside
+// the optimizer step (the caller's clock), and the time the caller waited
+// for them is inside both; bytes as the tier counts them.
+TEST(BreakdownNvmeTest, IoTimeInsideTheStep) {
+  for (int stage : {1, 3}) {
+    Config c = BaseConfig(stage);
+    c.observe.wall_clock_breakdown = true;
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    c.offload_optimizer.device = OffloadDevice::kNvme;
+    c.offload_optimizer.nvme_path = tmp ? tmp : "/tmp";
+    c.offload_optimizer.buffer_count = 3;
+    c.sub_group_size = 2048;  // a few chunks per rank: a pipeline
+    const auto outs = RunAll(c, 2, 3, 0.1);
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(outs[r].steps.size(), 3u);
+      int64_t read = 0, written = 0;
+      for (size_t s = 0; s < 3; ++s) {
+        const StepBreakdown& b = outs[r].steps[s];
+        read += b.nvme_read_bytes;
+        written += b.nvme_write_bytes;
+        EXPECT_GT(b.at(Phase::kNvmeRead), 0) << "rank " << r << " step " << s;
+        EXPECT_GT(b.at(Phase::kNvmeWrite), 0) << "rank " << r << " step " << s;
+        const double busy = b.at(Phase::kNvmeBusy);
+        EXPECT_GE(busy + 1e-6, std::max(b.at(Phase::kNvmeRead), b.at(Phase::kNvmeWrite)));
+        EXPECT_LE(busy, b.at(Phase::kNvmeRead) + b.at(Phase::kNvmeWrite) + 1e-6);
+        // Waits run from after a submit to the completion: inside the busy spans.
+        EXPECT_LE(b.at(Phase::kNvmeExposed), busy + 1e-6);
+        EXPECT_NEAR(b.nvme_hidden_ms() + b.at(Phase::kNvmeExposed), busy, 1e-6);
+        if (s == 0) continue;  // step 1 also holds the state's first write (Finalize)
+        EXPECT_LE(busy, b.at(Phase::kStep)) << "rank " << r << " step " << s;
+        EXPECT_LE(b.at(Phase::kNvmeExposed), b.at(Phase::kStep));
+      }
+      EXPECT_EQ(read, outs[r].stats.nvme_read_bytes);
+      EXPECT_EQ(written, outs[r].stats.nvme_write_bytes);
+    }
+  }
+}
 
 // The log's bytes per kind equal the counters exactly; turning it (and the
 // breakdown and trace) on changes neither the traffic nor a bit of training.
@@ -294,6 +334,8 @@ TEST(BreakdownPrint, DeepSpeedFormat) {
   EXPECT_EQ(lines, 2u) << out;
   EXPECT_NE(out.find("| bwd_allreduce: "), std::string::npos) << out;
   EXPECT_NE(out.find("[Rank 0] zero step 2 (2 micro-steps"), std::string::npos) << out;
+  EXPECT_NE(out.find("| nvme read/write: 0.0/0.0 MB in 0.00/0.00 ms (exposed 0.00, hidden 0.00)"),
+            std::string::npos) << out;
   EXPECT_EQ(out.find("[Rank 1]"), std::string::npos) << out;
 }
 

@@ -180,6 +180,51 @@ TEST(StandinDevice, MatrixEqualsPlainCpuEngineBitwise) {
   }
 }
 
+// Hybrid sharding and ZeRO++ on the device path (the communicator's Split
+// and all-to-all; ncclCommSplit / grouped send-recv on a GPU): 2 "nodes" x 2
+// ranks, each mode equal to the same mode on the plain CPU engine bit for
+// bit, with every device buffer behind the stand-in's trap.
+TEST(StandinDevice, HierarchicalModesEqualPlainCpuEngineBitwise) {
+  struct Mode {
+    const char* name;
+    int stage;
+    DType t;
+    void (*set)(Config*);
+  };
+  const Mode modes[] = {
+      {"hybrid S=2 stage 2", 2, DType::kF32, [](Config* c) { c->mics_shard_size = 2; }},
+      {"hybrid S=2 stage 3 bf16", 3, DType::kBF16, [](Config* c) { c->mics_shard_size = 2; }},
+      {"hpZ P=2", 3, DType::kF16, [](Config* c) { c->hpz_partition_size = 2; }},
+      {"qwZ", 3, DType::kBF16, [](Config* c) { c->quantized_weights = true; }},
+      {"qgZ int4 + qwZ + hpZ", 3, DType::kF32,
+       [](Config* c) {
+         c->quantized_gradients = true;
+         c->quantized_gradients_bits = 4;
+         c->quantized_weights = true;
+         c->hpz_partition_size = 2;
+       }},
+  };
+  for (const Mode& m : modes) {
+    Config c = Cfg(m.stage, m.t);
+    c.ranks_per_node = 2;
+    m.set(&c);
+    MlpSpec plain;
+    plain.steps = 6;
+    std::vector<MlpResult> ref = TrainAll(c, 4, plain);
+    ExpectSame(TrainOn(c, 4, StandinSpec(), CommKind::kNcclShaped), ref, m.name);
+  }
+  // A host communicator under the device (the staging path) cannot carry
+  // the sub-groups: refused at finalize on every rank, not run on the host.
+  Config h = Cfg(2, DType::kF32);
+  h.ranks_per_node = 2;
+  h.mics_shard_size = 2;
+  for (const auto& r : TrainOn(h, 4, StandinSpec(), CommKind::kStaging)) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("need a device communicator"), std::string::npos)
+        << r.status();
+  }
+}
+
 // Fix 1: without the compute stream to wait on, the NCCL-shaped communicator
 // reads pack buffers before their casts ran: training goes wrong.
 TEST(StandinDevice, NcclThatDoesNotWaitForComputeGoesWrong) {

@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 5
+#define ZERO_VERSION_MINOR 6
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -87,7 +87,8 @@ typedef enum zero_status {
   ZERO_UNIMPLEMENTED = 8,      /* feature not built in (e.g. CUDA) */
   ZERO_INTERNAL = 9,           /* a bug in zero: please report */
   ZERO_ABORTED = 10,           /* the communicator broke earlier */
-  ZERO_MISMATCH = 11           /* ranks disagree (params, config) */
+  ZERO_MISMATCH = 11,          /* ranks disagree (params, config) */
+  ZERO_CANCELLED = 12          /* 1.6: a progress callback asked to stop */
 } zero_status;
 
 typedef enum zero_dtype {
@@ -572,7 +573,7 @@ ZERO_API zero_status zero_engine_write_master_range(zero_engine_t* engine,
 /* One optimizer step's wall time by phase, in milliseconds, on this rank
  * (docs/ARCHITECTURE.md, "Observing a run"). forward + backward +
  * optimizer tile step_ms. First published size (1.5): through
- * nvme_write_bytes. */
+ * nvme_write_bytes; the nvme_*_ms fields were appended in 1.6. */
 typedef struct zero_step_breakdown {
   size_t struct_size;
   int64_t global_step;       /* optimizer steps (skipped ones too) after it; 0: none yet */
@@ -593,12 +594,18 @@ typedef struct zero_step_breakdown {
   double publish_ms;         /* all-gather of the updated working copy */
   int64_t nvme_read_bytes;   /* NVMe bytes read in the step */
   int64_t nvme_write_bytes;  /* NVMe bytes written in the step */
+  /* 1.6: NVMe time: wall time with IO submitted and not complete,
+   * overlapping pieces counted once. */
+  double nvme_read_ms;       /* reads outstanding */
+  double nvme_write_ms;      /* writes outstanding */
+  double nvme_exposed_ms;    /* a thread of the engine blocked waiting for NVMe IO */
+  double nvme_hidden_ms;     /* reads or writes outstanding that nobody waited for */
 } zero_step_breakdown;
 
 #define ZERO_STEP_BREAKDOWN_INIT                                              \
   {                                                                           \
     sizeof(zero_step_breakdown), 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, \
-        0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0                                    \
+        0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0                \
   }
 
 /* The last optimizer step's breakdown. ZERO_FAILED_PRECONDITION unless the
@@ -769,6 +776,43 @@ ZERO_API zero_status zero_engine_device(const zero_engine_t* engine,
  * fails the call and the engine, as any device error does. */
 ZERO_API zero_status zero_engine_copy(zero_engine_t* engine, void* dst,
                                       const void* src, size_t bytes);
+
+/* ---- 1.6: progress of long work --------------------------------------- */
+
+/* Called as long work goes: `what` names it ("save", "load", "export",
+ * "reshard", "nvme preallocate", "nvme initialize"), `done` bytes of
+ * `total` on this rank, rising to total (a call with done == total ends
+ * each piece of work; some report only that). Return 0 to go on, nonzero to
+ * cancel: the call then fails with ZERO_CANCELLED saying how far it got; a
+ * save or load fails alike on every rank (a cancelled save leaves earlier
+ * tags whole and the engine going on; a cancelled load, like any failed one,
+ * leaves the engine unusable, its state partly overwritten: load into a new
+ * engine); a cancelled finalize leaves the engine unusable. Runs on a thread of the engine, not
+ * necessarily the caller's; it must not call zero_* functions on the engine. */
+typedef int32_t (*zero_progress_fn)(void* user, const char* what, int64_t done,
+                                    int64_t total);
+
+/* NOT collective (1.6). Reports save and load, and, when set before
+ * finalize, the NVMe tier's preallocation and first write ("nvme
+ * preallocate", "nvme initialize"), to fn(user, ...). fn NULL: none (the
+ * default). */
+ZERO_API zero_status zero_engine_set_progress(zero_engine_t* engine, zero_progress_fn fn,
+                                              void* user);
+
+/* zero_checkpoint_export_safetensors reporting progress ("export") to
+ * fn(user, ...) (1.6); fn NULL: none. */
+ZERO_API zero_status zero_checkpoint_export_safetensors_progress(
+    const char* dir, const char* tag, const char* out_path, zero_dtype dtype,
+    zero_progress_fn fn, void* user);
+
+/* Rewrites checkpoint DIR/TAG (NULL: latest) as OUT_DIR/TAG for `world`
+ * ranks, cut as an engine of that world lays its shards out (loading
+ * reshards by itself; this does it ahead of time, as `zero-ckpt reshard`),
+ * reporting progress ("reshard") to fn(user, ...); fn NULL: none. Needs no
+ * engine (1.6). */
+ZERO_API zero_status zero_checkpoint_reshard(const char* dir, const char* tag,
+                                             const char* out_dir, int32_t world,
+                                             zero_progress_fn fn, void* user);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -258,6 +258,31 @@ absl::StatusOr<Manifest> LoadCheckpoint(const ShardView& v, Communicator* comm,
         Upload(v.device, f.data(), p.whole, p.dtype, p.numel);
         continue;
       }
+      if (p.state[kMaster] == nullptr && p.io) {
+        // Streamed into where the state lives (NVMe), chunk by chunk.
+        absl::Status wrote;
+        const int64_t base = lo - p.own_offset;
+        auto into_io = [&](int k) {
+          return [&, k](int64_t first, const float* src, int64_t n) {
+            if (wrote.ok()) wrote = p.io(k, base + first, n, const_cast<float*>(src), true);
+          };
+        };
+        RETURN_IF_ERROR(ck->ReadRange(*r, kMaster, lo, hi, into_io(kMaster), &progress));
+        RETURN_IF_ERROR(wrote);
+        for (int k : v.states) {
+          if (o.load_optimizer_states && r->trainable) {
+            RETURN_IF_ERROR(ck->ReadRange(*r, k, lo, hi, into_io(k), &progress));
+            RETURN_IF_ERROR(wrote);
+            continue;
+          }
+          std::vector<float> zeros(static_cast<size_t>(std::min<int64_t>(hi - lo, 1 << 20)), 0.0f);
+          for (int64_t a = lo; a < hi; a += static_cast<int64_t>(zeros.size())) {
+            const int64_t n = std::min<int64_t>(static_cast<int64_t>(zeros.size()), hi - a);
+            RETURN_IF_ERROR(p.io(k, a - p.own_offset, n, zeros.data(), true));
+          }
+        }
+        continue;
+      }
       auto into = [&](float* dst) {
         return [&v, dst](int64_t first, const float* src, int64_t n) {
           Upload(v.state_device, src, dst + first, DType::kF32, n);

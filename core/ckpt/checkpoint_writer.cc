@@ -70,6 +70,17 @@ absl::StatusOr<ShardFileWriter::Done> WriteRankFile(const ShardView& v,
                                                 v.rank, " is not held by it"));
       }
       for (int k : kinds) {
+        if (p.state[k] == nullptr && p.io) {
+          // Streamed from where the state lives, one chunk at a time.
+          absl::Status read;
+          const int64_t base = s.offset - p.own_offset;
+          RETURN_IF_ERROR(w->Add(p.name, k, s.offset, s.numel,
+                                 [&](int64_t first, int64_t n, float* host) {
+                                   if (read.ok()) read = p.io(k, base + first, n, host, false);
+                                 }));
+          RETURN_IF_ERROR(read);
+          continue;
+        }
         if (p.state[k] == nullptr) {
           return absl::InternalError(absl::StrCat("save: param '", p.name, "' has no ",
                                                   StateName(k), " state"));

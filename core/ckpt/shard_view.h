@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "core/common/dtype.h"
 #include "core/config/config.h"
 #include "core/device/device.h"
@@ -60,6 +61,11 @@ struct ParamView {
   // part lies within the owned range); load fills the whole owned range.
   int64_t own_offset = 0, own_numel = 0;
   float* state[kNumStates] = {};
+  // When state[k] is null and `io` is set, state k is reached through it,
+  // chunk by chunk (state on NVMe, streamed; nothing materialized): n
+  // elements at owned index i (element own_offset + i of the param) to
+  // (write false) or from (write true) `data`, host memory.
+  std::function<absl::Status(int kind, int64_t i, int64_t n, float* data, bool write)> io;
   std::vector<RankSlice> slices;  // every rank's saved slice, numel > 0
   // Frozen: the whole param in `dtype`, on every rank.
   void* whole = nullptr;

@@ -118,7 +118,7 @@ class Communicator {
     (void)key;
     return absl::UnimplementedError(absl::StrCat(
         backend_name(), " communicator: cannot split into sub-communicators (hierarchical "
-        "modes need the thread or mpi communicator)"));
+        "modes need the thread, mpi or nccl communicator)"));
   }
 
   // COLLECTIVE. Personalized exchange: this rank sends send_counts[r]
@@ -131,7 +131,7 @@ class Communicator {
     (void)send, (void)send_counts, (void)recv, (void)recv_counts, (void)dtype;
     return absl::UnimplementedError(absl::StrCat(
         backend_name(), " communicator: no all-to-all (zero_quantized_gradients needs the "
-        "thread or mpi communicator)"));
+        "thread, mpi or nccl communicator)"));
   }
 
   void set_timeout_seconds(double s) { timeout_seconds_ = s; }

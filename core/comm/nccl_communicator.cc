@@ -248,29 +248,48 @@ class NcclCommunicator : public Communicator {
   }
 
   absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
-    if (broken_) return Broken("duplicate");
-    cudaSetDevice(device_);
-    ncclConfig_t config = NonBlockingConfig();
-    ncclComm_t dup = nullptr;
-    ncclResult_t r = ncclCommSplit(comm_, 0, rank_, &dup, &config);
-    bool timed_out = false;
-    if (r == ncclSuccess || r == ncclInProgress) {
-      r = WaitReady(dup, Deadline(timeout_seconds_), &timed_out);
+    return SplitComm("duplicate", 0, rank_);
+  }
+
+  // ncclCommSplit: the hierarchical modes' node and cross-node groups
+  // (core/comm/topology.h) on the device, without a second bootstrap.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
+    if (color < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("nccl communicator: split color ", color, " < 0 on rank ", rank_));
     }
-    if (timed_out || r != ncclSuccess) {
-      if (dup != nullptr) ncclCommAbort(dup);
-      return Fail("duplicate", r, timed_out);
+    return SplitComm("split", color, key);
+  }
+
+  // One NCCL group of point-to-point calls (qgZ's cross-node exchange).
+  absl::Status AllToAllV(const void* send_v, const std::vector<int64_t>& send_counts,
+                         void* recv_v, const std::vector<int64_t>& recv_counts,
+                         DType dtype) override {
+    if (auto s = CheckCounts(send_counts); !s.ok()) return s;
+    if (auto s = CheckCounts(recv_counts); !s.ok()) return s;
+    const size_t esz = DTypeSize(dtype);
+    const char* send = static_cast<const char*>(send_v);
+    char* recv = static_cast<char*>(recv_v);
+    int64_t sent = 0;
+    absl::Status s = Run("all-to-all", [&]() -> ncclResult_t {
+      ncclResult_t r = ncclGroupStart();
+      if (r != ncclSuccess) return r;
+      size_t soff = 0, roff = 0;
+      for (int p = 0; p < world_ && r == ncclSuccess; ++p) {
+        const size_t sb = send_counts[p] * esz, rb = recv_counts[p] * esz;
+        if (sb > 0) r = ncclSend(send + soff, sb, ncclInt8, p, comm_, stream_);
+        if (r == ncclSuccess && rb > 0) r = ncclRecv(recv + roff, rb, ncclInt8, p, comm_, stream_);
+        soff += sb;
+        roff += rb;
+      }
+      ncclResult_t e = ncclGroupEnd();
+      return r != ncclSuccess ? r : e;
+    });
+    for (int p = 0; p < world_; ++p) {
+      if (p != rank_) sent += send_counts[p];
     }
-    cudaStream_t stream = nullptr;
-    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) !=
-        cudaSuccess) {
-      ncclCommDestroy(dup);
-      return absl::InternalError("nccl communicator: duplicate: no stream");
-    }
-    auto c = std::make_unique<NcclCommunicator>(dup, rank_, world_, device_,
-                                                stream, true, wait_stream_);
-    c->set_timeout_seconds(timeout_seconds_);
-    return std::unique_ptr<Communicator>(std::move(c));
+    if (s.ok()) Count(CollectiveKind::kReduceScatter, sent, esz);
+    return s;
   }
 
  private:
@@ -285,6 +304,39 @@ class NcclCommunicator : public Communicator {
     });
     if (s.ok()) Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_), sizeof(T));
     return s;
+  }
+
+  // ncclCommSplit into a new communicator with its own stream; rank and
+  // size come from NCCL (ranked by key, then rank, like MPI_Comm_split).
+  absl::StatusOr<std::unique_ptr<Communicator>> SplitComm(const char* what, int color,
+                                                          int key) {
+    if (broken_) return Broken(what);
+    cudaSetDevice(device_);
+    ncclConfig_t config = NonBlockingConfig();
+    ncclComm_t sub = nullptr;
+    ncclResult_t r = ncclCommSplit(comm_, color, key, &sub, &config);
+    bool timed_out = false;
+    if (r == ncclSuccess || r == ncclInProgress) {
+      r = WaitReady(sub, Deadline(timeout_seconds_), &timed_out);
+    }
+    int sub_rank = -1, sub_world = 0;
+    if (!timed_out && r == ncclSuccess) {
+      r = ncclCommUserRank(sub, &sub_rank);
+      if (r == ncclSuccess) r = ncclCommCount(sub, &sub_world);
+    }
+    if (timed_out || r != ncclSuccess) {
+      if (sub != nullptr) ncclCommAbort(sub);
+      return Fail(what, r, timed_out);
+    }
+    cudaStream_t stream = nullptr;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+      ncclCommDestroy(sub);
+      return absl::InternalError(absl::StrCat("nccl communicator: ", what, ": no stream"));
+    }
+    auto c = std::make_unique<NcclCommunicator>(sub, sub_rank, sub_world, device_, stream,
+                                                true, wait_stream_);
+    c->set_timeout_seconds(timeout_seconds_);
+    return std::unique_ptr<Communicator>(std::move(c));
   }
 
   static bool Equal(const std::vector<int64_t>& counts) {

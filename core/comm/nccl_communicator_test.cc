@@ -93,6 +93,24 @@ TEST_F(NcclTest, DuplicateIsAnIndependentWorkingCommunicator) {
   EXPECT_EQ(Host(d, 2), v);
 }
 
+// The hierarchical modes' sub-communicators (ncclCommSplit) and qgZ's
+// all-to-all (grouped send/recv), at world 1: a split of one rank is a
+// working communicator of one, and the exchange copies to itself.
+TEST_F(NcclTest, SplitAndAllToAllMoveData) {
+  auto sub = comm_->Split(3, 0);
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  EXPECT_EQ((*sub)->world_size(), 1);
+  EXPECT_EQ((*sub)->rank(), 0);
+  std::vector<float> v = {1.5f, -2, 4};
+  float* d = Dev(v);
+  ASSERT_TRUE((*sub)->AllReduce(d, 3, ReduceOp::kSum).ok());
+  EXPECT_EQ(Host(d, 3), v);
+  float* out = Dev(std::vector<float>(3, 0));
+  ASSERT_TRUE(comm_->AllToAllV(d, {3}, out, {3}, DType::kF32).ok());
+  EXPECT_EQ(Host(out, 3), v);
+  EXPECT_EQ(comm_->Split(-1, 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(NcclBootstrap, AbortUnblocksAnInitWaitingForAMissingPeer) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device visible";
   // Bypass MPI: a 2-rank comm whose rank 1 never joins.

@@ -172,6 +172,13 @@ struct Config {
   // Empty for configs built in code or by the C ABI. See NoEffectReport and
   // docs/DEEPSPEED_COMPAT.md.
   std::vector<std::string> no_effect_keys;
+  // Keys that take effect only where the engine's state is in device memory
+  // (offload_param "cpu", its pin_memory, cpu_offload_param: stage 3's shard
+  // moves to the host); the engine reports them at finalize on a
+  // host-memory device, when it knows, the way no_effect_keys are.
+  std::vector<std::string> device_only_keys;
+  // "zero_allow_untested_keys": false makes either list an error.
+  bool allow_untested_keys = true;
 
   bool OverlapComm() const {
     return overlap_comm < 0 ? stage == 3 : overlap_comm != 0;

@@ -13,7 +13,8 @@ using config_internal::Show;
 
 absl::Status ParseOffload(const json& v, const std::string& path,
                           OffloadConfig* o, bool is_param,
-                          std::vector<std::string>* no_effect) {
+                          std::vector<std::string>* no_effect,
+                          std::vector<std::string>* device_only) {
   ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, path, no_effect));
   std::string device = OffloadDeviceName(o->device);
   RETURN_IF_ERROR(r.String("device", &device, {"none", "cpu", "nvme"}));
@@ -25,14 +26,14 @@ absl::Status ParseOffload(const json& v, const std::string& path,
   if (is_param) {
     // "cpu" (and its pin_memory) move stage 3's working shard to host memory
     // only when the state is on a GPU (core/engine/sharded_state.h); on the
-    // CPU device, where it is host memory already, they do nothing, and the
-    // report, made before the device is known, names them.
-    if (o->device == OffloadDevice::kCpu) r.Note("device");
+    // CPU device, where it is host memory already, they do nothing: the
+    // engine reports them at finalize, once it knows the device.
+    if (o->device == OffloadDevice::kCpu) device_only->push_back(path + ".device");
     RETURN_IF_ERROR(r.NoEffectInt("buffer_count", 1, 1024));
     RETURN_IF_ERROR(r.NoEffectInt("buffer_size", 1, INT64_MAX));
     RETURN_IF_ERROR(r.NoEffectInt("max_in_cpu", 0, INT64_MAX));
     RETURN_IF_ERROR(r.Bool("pin_memory", &o->pin_memory));
-    if (o->pin_memory) r.Note("pin_memory");
+    if (o->pin_memory) device_only->push_back(path + ".pin_memory");
   } else {
     RETURN_IF_ERROR(r.Int("buffer_count", &o->buffer_count, 1, 1024));
     RETURN_IF_ERROR(r.Bool("pin_memory", &o->pin_memory));
@@ -115,11 +116,11 @@ absl::Status ParseZero(const json& v, Config* c) {
   if (const json* o = r.Find("offload_optimizer")) {
     RETURN_IF_ERROR(ParseOffload(*o, p + ".offload_optimizer",
                                  &c->offload_optimizer, false,
-                                 &c->no_effect_keys));
+                                 &c->no_effect_keys, &c->device_only_keys));
   }
   if (const json* o = r.Find("offload_param")) {
     RETURN_IF_ERROR(ParseOffload(*o, p + ".offload_param", &c->offload_param,
-                                 true, &c->no_effect_keys));
+                                 true, &c->no_effect_keys, &c->device_only_keys));
   }
   bool cpu_offload = false, cpu_offload_param = false;
   RETURN_IF_ERROR(r.Bool("cpu_offload", &cpu_offload));
@@ -127,7 +128,7 @@ absl::Status ParseZero(const json& v, Config* c) {
   if (cpu_offload) c->offload_optimizer.device = OffloadDevice::kCpu;
   if (cpu_offload_param) {
     c->offload_param.device = OffloadDevice::kCpu;
-    r.Note("cpu_offload_param");  // as offload_param.device "cpu"
+    c->device_only_keys.push_back(p + ".cpu_offload_param");  // as offload_param "cpu"
   }
   // Beyond one node (docs/ARCHITECTURE.md, "Nodes, hybrid sharding and
   // ZeRO++"); the engine checks them against the world and the topology.
@@ -415,6 +416,7 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
   RETURN_IF_ERROR(r.Int("zero_ranks_per_node", &c.ranks_per_node, 1, 1 << 20));
   bool allow_untested_keys = true;
   RETURN_IF_ERROR(r.Bool("zero_allow_untested_keys", &allow_untested_keys));
+  c.allow_untested_keys = allow_untested_keys;
 
   bool fp16 = false, bf16 = false;
   if (const json* v = r.Find("fp16")) RETURN_IF_ERROR(ParseFp16(*v, &c, &fp16));

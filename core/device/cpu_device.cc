@@ -1,4 +1,6 @@
 // The CPU device: aligned host memory.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -16,6 +18,13 @@ namespace zero {
 namespace {
 
 constexpr size_t kAlign = 128;
+// Buffers this large are mapped and unmapped directly: freed memory goes
+// back to the OS at once. Through malloc, glibc's dynamic mmap threshold
+// rises past the first freed buffer of a size, and later gather buffers
+// come from heaps it keeps, so the resident set would depend on allocation
+// order rather than on what is live (ZeRO-Infinity's bound on host memory,
+// tests/infinity_rss_test.py). Mapped pages are zero already.
+constexpr size_t kMapBytes = size_t{1} << 20;
 
 class CpuDevice : public Device {
  public:
@@ -23,6 +32,15 @@ class CpuDevice : public Device {
 
   absl::StatusOr<void*> Allocate(size_t bytes) override {
     size_t rounded = Rounded(bytes);
+    if (rounded >= kMapBytes) {
+      void* m = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cpu device: cannot allocate ", bytes, " bytes"));
+      }
+      allocated_ += rounded;
+      return m;
+    }
     void* p = std::aligned_alloc(kAlign, rounded);
     if (p == nullptr) {
       return absl::ResourceExhaustedError(
@@ -34,8 +52,13 @@ class CpuDevice : public Device {
   }
 
   void Free(void* p, size_t bytes) override {
-    std::free(p);
-    allocated_ -= Rounded(bytes);
+    const size_t rounded = Rounded(bytes);
+    if (rounded >= kMapBytes) {
+      munmap(p, rounded);
+    } else {
+      std::free(p);
+    }
+    allocated_ -= rounded;
   }
 
   void Memset0(void* p, size_t bytes) override { std::memset(p, 0, bytes); }

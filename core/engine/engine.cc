@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/backend/comm_device_binding.h"
 #include "core/common/status_macros.h"
 #include "core/engine/engine_checkpoint.h"
@@ -142,16 +143,43 @@ void Engine::ResolveAuto() {
   }
 }
 
+// offload_param "cpu" and its pin_memory move stage 3's shard off a GPU;
+// where the state is host memory already they do nothing, which only the
+// device tells (docs/DEEPSPEED_COMPAT.md): said here as the startup report
+// says the other keys, or an error when untested keys are refused.
+absl::Status Engine::ReportDeviceOnlyKeys() const {
+  const std::vector<std::string>& k = ctx_.config.device_only_keys;
+  if (k.empty() || !device_->host_accessible()) return absl::OkStatus();
+  if (!ctx_.config.allow_untested_keys) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        k[0], ": no effect on the ", device_->name(),
+        " device (the state is in host memory already), and \"zero_allow_untested_keys\" is "
+        "false (remove the key, or see docs/DEEPSPEED_COMPAT.md)"));
+  }
+  if (ctx_.rank == 0) {
+    std::fprintf(stderr, "[zero] accepted without effect on the %s device: %s\n",
+                 device_->name().c_str(), absl::StrJoin(k, ", ").c_str());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Engine::Finalize() {
   RETURN_IF_ERROR(Check(false, "finalize"));
   RETURN_IF_ERROR(CheckCommDevicePair(*comm_, *device_));
-  if (!device_->host_accessible() &&
-      (ctx_.replicas > 1 || hier_->hpz() || hier_->node() || ctx_.config.quantized_weights)) {
+  RETURN_IF_ERROR(ReportDeviceOnlyKeys());
+  // The sub-groups of hybrid sharding and ZeRO++ come from the data
+  // communicator (ncclCommSplit on a GPU); the staging path copies through
+  // the host for the data communicator only, so a host communicator under a
+  // GPU device has no way to run them.
+  if ((hier_->active() || ctx_.config.quantized_weights) && !device_->host_accessible() &&
+      !comm_->device_memory()) {
     return absl::UnimplementedError(absl::StrCat(
         "finalize: hybrid sharding and ZeRO++ (mics_shard_size, zero_hpz_partition_size, "
-        "zero_quantized_weights/gradients) run on host-memory devices in zero; the ",
-        device_->name(), " device needs NCCL sub-communicators, not implemented yet"));
+        "zero_quantized_weights/gradients) on the ", device_->name(),
+        " device need a device communicator (NCCL), not the ", comm_->backend_name(),
+        " communicator"));
   }
+  if (comm_->device_memory()) hier_->set_wait_stream(device_->stream_handle());
   CommBinding b = BindCommToDevice(std::move(comm_), device_.get());
   comm_ = std::move(b.data);
   ctrl_owned_ = std::move(b.ctrl_owned);
@@ -471,8 +499,10 @@ EngineStats Engine::Stats() const {
 }
 
 absl::Status Engine::Save(const std::string& dir, const std::string& tag,
-                          const ckpt::SaveOptions& options) {
+                          const ckpt::SaveOptions& options_in) {
   RETURN_IF_ERROR(Check(true, "save"));
+  ckpt::SaveOptions options = options_in;
+  if (!options.progress) options.progress = ProgressFor(ctx_.progress, "save");
   if (ctx_.replicas <= 1) return checkpoint_->Save(dir, tag, options);
   // Hybrid sharding: the groups hold the same states; the first writes them
   // (a checkpoint of its world), and every rank learns how that went.
@@ -497,7 +527,10 @@ absl::Status Engine::Save(const std::string& dir, const std::string& tag,
 absl::Status Engine::Load(const std::string& dir, const std::string& tag,
                           const ckpt::LoadOptions& options) {
   RETURN_IF_ERROR(Check(true, "load"));
-  return checkpoint_->Load(dir, tag, options);
+  if (options.progress || !ctx_.progress) return checkpoint_->Load(dir, tag, options);
+  ckpt::LoadOptions o = options;
+  o.progress = ProgressFor(ctx_.progress, "load");
+  return checkpoint_->Load(dir, tag, o);
 }
 
 absl::Status Engine::LoadSafetensors(const std::string& path, const PretrainedOptions& options,

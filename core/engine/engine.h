@@ -103,6 +103,10 @@ class Engine {
   // Writes the zero_trace file now (it is written when end_step is reached
   // and at destruction otherwise).
   absl::Status FlushTrace();
+  // Progress of save, load and (set before Finalize) the NVMe tier's
+  // preallocation and first write; empty: none. Save/Load options that
+  // carry their own progress take precedence.
+  void set_progress(ProgressCallback cb) { ctx_.progress = std::move(cb); }
   const Config& config() const { return ctx_.config; }
   const Layout& layout() const { return ctx_.layout; }
 
@@ -130,6 +134,7 @@ class Engine {
   // Waits for the device's queued work; its sticky error, if any, fails the
   // engine naming `call` and the device.
   absl::Status DeviceReady(const char* call);
+  absl::Status ReportDeviceOnlyKeys() const;
   absl::Status CheckOwnedRange(int g, int array, int64_t begin, int64_t len,
                                const char* call) const;
   // Sizes that were "auto" or absent from the ds_config, from the model, as

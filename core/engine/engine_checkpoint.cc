@@ -69,6 +69,17 @@ ckpt::ShardView EngineCheckpoint::MakeShardView() {
         pv.state[ckpt::kExpAvgSq] = at(store_->InMemory(pl.group, 2), i);
       }
       if (momentum) pv.state[ckpt::kMomentum] = at(store_->InMemory(pl.group, 1), i);
+      if (pv.state[ckpt::kMaster] == nullptr) {
+        // State on NVMe: streamed through the store (bounded buffers).
+        OptimizerStateStore* store = store_;
+        const int g = pl.group;
+        pv.io = [store, g, i](int kind, int64_t at_i, int64_t n, float* data,
+                              bool write) -> absl::Status {
+          const int array = kind == ckpt::kExpAvgSq ? 2 : kind == ckpt::kMaster ? 0 : 1;
+          return write ? store->Write(g, array, i + at_i, n, data)
+                       : store->Read(g, array, i + at_i, n, data);
+        };
+      }
     }
     for (int r = 0; r < ctx_->world; ++r) {
       const Slice s = ctx_->layout.SliceOn(p.li, r);
@@ -102,8 +113,8 @@ absl::Status EngineCheckpoint::RebuildWorkingFromMaster() {
     } else {
       RETURN_IF_ERROR(store_->CastMaster(g, sharded_->OwnedWorking(g, 0)));
     }
-    ctx_->device->Memset0(gs.grads.data(), gs.grads.bytes());
   }
+  sharded_->ZeroGrads();
   ctx_->device->Synchronize();
   return boundary_->PublishWorkingCopy();
 }

@@ -12,6 +12,7 @@
 #include "core/comm/comm_stream.h"
 #include "core/comm/communicator.h"
 #include "core/common/dtype.h"
+#include "core/common/progress.h"
 #include "core/config/config.h"
 #include "core/device/device.h"
 #include "core/partition/layout.h"
@@ -39,6 +40,7 @@ struct EngineContext {
   // Ranks a gradient is averaged over (data-parallel world).
   int dp_world() const { return world * replicas; }
   Recorder* recorder = nullptr;   // wall_clock_breakdown / zero_trace; null when off
+  ProgressCallback progress;      // long work (save, load, NVMe preallocation); empty: none
 
   DType dtype() const { return config.dtype; }
   size_t es() const { return DTypeSize(config.dtype); }

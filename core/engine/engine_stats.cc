@@ -24,7 +24,8 @@ EngineStats CollectStats(const EngineParts& p) {
     // still this rank's model-state bytes (the ZeRO formula), not the device's.
     s.param_bytes = p.sharded->working_bytes() + p.sharded->host_param_bytes();
     s.frozen_bytes = p.sharded->frozen_bytes();
-    s.nvme_bytes += p.sharded->param_file_bytes();
+    s.nvme_grad_bytes = p.sharded->grad_file_bytes();
+    s.nvme_bytes += p.sharded->param_file_bytes() + s.nvme_grad_bytes;
     s.buffer_bytes += p.sharded->gather_staging_bytes();
   }
   if (p.store) {

@@ -32,6 +32,9 @@ struct EngineStats {
   // above count host-resident bytes only; with NVMe that is the staging
   // buffers (optimizer_bytes), bounded by buffer_count sub-groups.
   int64_t nvme_bytes = 0;                  // state files on disk (both slots)
+  // Of nvme_bytes: stage 3's gradient files (one slot even with atomic_step:
+  // a failed step's gradients are not state to keep).
+  int64_t nvme_grad_bytes = 0;
   int64_t nvme_read_bytes = 0, nvme_write_bytes = 0;  // cumulative
   int nvme_direct_io = 0, nvme_uring = 0;  // 1: O_DIRECT / io_uring in use
   std::string offload_note;                // fallbacks taken (O_DIRECT, io_uring)

@@ -8,6 +8,22 @@
 
 namespace zero {
 
+AveragingScales AveragingScalesFor(const Config& c, int dp_world) {
+  // The default keeps the sum times 1/world, computed as it always was.
+  const float world = static_cast<float>(dp_world);
+  if (c.prescale_gradients) return {1.0f / world, 1.0f};
+  if (c.gradient_predivide_factor == 1.0) return {1.0f, 1.0f / world};
+  return {static_cast<float>(1.0 / c.gradient_predivide_factor),
+          static_cast<float>(c.gradient_predivide_factor / dp_world)};
+}
+
+bool Stage1ReduceIsIdentity(const Config& c, int dp_world) {
+  const AveragingScales s = AveragingScalesFor(c, dp_world);
+  const DType ct = c.communication_data_type;
+  return dp_world == 1 && s.pre == 1.0f && s.post == 1.0f &&
+         (ct == DType::kF32 || ct == c.dtype);
+}
+
 absl::Status GradientReducer::Allocate() {
   const Layout& layout = ctx_->layout;
   const int64_t cap = std::max<int64_t>(
@@ -41,17 +57,9 @@ absl::Status GradientReducer::Allocate() {
   // the sum times 1/world, computed as it always was.
   const Config& c = ctx_->config;
   // Averaged over every data-parallel rank (hybrid sharding: all groups).
-  const float world = static_cast<float>(ctx_->dp_world());
-  if (c.prescale_gradients) {
-    pre_scale_ = 1.0f / world;
-    post_scale_ = 1.0f;
-  } else if (c.gradient_predivide_factor == 1.0) {
-    pre_scale_ = 1.0f;
-    post_scale_ = 1.0f / world;
-  } else {
-    pre_scale_ = static_cast<float>(1.0 / c.gradient_predivide_factor);
-    post_scale_ = static_cast<float>(c.gradient_predivide_factor / ctx_->dp_world());
-  }
+  const AveragingScales scales = AveragingScalesFor(c, ctx_->dp_world());
+  pre_scale_ = scales.pre;
+  post_scale_ = scales.post;
   if (c.quantized_gradients && ctx_->hier != nullptr && ctx_->hier->node() != nullptr) {
     qgz_ = std::make_unique<QuantizedReduceScatter>(ctx_);
   }
@@ -301,8 +309,13 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
     const int li = params_->at(ids[k]).li;
     const Slice s = layout.SliceOn(li, ctx_->rank);
     if (s.numel == 0) continue;
-    d->AccumulateF32(grads_at(layout.place(li), s.shard_offset), mine + pos, post_scale_, t,
-                     s.numel);
+    if (sharded_->grads_on_nvme()) {
+      RETURN_IF_ERROR(sharded_->AccumulateGradF32(layout.place(li).group, s.shard_offset,
+                                                  mine + pos, post_scale_, s.numel));
+    } else {
+      d->AccumulateF32(grads_at(layout.place(li), s.shard_offset), mine + pos, post_scale_, t,
+                       s.numel);
+    }
     pos += s.numel;
   }
   return absl::OkStatus();
@@ -360,7 +373,10 @@ absl::Status GradientReducer::ReduceLargeParam(int id, const char* data) {
     if (ctx_->replicas > 1) {
       RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(mine, counts[ctx_->rank], ReduceOp::kSum));
     }
-    if (counts[ctx_->rank] > 0) {
+    if (counts[ctx_->rank] > 0 && sharded_->grads_on_nvme()) {
+      RETURN_IF_ERROR(sharded_->AccumulateGradF32(layout.place(li).group, own.shard_offset + j,
+                                                  mine, post_scale_, counts[ctx_->rank]));
+    } else if (counts[ctx_->rank] > 0) {
       d->AccumulateF32(grads + (own.shard_offset + j) * es, mine, post_scale_, t,
                        counts[ctx_->rank]);
     }
@@ -475,6 +491,10 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
     }
   }
   return absl::OkStatus();
+}
+
+bool GradientReducer::Stage1IsIdentity() const {
+  return Stage1ReduceIsIdentity(ctx_->config, ctx_->dp_world());
 }
 
 absl::Status GradientReducer::ReduceScatterPack(const float* pack, float* recv,

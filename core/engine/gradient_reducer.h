@@ -28,6 +28,20 @@
 
 namespace zero {
 
+// DeepSpeed's averaging over `dp_world` ranks (Config::prescale_gradients,
+// gradient_predivide_factor): gradients times `pre` before the sum, the sum
+// times `post`.
+struct AveragingScales {
+  float pre = 1.0f, post = 1.0f;
+};
+AveragingScales AveragingScalesFor(const Config& c, int dp_world);
+
+// Whether stage 1's flat reduce-scatter leaves every element as it is: one
+// data-parallel rank, both averaging scales 1, a communication dtype that
+// holds the working dtype's values exactly. The boundary then reads the
+// gradients in place, as at stages 2-3, and skips it (no fp32 scratch).
+bool Stage1ReduceIsIdentity(const Config& c, int dp_world);
+
 class GradientReducer {
  public:
   GradientReducer(EngineContext* ctx, const ParamRegistry* params, ShardedState* sharded)
@@ -57,6 +71,8 @@ class GradientReducer {
   // averaged. `zero_grads`: the full local gradients are zeroed as they are
   // packed (the boundary's fused update then has nothing else to zero).
   absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32, bool zero_grads);
+  // Stage1ReduceIsIdentity for this engine.
+  bool Stage1IsIdentity() const;
 
   int64_t buffer_bytes() const {
     return buckets_.bytes() + pack_.bytes() + recv_.bytes() + half_.bytes() +

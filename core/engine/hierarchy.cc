@@ -15,6 +15,12 @@ absl::StatusOr<std::unique_ptr<LinkCountingCommunicator>> SplitCounted(
 
 }  // namespace
 
+void Hierarchy::set_wait_stream(void* stream) {
+  for (LinkCountingCommunicator* c : {replica_.get(), hpz_.get(), node_.get(), cross_.get()}) {
+    if (c != nullptr) c->set_wait_stream(stream);
+  }
+}
+
 std::vector<const Communicator*> Hierarchy::extra() const {
   std::vector<const Communicator*> out;
   for (const auto* c : {replica_.get(), hpz_.get(), node_.get(), cross_.get()}) {

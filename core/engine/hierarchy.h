@@ -44,6 +44,12 @@ class Hierarchy {
   LinkCountingCommunicator* hpz() const { return hpz_.get(); }
   LinkCountingCommunicator* node() const { return node_.get(); }
   LinkCountingCommunicator* cross() const { return cross_.get(); }
+  // Device communicators (NCCL) order their work after `stream`, the
+  // compute stream, as BindCommToDevice does for the data communicator: the
+  // sub-groups were split before the engine had a device.
+  void set_wait_stream(void* stream);
+  // Any hierarchical mode on (sub-communicators beyond the data one).
+  bool active() const { return replica_ || hpz_ || node_ || cross_; }
   // Communicators whose traffic the engine's stats add to ctx.comm's.
   std::vector<const Communicator*> extra() const;
 

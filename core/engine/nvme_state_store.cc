@@ -29,6 +29,8 @@ absl::Status NvmeStateStore::Create(const std::vector<int64_t>& owned_lens) {
   o.chunk_elems = ctx_->config.sub_group_size;
   o.aio.queue_depth = ctx_->config.aio.queue_depth;
   o.aio.block_size = ctx_->config.aio.block_size;
+  o.aio.recorder = ctx_->recorder;
+  o.progress = ctx_->progress;
   ASSIGN_OR_RETURN(tier_, offload::NvmeTier::Create(o, owned_lens));
   if (staged()) {  // the device buffer of the largest piece, for Update
     int64_t piece = 0;
@@ -93,7 +95,7 @@ absl::Status NvmeStateStore::Write(int g, int array, int64_t begin, int64_t len,
 
 absl::StatusOr<const float*> NvmeStateStore::MasterOnDevice(int g, int64_t begin, int64_t len,
                                                             DeviceBuffer* scratch) {
-  ASSIGN_OR_RETURN(*scratch, DeviceBuffer::Make(ctx_->device, len * 4));
+  ASSIGN_OR_RETURN(*scratch, DeviceBuffer::Make(ctx_->device, std::max<int64_t>(len, 1) * 4));
   if (len > 0 && staged()) {  // read through host memory, then up
     std::vector<float> host(len);
     RETURN_IF_ERROR(tier_->ReadRange(g, 0, begin, len, host.data()));
@@ -105,51 +107,30 @@ absl::StatusOr<const float*> NvmeStateStore::MasterOnDevice(int g, int64_t begin
 }
 
 absl::Status NvmeStateStore::CastMaster(int g, void* dst) {
-  if (resident_.empty()) {
-    return absl::FailedPreconditionError("nvme state: cast of a master not in memory");
-  }
-  if (staged()) {  // the resident master is host memory: cast there, copy up
-    std::vector<char> cast(lens_[g] * ctx_->es());
-    ctx_->host->FromF32(resident_[g][0].data<float>(), cast.data(), ctx_->dtype(), lens_[g]);
-    ctx_->device->Copy(dst, cast.data(), cast.size());
-    return absl::OkStatus();
-  }
-  ctx_->device->FromF32(resident_[g][0].data<float>(), dst, ctx_->dtype(), lens_[g]);
-  return absl::OkStatus();
-}
-
-absl::Status NvmeStateStore::Materialize() {
-  const int arrays = StateArrays(ctx_->config);
-  resident_.clear();
-  resident_.resize(lens_.size());
-  for (auto& r : resident_) r.resize(3);
-  for (size_t g = 0; g < lens_.size(); ++g) {
-    for (int a = 0; a < arrays; ++a) {
-      ASSIGN_OR_RETURN(resident_[g][a], DeviceBuffer::Make(MemoryDevice(), lens_[g] * 4));
-      RETURN_IF_ERROR(tier_->ReadRange(static_cast<int>(g), a, 0, lens_[g],
-                                       resident_[g][a].data<float>()));
+  // Streamed: at most one sub-group of fp32 (and on a GPU its cast) in host
+  // memory at a time, never the whole master.
+  const int64_t piece =
+      std::max<int64_t>(1, std::min<int64_t>(lens_[g], ctx_->config.sub_group_size));
+  const size_t es = ctx_->es();
+  ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Make(MemoryDevice(), piece * 4));
+  std::vector<char> cast(staged() ? piece * es : 0);
+  char* out = static_cast<char*>(dst);
+  for (int64_t a = 0; a < lens_[g]; a += piece) {
+    const int64_t n = std::min(piece, lens_[g] - a);
+    RETURN_IF_ERROR(tier_->ReadRange(g, 0, a, n, buf.data<float>()));
+    if (staged()) {  // cast in host memory, then up
+      ctx_->host->FromF32(buf.data<float>(), cast.data(), ctx_->dtype(), n);
+      ctx_->device->Copy(out + a * es, cast.data(), n * es);
+    } else {
+      ctx_->device->FromF32(buf.data<float>(), out + a * es, ctx_->dtype(), n);
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status NvmeStateStore::Spill(bool write_back) {
-  absl::Status s;
-  for (size_t g = 0; g < resident_.size(); ++g) {
-    for (int a = 0; a < 3; ++a) {
-      DeviceBuffer& b = resident_[g][a];
-      if (write_back && s.ok() && b.data() != nullptr) {
-        s = tier_->WriteRange(static_cast<int>(g), a, 0, lens_[g], b.data<float>());
-      }
-    }
-  }
-  resident_.clear();
-  return s;
-}
-
-float* NvmeStateStore::InMemory(int g, int array) {
-  return resident_.empty() ? nullptr : resident_[g][array].data<float>();
-}
+// Checkpoints stream the state through Read/Write (ParamView::io): it is
+// never resident as a whole.
+float* NvmeStateStore::InMemory(int, int) { return nullptr; }
 
 StateStoreStats NvmeStateStore::stats() const {
   const offload::NvmeTierStats t = tier_->stats();

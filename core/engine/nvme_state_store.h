@@ -25,9 +25,8 @@ class NvmeStateStore : public OptimizerStateStore {
   absl::StatusOr<const float*> MasterOnDevice(int g, int64_t begin, int64_t len,
                                               DeviceBuffer* scratch) override;
   absl::Status CastMaster(int g, void* dst) override;
-  // A temporary 12 bytes per owned element while a checkpoint runs.
-  absl::Status Materialize() override;
-  absl::Status Spill(bool write_back) override;
+  // Checkpoints stream the state through Read/Write (ParamView::io),
+  // bounded buffers: no Materialize, InMemory is always null.
   float* InMemory(int g, int array) override;
   // Checkpoints see the state in host memory when the engine's device is a
   // GPU (the files are read and written through host memory anyway).
@@ -46,7 +45,6 @@ class NvmeStateStore : public OptimizerStateStore {
   DeviceBuffer up_;  // staged(): [master | m | v] of the largest piece
   std::unique_ptr<offload::NvmeTier> tier_;
   std::vector<int64_t> lens_;
-  std::vector<std::vector<DeviceBuffer>> resident_;  // [g][array] while materialized
 };
 
 }  // namespace zero

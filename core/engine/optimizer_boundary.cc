@@ -24,6 +24,7 @@ OptimizerBoundary::OptimizerBoundary(EngineContext* ctx)
 int64_t OptimizerBoundary::scratch_bytes() const {
   int64_t n = 0;
   for (const DeviceBuffer& b : g32_) n += b.bytes();
+  n += stream_raw_.bytes() + stream_f32_.bytes();
   return n;
 }
 
@@ -52,12 +53,27 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   // overflow together); pass 2 is the fused update, which reads them raw
   // (cast per tile) and zeroes them. Stage 1's owned gradients are the fp32
   // scratch its reduce-scatter writes (the full local gradient is zeroed as
-  // the pack reads it). A device without the fused update, or fused off,
-  // casts into the scratch, updates from it and zeroes afterwards.
+  // the pack reads it), unless that reduce-scatter is the identity (one
+  // rank, nothing to scale): then they are the gradients, as at stages 2-3.
+  // A device without the fused update, or fused off, casts into the
+  // scratch, updates from it and zeroes afterwards.
   const bool fused = device->fused_update() && g_fused_boundary.load();
-  const bool in_place = t == DType::kF32 && stage != 1;
-  const bool raw = stage != 1 && (in_place || fused);
-  if (!raw && g32_.empty()) {
+  const bool scatter = stage == 1 && !reducer_->Stage1IsIdentity();
+  const bool in_place = t == DType::kF32 && !scatter;
+  const bool raw = !scatter && (in_place || fused);
+  // Stage 3 with offload_optimizer "nvme" (ZeRO-Infinity): the gradient
+  // shards are in files and stream group by group through one raw buffer
+  // (and an fp32 one when not fused), read for pass 1 and again for pass
+  // 2, with the same kernels on the same elements in the same order: the
+  // bits do not depend on where the gradients live.
+  const bool streamed = sharded_->grads_on_nvme();
+  if (streamed && stream_raw_.bytes() == 0) {
+    int64_t most = 1;
+    for (int g = 0; g < groups; ++g) most = std::max(most, sharded_->group(g).owned_len);
+    ASSIGN_OR_RETURN(stream_raw_, DeviceBuffer::Make(device, most * ctx_->es()));
+    ASSIGN_OR_RETURN(stream_f32_, DeviceBuffer::Make(device, most * 4));
+  }
+  if (!raw && !streamed && g32_.empty()) {
     g32_.resize(groups);
     for (int g = 0; g < groups; ++g) {
       ASSIGN_OR_RETURN(g32_[g], DeviceBuffer::Make(device, sharded_->group(g).owned_len * 4));
@@ -67,7 +83,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   std::vector<void*> src(groups);
   const DType src_t = raw ? t : DType::kF32;
   std::vector<float*> g32(groups, nullptr);
-  for (int g = 0; g < groups; ++g) {
+  for (int g = 0; g < groups && !streamed; ++g) {
     src[g] = raw ? sharded_->group(g).grads.data() : g32_[g].data();
     if (!raw || in_place) g32[g] = static_cast<float*>(src[g]);
   }
@@ -77,12 +93,18 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
       ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
       RETURN_IF_ERROR(reducer_->ReduceLeftoversStage0());
     }
-    if (stage == 1) {
+    if (scatter) {
       ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
       RETURN_IF_ERROR(reducer_->ReduceScatterFlatStage1(g32, /*zero_grads=*/fused));
     }
     ScopedPhase norm(ctx_->recorder, Phase::kNorm);
-    if (stage != 1 && !raw) {
+    if (streamed) {
+      for (int g = 0; g < groups; ++g) {
+        const int64_t n = sharded_->group(g).owned_len;
+        RETURN_IF_ERROR(sharded_->ReadGradsRaw(g, 0, n, stream_raw_.data()));
+        sumsq += device->SumSquares(stream_raw_.data(), t, n);
+      }
+    } else if (!scatter && !raw) {
       for (int g = 0; g < groups; ++g) {
         device->ToF32(sharded_->group(g).grads.data(), t, g32[g], sharded_->group(g).owned_len,
                       1.0f);
@@ -90,7 +112,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     }
     // Same elements, same order and precision as a sum over the fp32 cast
     // (float(x) * 1.0f is x): the norm's bits do not depend on the path.
-    for (int g = 0; g < groups; ++g) {
+    for (int g = 0; g < groups && !streamed; ++g) {
       sumsq += device->SumSquares(src[g], src_t, sharded_->group(g).owned_len);
     }
     // Norm and overflow in one all-reduce: a non-finite gradient anywhere
@@ -178,14 +200,35 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
       }
       work = staged_dev.data<char>();
     }
+    if (streamed) {
+      // Pass 2 from the gradient file: this piece, raw.
+      RETURN_IF_ERROR(sharded_->ReadGradsRaw(g, begin, len, stream_raw_.data()));
+      if (fused) {
+        if (u.sgd_mode) {
+          device->SgdStepRawGrad(u.sgd, stream_raw_.data(), t, master, m, len, work, t, false);
+        } else {
+          device->AdamStepRawGrad(u.adam, stream_raw_.data(), t, master, m, v, len, work, t,
+                                  false);
+        }
+      } else {
+        float* g32s = stream_f32_.data<float>();
+        device->ToF32(stream_raw_.data(), t, g32s, len, 1.0f);
+        if (u.sgd_mode) {
+          device->SgdStep(u.sgd, g32s, master, m, len, work, t);
+        } else {
+          device->AdamStep(u.adam, g32s, master, m, v, len, work, t);
+        }
+      }
+      return land(g, begin, len, work);
+    }
     if (fused) {
       // Pass 2: raw gradients in, zeroed once read (stage 1's scratch
       // needs no zeroing: the next reduce-scatter overwrites it).
       char* grad = static_cast<char*>(src[g]) + begin * DTypeSize(src_t);
       if (u.sgd_mode) {
-        device->SgdStepRawGrad(u.sgd, grad, src_t, master, m, len, work, t, stage != 1);
+        device->SgdStepRawGrad(u.sgd, grad, src_t, master, m, len, work, t, !scatter);
       } else {
-        device->AdamStepRawGrad(u.adam, grad, src_t, master, m, v, len, work, t, stage != 1);
+        device->AdamStepRawGrad(u.adam, grad, src_t, master, m, v, len, work, t, !scatter);
       }
       return land(g, begin, len, work);
     }
@@ -226,7 +269,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   }
   RETURN_IF_ERROR(updated);
   sharded_->CommitParamFiles();
-  if (!fused) sharded_->ZeroGrads();
+  if (!fused || streamed) sharded_->ZeroGrads();
   RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit([this] { return PublishWorkingCopy(); })));
   (void)ctx_->stream->Drain();
   RETURN_IF_ERROR(scaler_.Update(false));

@@ -95,6 +95,9 @@ class OptimizerBoundary {
   LrSchedule schedule_;
   StepCounters counters_;
   std::vector<DeviceBuffer> g32_;  // fp32 owned gradients, when not in place
+  // One group's gradients, raw and fp32, when they stream from files
+  // (ShardedState::grads_on_nvme).
+  DeviceBuffer stream_raw_, stream_f32_;
 };
 
 }  // namespace zero

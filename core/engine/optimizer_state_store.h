@@ -80,9 +80,10 @@ class OptimizerStateStore {
   // engine device's memory (a checkpoint load rebuilds the working copy).
   virtual absl::Status CastMaster(int g, void* dst) = 0;
 
-  // Checkpoints see the state through memory: a store that keeps it
-  // elsewhere fills memory buffers for the duration (Materialize) and
-  // writes them back after a load (Spill(true)).
+  // Checkpoints see the state through memory (InMemory), or, where that is
+  // null (NVMe), stream it through Read/Write. A store could instead fill
+  // memory buffers for the duration (Materialize) and write them back after
+  // a load (Spill(true)); none does now.
   virtual absl::Status Materialize() { return absl::OkStatus(); }
   virtual absl::Status Spill(bool write_back) { return absl::OkStatus(); }
   // Array `array` of group g in memory (null: not resident, or no such array).

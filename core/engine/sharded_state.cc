@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -42,6 +43,11 @@ absl::Status ShardedState::Allocate() {
         "offload_optimizer.device \"cpu\" and model state on device ", d->name(),
         " is not supported in this version; use offload_optimizer \"nvme\" or \"none\""));
   }
+  // Stage 3 with offload_optimizer "nvme" on a host-accessible device: the
+  // gradient shard in a file per group (ZeRO-Infinity; host memory bounded).
+  // On a GPU the shard stays in device memory, which host RAM does not hold.
+  const bool nvme_grads = stage == 3 && d->host_accessible() &&
+                          ctx_->config.offload_optimizer.device == OffloadDevice::kNvme;
   groups_.resize(layout.groups().size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     const LayoutGroup& lg = layout.groups()[g];
@@ -57,10 +63,11 @@ absl::Status ShardedState::Allocate() {
       gs.host_working = static_cast<char*>(h);
       host_param_bytes_ += lg.shard * es;
     }
-    const int64_t grad_len = stage <= 1 ? lg.padded : lg.shard;
+    const int64_t grad_len = stage <= 1 ? lg.padded : (nvme_grads ? 0 : lg.shard);
     ASSIGN_OR_RETURN(gs.grads, DeviceBuffer::Make(d, grad_len * es));
   }
   if (nvme_params) RETURN_IF_ERROR(CreateParamFiles());
+  if (nvme_grads) RETURN_IF_ERROR(CreateGradFiles());
   // Stages 1-2: a shard larger than one all-gather's share of
   // allgather_bucket_size is published in chunks through this buffer.
   if ((stage == 1 || stage == 2) && ctx_->world > 1) {
@@ -146,6 +153,73 @@ absl::Status ShardedState::CreateParamFiles() {
     param_files_.push_back(std::move(f));
   }
   return absl::OkStatus();
+}
+
+// Stage 3, offload_optimizer "nvme": each group's gradient shard in a file
+// (one slot), so host memory holds no gradient partition (ZeRO-Infinity).
+absl::Status ShardedState::CreateGradFiles() {
+  const int64_t es = static_cast<int64_t>(ctx_->es());
+  const std::string& dir = ctx_->config.offload_optimizer.nvme_path;
+  int64_t total = 0;
+  for (const LayoutGroup& lg : ctx_->layout.groups()) {
+    total += offload::ParamFile::SlotBytes(lg.shard * es);
+  }
+  ASSIGN_OR_RETURN(grad_claim_, offload::SwapDir::Claim(dir, "offload_optimizer.nvme_path",
+                                                        ctx_->rank, total));
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    ASSIGN_OR_RETURN(auto f, offload::ParamFile::Create(
+                                 dir, grad_claim_->Name(absl::StrCat("grad_g", g, ".swp")),
+                                 ctx_->layout.groups()[g].shard * es, /*try_direct=*/true, 1));
+    grad_files_.push_back(std::move(f));
+  }
+  grad_dirty_.assign(groups_.size(), 0);
+  return absl::OkStatus();
+}
+
+absl::Status ShardedState::AccumulateGradF32(int g, int64_t offset, const float* src,
+                                             float scale, int64_t n) {
+  if (n <= 0) return absl::OkStatus();
+  const int64_t es = static_cast<int64_t>(ctx_->es());
+  const int64_t len = groups_[g].owned_len;
+  offload::ParamFile* f = grad_files_[g].get();
+  // One buffer reused by every call (at most a bucket's or a large param
+  // piece's slice): no allocation per bucket, so the heap does not churn.
+  constexpr int64_t kZeroBytes = 1 << 20;
+  const int64_t need = std::max(n * es, std::min(kZeroBytes, len * es));
+  if (static_cast<int64_t>(grad_io_.size()) < need) grad_io_.resize(need);
+  char* buf = grad_io_.data();
+  if (!grad_dirty_[g]) {
+    // Untouched since the last step: the file holds an old gradient, and
+    // the group must read as zeros. A touch of the whole shard overwrites
+    // it all; otherwise zero the whole range first.
+    std::memset(buf, 0, need);
+    if (offset != 0 || n != len) {
+      for (int64_t a = 0; a < len * es; a += kZeroBytes) {
+        RETURN_IF_ERROR(f->WriteCommitted(a, std::min(kZeroBytes, len * es - a), buf));
+      }
+    }
+    grad_dirty_[g] = 1;
+  } else {
+    RETURN_IF_ERROR(f->Read(offset * es, n * es, buf));
+  }
+  ctx_->device->AccumulateF32(buf, src, scale, ctx_->dtype(), n);
+  return f->WriteCommitted(offset * es, n * es, buf);
+}
+
+absl::Status ShardedState::ReadGradsRaw(int g, int64_t begin, int64_t len, void* out) {
+  if (len <= 0) return absl::OkStatus();
+  const size_t es = ctx_->es();
+  if (!grad_dirty_[g]) {
+    ctx_->device->Memset0(out, len * es);
+    return absl::OkStatus();
+  }
+  return grad_files_[g]->Read(begin * es, len * es, out);
+}
+
+int64_t ShardedState::grad_file_bytes() const {
+  int64_t n = 0;
+  for (const auto& f : grad_files_) n += f->file_bytes();
+  return n;
 }
 
 std::vector<int64_t> ShardedState::OwnedLengths() const {
@@ -291,6 +365,7 @@ void ShardedState::WriteFrozen(int id, const float* values) {
 
 void ShardedState::ZeroGrads() {
   for (GroupShard& gs : groups_) ctx_->device->Memset0(gs.grads.data(), gs.grads.bytes());
+  std::fill(grad_dirty_.begin(), grad_dirty_.end(), 0);
 }
 
 int64_t ShardedState::working_bytes() const {

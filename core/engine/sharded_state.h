@@ -4,7 +4,10 @@
 //            (or, with offload_param "nvme", that shard in a param file;
 //            with offload_param "cpu" and device state, in host memory,
 //            page-locked with pin_memory: uploaded for each gather);
-//   grads:   stages 0-1 the whole padded group; stages 2-3 this rank's shard.
+//   grads:   stages 0-1 the whole padded group; stages 2-3 this rank's shard
+//            (stage 3 with offload_optimizer "nvme" on a host-accessible
+//            device: that shard in a grad file per group, streamed like the
+//            optimizer state).
 // The fp32 master and moments are the optimizer-state store's.
 #ifndef ZERO_CORE_ENGINE_SHARDED_STATE_H_
 #define ZERO_CORE_ENGINE_SHARDED_STATE_H_
@@ -78,6 +81,20 @@ class ShardedState {
   offload::ParamFile* param_file(int g) { return param_files_[g].get(); }
   void CommitParamFiles();
 
+  // Stage 3 with offload_optimizer "nvme" (ZeRO-Infinity): the gradient
+  // shard lives in a file per group (es bytes per owned element, one slot);
+  // GroupShard::grads is empty. A group untouched since ZeroGrads reads as
+  // zeros without IO; its first partial touch writes zeros over it.
+  bool grads_on_nvme() const { return !grad_files_.empty(); }
+  // grads[offset, offset+n) of group g += src * scale (AccumulateF32),
+  // read-modify-write through a buffer of n elements.
+  absl::Status AccumulateGradF32(int g, int64_t offset, const float* src, float scale,
+                                 int64_t n);
+  // grads[begin, begin+len) of group g, raw (the working dtype), into
+  // `out` (device memory; zeros for a group untouched since ZeroGrads).
+  absl::Status ReadGradsRaw(int g, int64_t begin, int64_t len, void* out);
+  int64_t grad_file_bytes() const;
+
   // Stage 3: param `li` all-gathered from every rank's shard into `dst`
   // (device memory). Collective; runs on the comm stream.
   absl::Status GatherInto(int li, void* dst);
@@ -112,6 +129,7 @@ class ShardedState {
 
  private:
   absl::Status CreateParamFiles();
+  absl::Status CreateGradFiles();
   // Elements each rank contributes to one publishing all-gather.
   int64_t GatherChunk() const;
 
@@ -123,6 +141,12 @@ class ShardedState {
   // one file per group; then GroupShard::working is empty.
   std::unique_ptr<offload::SwapDir> param_claim_;
   std::vector<std::unique_ptr<offload::ParamFile>> param_files_;
+  // Gradient files (grads_on_nvme), their claim, and which groups hold
+  // anything since the last ZeroGrads.
+  std::unique_ptr<offload::SwapDir> grad_claim_;
+  std::vector<std::unique_ptr<offload::ParamFile>> grad_files_;
+  std::vector<char> grad_dirty_;
+  std::vector<char> grad_io_;  // AccumulateGradF32's read-modify-write buffer
   DeviceBuffer gather_staging_;  // stages 1-2, chunked AllGatherWorking
   bool host_params_ = false;
   int64_t host_param_bytes_ = 0;

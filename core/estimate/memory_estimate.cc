@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/engine/gradient_reducer.h"
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/param_coordinator.h"
 #include "core/partition/layout.h"
@@ -93,7 +94,13 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     // ShardedState::Allocate
     e.param_bytes += (stage == 3 ? (nvme_params ? 0 : g.shard) : g.padded) * es;
     if (host_params) host_param_bytes += g.shard * es;
-    e.grad_bytes += (stage <= 1 ? g.padded : g.shard) * es;
+    // Stage 3 with offload_optimizer nvme on the cpu: the gradient shard in
+    // a file (on a GPU it stays in device memory).
+    if (stage == 3 && nvme_optim && !topo.gpu) {
+      e.nvme_bytes += std::max(kFileAlign, RoundUp(g.shard * es, kFileAlign));
+    } else {
+      e.grad_bytes += (stage <= 1 ? g.padded : g.shard) * es;
+    }
     owned.push_back(stage == 0 ? g.padded : g.shard);
     owned_total += owned.back();
     // ParamFile: one slot, two with offload_param.atomic_step.
@@ -167,9 +174,19 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     if (largest > cap) e.large_grad_bytes = largest * es;
   }
   // OptimizerBoundary: the fp32 gradient scratch at stage 1 (its
-  // reduce-scatter's target), and for fp16/bf16 on a device without the
-  // fused update (the GPU; the CPU device reads raw gradients in place).
-  if (stage == 1 || (c.dtype != DType::kF32 && topo.gpu)) e.scratch_bytes = owned_total * 4;
+  // reduce-scatter's target, unless that is the identity), and for
+  // fp16/bf16 on a device without the fused update (the GPU; the CPU device
+  // reads raw gradients in place).
+  const bool scatter = stage == 1 && !Stage1ReduceIsIdentity(c, world);
+  if (stage == 3 && nvme_optim && !topo.gpu) {
+    // Stage 3 with offload_optimizer nvme on the cpu: one group's
+    // gradients, raw and fp32, streamed from the gradient files.
+    int64_t most = 1;
+    for (int64_t len : owned) most = std::max(most, len);
+    e.scratch_bytes = most * (es + 4);
+  } else if (scatter || (c.dtype != DType::kF32 && topo.gpu)) {
+    e.scratch_bytes = owned_total * 4;
+  }
   // NvmeStateStore on a GPU: the largest piece's master and moments on the
   // device for its update.
   int64_t nvme_up_bytes = 0;

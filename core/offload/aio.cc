@@ -3,6 +3,7 @@
 #include <liburing.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -75,6 +76,7 @@ Aio::Ticket Aio::Submit(int fd, char* buf, size_t len, int64_t offset,
     pending_.push_back({t, fd, buf + a, std::min(bs, len - a),
                         offset + static_cast<int64_t>(a), write});
     ++op.pieces_left;
+    Started(write);
   }
   work_cv_.notify_one();
   return t;
@@ -82,12 +84,42 @@ Aio::Ticket Aio::Submit(int fd, char* buf, size_t len, int64_t offset,
 
 absl::Status Aio::Wait(Ticket t) {
   std::unique_lock<std::mutex> l(mu_);
+  if (ops_.find(t) == ops_.end()) return absl::InternalError("aio: unknown ticket");
+  // Looked up again after every wake-up: a Submit() on another thread may
+  // rehash ops_ while this one sleeps, which invalidates iterators.
+  auto left = [&] { return ops_.find(t)->second.pieces_left; };
+  if (left() != 0) {
+    const Recorder::Clock::time_point t0 = Recorder::Clock::now();
+    done_cv_.wait(l, [&] { return left() == 0; });
+    // Up to the completion, not this thread's wake-up (scheduling latency
+    // is not IO time): the exposed span lies inside the busy ones.
+    if (options_.recorder) {
+      options_.recorder->Add(Phase::kNvmeExposed, t0,
+                             std::max(t0, ops_.find(t)->second.done_at), "nvme wait");
+    }
+  }
   auto it = ops_.find(t);
-  if (it == ops_.end()) return absl::InternalError("aio: unknown ticket");
-  done_cv_.wait(l, [&] { return it->second.pieces_left == 0; });
-  absl::Status s = it->second.status;
+  absl::Status s = std::move(it->second.status);
   ops_.erase(it);
   return s;
+}
+
+void Aio::Started(bool write) {
+  if (options_.recorder == nullptr) return;
+  const Recorder::Clock::time_point now = Recorder::Clock::now();
+  if (inflight_dir_[0] + inflight_dir_[1] == 0) any_since_ = now;
+  if (inflight_dir_[write]++ == 0) busy_since_[write] = now;
+}
+
+void Aio::Finished(bool write, Recorder::Clock::time_point now) {
+  if (options_.recorder == nullptr) return;
+  if (--inflight_dir_[write] == 0) {
+    options_.recorder->Add(write ? Phase::kNvmeWrite : Phase::kNvmeRead, busy_since_[write], now,
+                           write ? "nvme write" : "nvme read");
+  }
+  if (inflight_dir_[0] + inflight_dir_[1] == 0) {
+    options_.recorder->Add(Phase::kNvmeBusy, any_since_, now);
+  }
 }
 
 void Aio::Complete(const Piece& p, int64_t res) {
@@ -116,10 +148,17 @@ void Aio::Complete(const Piece& p, int64_t res) {
     pending_.push_front(rest);
     return;  // the op keeps this piece
   }
-  if (--op.pieces_left == 0) done_cv_.notify_all();
+  const Recorder::Clock::time_point now =
+      options_.recorder ? Recorder::Clock::now() : Recorder::Clock::time_point();
+  Finished(p.write, now);
+  if (--op.pieces_left == 0) {
+    op.done_at = now;
+    done_cv_.notify_all();
+  }
 }
 
 void Aio::Loop() {
+  if (options_.recorder) options_.recorder->NameThisThread("nvme io");
   std::unique_lock<std::mutex> l(mu_);
   while (true) {
     work_cv_.wait(l, [&] { return stop_ || !pending_.empty() || inflight_ > 0; });

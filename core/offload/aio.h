@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "absl/status/status.h"
+#include "core/profile/recorder.h"
 
 namespace zero {
 namespace offload {
@@ -25,6 +26,10 @@ struct AioOptions {
   int queue_depth = 8;
   int64_t block_size = 1 << 20;
   bool use_uring = true;  // false: blocking pread/pwrite on the IO thread
+  // Where NVMe time goes (wall_clock_breakdown, zero_trace): the spans in
+  // which reads, writes, either are outstanding (submitted, not complete),
+  // and Wait()s that blocked.
+  Recorder* recorder = nullptr;
 };
 
 class Aio {
@@ -63,6 +68,7 @@ class Aio {
     absl::Status status;
     std::string what;
     bool write = false;
+    Recorder::Clock::time_point done_at;  // when the last piece completed (recorder only)
   };
   struct Ring;
 
@@ -73,6 +79,11 @@ class Aio {
   // Records the result (bytes or -errno) of one piece; requeues the rest of a
   // short transfer. Called with mu_ held.
   void Complete(const Piece& p, int64_t res);
+  // A piece was submitted (completed): the spans with IO outstanding, per
+  // direction and either, reported to the recorder when they close (a
+  // caller's Wait lies inside them). Under mu_.
+  void Started(bool write);
+  void Finished(bool write, Recorder::Clock::time_point now);
 
   AioOptions options_;
   std::unique_ptr<Ring> ring_;
@@ -81,6 +92,8 @@ class Aio {
   std::deque<Piece> pending_;
   std::unordered_map<Ticket, Op> ops_;
   int inflight_ = 0;
+  int inflight_dir_[2] = {0, 0};  // [write]
+  Recorder::Clock::time_point busy_since_[2], any_since_;
   Ticket next_ = 1;
   bool stop_ = false;
   std::thread thread_;

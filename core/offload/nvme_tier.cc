@@ -83,6 +83,11 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
       }
     }
     t->stats_.file_bytes += size;
+    if (options.progress && !options.progress("nvme preallocate", t->stats_.file_bytes, total)) {
+      return absl::CancelledError(absl::StrCat(key, ": preallocation cancelled by the progress "
+                                               "callback after ", t->stats_.file_bytes, " of ",
+                                               total, " bytes (rank ", options.rank, ")"));
+    }
   }
   t->buffer_bytes_ = kAlign;
   for (const Chunk& c : t->chunks_) t->buffer_bytes_ = std::max(t->buffer_bytes_, t->chunk_bytes(c));
@@ -166,10 +171,22 @@ absl::Status NvmeTier::Initialize(const ChunkFn& fn) {
   const size_t B = buffers_.size();
   std::vector<Aio::Ticket> wr(chunks_.size(), 0);
   absl::Status first;
+  int64_t total = 0, done = 0;
+  for (const Chunk& c : chunks_) total += chunk_bytes(c);
+  // Chunk j's write has completed: report it (a cancel stops the loop).
+  auto written = [&](size_t j) {
+    first.Update(aio_->Wait(wr[j]));
+    wr[j] = 0;
+    done += chunk_bytes(chunks_[j]);
+    if (first.ok() && options_.progress && !options_.progress("nvme initialize", done, total)) {
+      first = absl::CancelledError(absl::StrCat(
+          options_.key, ": first write cancelled by the progress callback after ", done, " of ",
+          total, " bytes (rank ", options_.rank, ")"));
+    }
+  };
   for (size_t k = 0; k < chunks_.size() && first.ok(); ++k) {
     if (k >= B) {
-      first.Update(aio_->Wait(wr[k - B]));
-      wr[k - B] = 0;
+      written(k - B);
       if (!first.ok()) break;
     }
     const Chunk& c = chunks_[k];
@@ -184,8 +201,8 @@ absl::Status NvmeTier::Initialize(const ChunkFn& fn) {
     wr[k] = Io(c, committed_, buf, true);
     stats_.bytes_written += chunk_bytes(c);
   }
-  for (Aio::Ticket t : wr) {
-    if (t) first.Update(aio_->Wait(t));
+  for (size_t j = 0; j < wr.size(); ++j) {
+    if (wr[j]) written(j);
   }
   return first;
 }
@@ -274,18 +291,26 @@ absl::Status NvmeTier::Range(int g, int a, int64_t begin, int64_t len, float* ou
     const int64_t lo = std::max(begin, c.begin);
     const int64_t hi = std::min(begin + len, c.begin + c.len);
     if (hi <= lo) continue;
-    s = aio_->Wait(Io(c, committed_, buffers_[0], false));
+    // Only the 4 KiB-aligned span of array a that holds [lo, hi).
+    const int64_t first = a * region_bytes(c) + (lo - c.begin) * 4;
+    const int64_t last = a * region_bytes(c) + (hi - c.begin) * 4;
+    const int64_t s0 = first / kAlign * kAlign, s1 = RoundUp(last);
+    const int64_t off = committed_ * slot_bytes_[c.group] + c.file_offset + s0;
+    const int fd = fds_[c.group];
+    const std::string& what = paths_[c.group];
+    char* buf = buffers_[0];
+    s = aio_->Wait(aio_->Read(fd, buf, static_cast<size_t>(s1 - s0), off, what));
     if (!s.ok()) return s;
-    stats_.bytes_read += chunk_bytes(c);
-    float* arr = reinterpret_cast<float*>(buffers_[0] + a * region_bytes(c));
+    stats_.bytes_read += s1 - s0;
+    float* arr = reinterpret_cast<float*>(buf + (first - s0));
     if (in == nullptr) {
-      std::memcpy(out + (lo - begin), arr + (lo - c.begin), static_cast<size_t>(hi - lo) * 4);
+      std::memcpy(out + (lo - begin), arr, static_cast<size_t>(hi - lo) * 4);
       continue;
     }
-    std::memcpy(arr + (lo - c.begin), in + (lo - begin), static_cast<size_t>(hi - lo) * 4);
-    s = aio_->Wait(Io(c, committed_, buffers_[0], true));
+    std::memcpy(arr, in + (lo - begin), static_cast<size_t>(hi - lo) * 4);
+    s = aio_->Wait(aio_->Write(fd, buf, static_cast<size_t>(s1 - s0), off, what));
     if (!s.ok()) return s;
-    stats_.bytes_written += chunk_bytes(c);
+    stats_.bytes_written += s1 - s0;
   }
   return absl::OkStatus();
 }

@@ -33,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/common/progress.h"
 #include "core/offload/aio.h"
 #include "core/offload/swap_dir.h"
 
@@ -50,6 +51,10 @@ struct NvmeTierOptions {
   int64_t chunk_elems = 1;  // sub_group_size
   bool try_direct = true;   // O_DIRECT unless the file system refuses it
   AioOptions aio;
+  // "nvme preallocate" after each file's blocks are reserved (Create),
+  // "nvme initialize" after each chunk's first write (Initialize); false
+  // cancels: the call fails with Cancelled.
+  ProgressCallback progress;
 };
 
 struct NvmeTierStats {

@@ -11,7 +11,8 @@ namespace {
 
 constexpr const char* kPhaseNames[] = {
     "forward", "backward", "step", "reduce", "reduce_exposed", "reduce_drain", "gather", "gather_exposed",
-    "boundary_reduce", "norm", "update", "publish", "collective"};
+    "boundary_reduce", "norm", "update", "publish", "nvme_read", "nvme_write", "nvme_busy",
+    "nvme_exposed", "collective"};
 static_assert(sizeof(kPhaseNames) / sizeof(kPhaseNames[0]) ==
               static_cast<size_t>(Phase::kCount));
 
@@ -61,6 +62,11 @@ double StepBreakdown::gather_hidden_ms() const {
   return h > 0 ? h : 0;
 }
 
+double StepBreakdown::nvme_hidden_ms() const {
+  const double h = at(Phase::kNvmeBusy) - at(Phase::kNvmeExposed);
+  return h > 0 ? h : 0;
+}
+
 Recorder::Recorder(int rank, bool breakdown, TraceOptions trace)
     : rank_(rank),
       breakdown_(breakdown),
@@ -91,7 +97,8 @@ void Recorder::Add(Phase p, Clock::time_point t0, Clock::time_point t1, const ch
                    const std::string& detail) {
   const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
   if (p != Phase::kCollective) acc_ns_[static_cast<int>(p)].fetch_add(ns, std::memory_order_relaxed);
-  if (!tracing_.load(std::memory_order_relaxed)) return;
+  // kNvmeBusy is the union of the read and write spans already traced.
+  if (p == Phase::kNvmeBusy || !tracing_.load(std::memory_order_relaxed)) return;
   const int64_t ts = std::chrono::duration_cast<std::chrono::nanoseconds>(t0 - origin_).count();
   std::lock_guard<std::mutex> l(mu_);
   events_.push_back({static_cast<int>(p), label, detail, ThreadId(), ts, ns});
@@ -174,11 +181,13 @@ std::string Recorder::FormatLast() const {
       &s,
       "[Rank %d] zero step %d (%d micro-steps, %.2f ms) | reduce: %.2f (hidden %.2f) | "
       "gather: %.2f (hidden %.2f) | boundary_reduce: %.2f | norm: %.2f | update: %.2f | "
-      "publish: %.2f | nvme read/write: %.1f/%.1f MB\n",
+      "publish: %.2f | nvme read/write: %.1f/%.1f MB in %.2f/%.2f ms (exposed %.2f, hidden "
+      "%.2f)\n",
       rank_, b.global_step, b.micro_steps, b.step_ms, ms(Phase::kReduce),
       b.reduce_hidden_ms(), ms(Phase::kGather), b.gather_hidden_ms(), ms(Phase::kBoundaryReduce),
       ms(Phase::kNorm), ms(Phase::kUpdate), ms(Phase::kPublish), b.nvme_read_bytes / 1e6,
-      b.nvme_write_bytes / 1e6);
+      b.nvme_write_bytes / 1e6, ms(Phase::kNvmeRead), ms(Phase::kNvmeWrite),
+      ms(Phase::kNvmeExposed), b.nvme_hidden_ms());
   return s;
 }
 

@@ -36,6 +36,10 @@ enum class Phase : int {
   kNorm,             // step: fp32 cast, sum of squares, norm all-reduce
   kUpdate,           // step: unscale+clip (one factor), optimizer, cast to the working copy
   kPublish,          // step: all-gather of the updated working copy
+  kNvmeRead,         // NVMe reads outstanding (submitted, not complete; overlaps once)
+  kNvmeWrite,        // NVMe writes outstanding
+  kNvmeBusy,         // reads or writes outstanding (breakdown only, no trace span)
+  kNvmeExposed,      // a thread waiting for NVMe IO (Aio::Wait)
   kCollective,       // one collective call (comms_logger), trace only
   kCount
 };
@@ -53,6 +57,8 @@ struct StepBreakdown {
   // Reduction time not spent by the caller (overlapped with its compute).
   double reduce_hidden_ms() const;
   double gather_hidden_ms() const;
+  // NVMe busy time nobody waited for (overlapped with the update's compute).
+  double nvme_hidden_ms() const;
 };
 
 struct TraceOptions {

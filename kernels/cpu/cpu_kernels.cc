@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cast_math.h"
 #include "kernels/cpu/optim_simd.h"
+#include "kernels/cpu/widen_simd.h"
 #include "kernels/norm_math.h"
 
 namespace zero {
@@ -23,23 +25,6 @@ std::atomic<int> g_threads{0};
 inline int Threads() {
   const int t = g_threads.load(std::memory_order_relaxed);
   return t > 0 ? t : omp_get_max_threads();
-}
-
-inline float Load(const void* x, DType t, int64_t i) {
-  switch (t) {
-    case DType::kF32: return static_cast<const float*>(x)[i];
-    case DType::kF16: return math::HalfToFloat(static_cast<const uint16_t*>(x)[i]);
-    case DType::kBF16: return math::Bf16ToFloat(static_cast<const uint16_t*>(x)[i]);
-  }
-  return 0.0f;
-}
-
-inline void Store(void* x, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::kF32: static_cast<float*>(x)[i] = v; break;
-    case DType::kF16: static_cast<uint16_t*>(x)[i] = math::FloatToHalf(v); break;
-    case DType::kBF16: static_cast<uint16_t*>(x)[i] = math::FloatToBf16(v); break;
-  }
 }
 
 // Elements per tile: the update and the cast to the working dtype of one tile
@@ -64,17 +49,60 @@ void Tiled(int64_t n, void* work, DType work_dtype, float* p, Update update) {
   }
 }
 
-// Tile [a, a+len) of raw gradients g (dtype gt) as fp32: in place for fp32,
-// else cast into `tile` (kTile floats).
-inline const float* GradTile(const void* g, DType gt, int64_t a, int64_t len, float* tile) {
-  if (gt == DType::kF32) return static_cast<const float*>(g) + a;
-  const uint16_t* h = static_cast<const uint16_t*>(g) + a;
-  if (gt == DType::kBF16) {
-    for (int64_t i = 0; i < len; ++i) tile[i] = math::Bf16ToFloat(h[i]);
-  } else {
-    for (int64_t i = 0; i < len; ++i) tile[i] = math::HalfToFloat(h[i]);
+// Tile [a, a+len) of x (dtype t) as fp32, times `scale`: in place for fp32
+// at scale 1, else widened into `tile` (kTile floats). The dtype switch is
+// per tile, the loops are SIMD (widen_simd.h). NaNs stay NaN (a scale of 1
+// is not applied, so a signalling NaN is not quieted).
+inline const float* F32Tile(const void* x, DType t, int64_t a, int64_t len, float* tile,
+                            float scale = 1.0f) {
+  switch (t) {
+    case DType::kF32:
+      if (scale == 1.0f) return static_cast<const float*>(x) + a;
+      ScaleF32Tile(static_cast<const float*>(x) + a, tile, static_cast<size_t>(len), scale);
+      break;
+    case DType::kF16:
+      F16ToF32Tile(static_cast<const uint16_t*>(x) + a, tile, static_cast<size_t>(len), scale);
+      break;
+    case DType::kBF16:
+      Bf16ToF32Tile(static_cast<const uint16_t*>(x) + a, tile, static_cast<size_t>(len), scale);
+      break;
   }
   return tile;
+}
+
+// Stores fp32 `src` as dtype t at x + a.
+inline void StoreTile(const float* src, void* x, DType t, int64_t a, int64_t len) {
+  switch (t) {
+    case DType::kF32:
+      if (static_cast<float*>(x) + a != src) {
+        std::memcpy(static_cast<float*>(x) + a, src, len * sizeof(float));
+      }
+      break;
+    case DType::kF16:
+      ToF16Tile(src, static_cast<uint16_t*>(x) + a, static_cast<size_t>(len));
+      break;
+    case DType::kBF16:
+      ToBf16Tile(src, static_cast<uint16_t*>(x) + a, static_cast<size_t>(len));
+      break;
+  }
+}
+
+inline int64_t Tiles(int64_t n) { return (n + kTile - 1) / kTile; }
+
+// Elements per block of the sum of squares: each block's partial sum is the
+// same whatever the thread count (blocks are summed in order).
+constexpr int64_t kSquareBlock = 1 << 15;
+
+double SquaresBlock(const void* x, DType t, int64_t a, int64_t len) {
+  alignas(64) double acc[kSquareLanes] = {};
+  alignas(64) float tile[kTile];
+  for (int64_t b = a; b < a + len; b += kTile) {
+    const int64_t m = std::min(kTile, a + len - b);
+    AccumulateSquares(F32Tile(x, t, b, m, tile), static_cast<size_t>(m), acc);
+  }
+  double s = 0.0;
+  for (double v : acc) s += v;
+  return s;
 }
 
 }  // namespace
@@ -101,7 +129,7 @@ void AdamStepRawGrad(const math::AdamScalars& s, void* g, DType gt, float* p,
   const size_t ges = DTypeSize(gt);
   Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
     alignas(64) float tile[kTile];
-    const float* g32 = GradTile(g, gt, a, len, tile);
+    const float* g32 = F32Tile(g, gt, a, len, tile);
     AdamTile(s, g32, p + a, m + a, v + a, static_cast<size_t>(len), w32);
     if (zero_grad) std::memset(static_cast<char*>(g) + a * ges, 0, len * ges);
   });
@@ -113,42 +141,70 @@ void SgdStepRawGrad(const math::SgdScalars& s, void* g, DType gt, float* p,
   const size_t ges = DTypeSize(gt);
   Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
     alignas(64) float tile[kTile];
-    const float* g32 = GradTile(g, gt, a, len, tile);
+    const float* g32 = F32Tile(g, gt, a, len, tile);
     SgdTile(s, g32, p + a, buf ? buf + a : nullptr, static_cast<size_t>(len), w32);
     if (zero_grad) std::memset(static_cast<char*>(g) + a * ges, 0, len * ges);
   });
 }
 
 void ToF32(const void* src, DType t, float* dst, int64_t n, float scale) {
+  if (t == DType::kF32 && scale == 1.0f && src == dst) return;
 #pragma omp parallel for schedule(static) num_threads(Threads()) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dst[i] = Load(src, t, i) * scale;
+  for (int64_t k = 0; k < Tiles(n); ++k) {
+    const int64_t a = k * kTile;
+    const int64_t len = std::min(kTile, n - a);
+    alignas(64) float tile[kTile];
+    StoreTile(F32Tile(src, t, a, len, tile, scale), dst, DType::kF32, a, len);
+  }
 }
 
 void FromF32(const float* src, void* dst, DType t, int64_t n) {
-  if (t == DType::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-    return;
-  }
 #pragma omp parallel for schedule(static) num_threads(Threads()) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) Store(dst, t, i, src[i]);
+  for (int64_t k = 0; k < Tiles(n); ++k) {
+    const int64_t a = k * kTile;
+    StoreTile(src + a, dst, t, a, std::min(kTile, n - a));
+  }
 }
 
 void Accumulate(void* dst, const void* src, DType t, int64_t n) {
 #pragma omp parallel for schedule(static) num_threads(Threads()) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) Store(dst, t, i, Load(dst, t, i) + Load(src, t, i));
+  for (int64_t k = 0; k < Tiles(n); ++k) {
+    const int64_t a = k * kTile;
+    const int64_t len = std::min(kTile, n - a);
+    alignas(64) float dt[kTile], st[kTile], sum[kTile];
+    const float* x = F32Tile(dst, t, a, len, dt);
+    const float* y = F32Tile(src, t, a, len, st);
+    for (int64_t i = 0; i < len; ++i) sum[i] = x[i] + y[i];
+    StoreTile(sum, dst, t, a, len);
+  }
 }
 
 void AccumulateF32(void* dst, const float* src, float scale, DType t,
                    int64_t n) {
 #pragma omp parallel for schedule(static) num_threads(Threads()) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) Store(dst, t, i, Load(dst, t, i) + src[i] * scale);
+  for (int64_t k = 0; k < Tiles(n); ++k) {
+    const int64_t a = k * kTile;
+    const int64_t len = std::min(kTile, n - a);
+    alignas(64) float dt[kTile], sum[kTile];
+    const float* x = F32Tile(dst, t, a, len, dt);
+    const float* y = src + a;
+    for (int64_t i = 0; i < len; ++i) sum[i] = x[i] + y[i] * scale;
+    StoreTile(sum, dst, t, a, len);
+  }
 }
 
 double SumSquares(const void* x, DType t, int64_t n) {
-  double acc = 0.0;
-#pragma omp parallel for reduction(+ : acc) schedule(static) num_threads(Threads()) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) acc += math::SquaredTerm(Load(x, t, i));
-  return acc;
+  const int64_t blocks = (n + kSquareBlock - 1) / kSquareBlock;
+  if (blocks <= 1) return n > 0 ? SquaresBlock(x, t, 0, n) : 0.0;
+  std::vector<double> partial(blocks);
+#pragma omp parallel for schedule(static) num_threads(Threads())
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t a = b * kSquareBlock;
+    partial[b] = SquaresBlock(x, t, a, std::min(kSquareBlock, n - a));
+  }
+  double s = 0.0;
+  for (double p : partial) s += p;
+  return s;
 }
 
 }  // namespace cpu

@@ -45,7 +45,9 @@ void Accumulate(void* dst, const void* src, DType t, int64_t n);
 // dst[i] += src[i] * scale, dst of dtype t, src fp32.
 void AccumulateF32(void* dst, const float* src, float scale, DType t,
                    int64_t n);
-// Sum of squares of (float) x[i], in double.
+// Sum of squares of (float) x[i], in double: per block of 32K elements
+// kSquareLanes partial sums (widen_simd.h), added in order, then the blocks'
+// sums in order — the same bits whatever the thread count or SIMD target.
 double SumSquares(const void* x, DType t, int64_t n);
 
 }  // namespace cpu

@@ -16,7 +16,8 @@
   X(UNIMPLEMENTED) \
   X(INTERNAL) \
   X(ABORTED) \
-  X(MISMATCH)
+  X(MISMATCH) \
+  X(CANCELLED)
 
 // X(field) for every field of zero_step_info after struct_size.
 #define ZERO_STEP_INFO_FIELDS(X) \
@@ -80,7 +81,11 @@
   X(update_ms) \
   X(publish_ms) \
   X(nvme_read_bytes) \
-  X(nvme_write_bytes)
+  X(nvme_write_bytes) \
+  X(nvme_read_ms) \
+  X(nvme_write_ms) \
+  X(nvme_exposed_ms) \
+  X(nvme_hidden_ms)
 
 // X(field) for every field of zero_comm_log_entry after struct_size.
 #define ZERO_COMM_LOG_ENTRY_FIELDS(X) \

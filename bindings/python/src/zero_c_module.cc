@@ -71,6 +71,20 @@ void CheckNoGil(F&& call) {
   Check(s);
 }
 
+// A Python callable as a zero_progress_fn (user: the callable, kept alive by
+// whoever passed it): called as fn(what, done, total) on an engine thread,
+// under the GIL; a falsy result or an exception cancels (zero.progress wraps
+// callables so that their exception is re-raised after the call).
+int32_t PyProgress(void* user, const char* what, int64_t done, int64_t total) {
+  py::gil_scoped_acquire gil;
+  try {
+    py::handle fn(static_cast<PyObject*>(user));
+    return py::bool_(fn(what, done, total)) ? 0 : 1;
+  } catch (py::error_already_set&) {
+    return 1;
+  }
+}
+
 [[noreturn]] void Closed(const char* what) {
   Raise(ZERO_FAILED_PRECONDITION,
         std::string(what) + " is closed (used after close/destroy)");
@@ -481,6 +495,19 @@ class Engine {
     return steps;
   }
 
+  // fn(what, done, total) -> bool, or None: progress of save, load and
+  // (set before finalize) NVMe preallocation.
+  void SetProgress(py::object fn) {
+    zero_engine_t* e = get();
+    if (fn.is_none()) {
+      Check(zero_engine_set_progress(e, nullptr, nullptr));
+      progress_ = py::none();
+    } else {
+      progress_ = std::move(fn);
+      Check(zero_engine_set_progress(e, &PyProgress, progress_.ptr()));
+    }
+  }
+
   void Save(const std::string& dir, const std::string& tag) {
     zero_engine_t* e = get();
     CheckNoGil([&] { return zero_engine_save(e, dir.c_str(), tag.c_str()); });
@@ -560,6 +587,7 @@ class Engine {
   }
 
  private:
+  py::object progress_ = py::none();  // the engine's progress callable
   struct PyFill {
     py::object fn;
     std::string error;
@@ -651,11 +679,33 @@ PYBIND11_MODULE(_zero_c, m) {
   m.def(
       "export_safetensors",
       [](const std::string& dir, const std::optional<std::string>& tag,
-         const std::string& out_path, int dtype) {
-        CheckNoGil([&] { return zero_checkpoint_export_safetensors(dir.c_str(), tag ? tag->c_str() : nullptr, out_path.c_str(), static_cast<zero_dtype>(dtype)); });
+         const std::string& out_path, int dtype, py::object progress) {
+        zero_progress_fn fn = progress.is_none() ? nullptr : &PyProgress;
+        void* user = progress.ptr();
+        CheckNoGil([&] {
+          return zero_checkpoint_export_safetensors_progress(
+              dir.c_str(), tag ? tag->c_str() : nullptr, out_path.c_str(),
+              static_cast<zero_dtype>(dtype), fn, user);
+        });
       },
       py::arg("dir"), py::arg("tag"), py::arg("out_path"), py::arg("dtype"),
+      py::arg("progress") = py::none(),
       "Writes every param of DIR/TAG (None: latest) as one safetensors file.");
+
+  m.def(
+      "reshard",
+      [](const std::string& dir, const std::optional<std::string>& tag,
+         const std::string& out_dir, int32_t world, py::object progress) {
+        zero_progress_fn fn = progress.is_none() ? nullptr : &PyProgress;
+        void* user = progress.ptr();
+        CheckNoGil([&] {
+          return zero_checkpoint_reshard(dir.c_str(), tag ? tag->c_str() : nullptr,
+                                         out_dir.c_str(), world, fn, user);
+        });
+      },
+      py::arg("dir"), py::arg("tag"), py::arg("out_dir"), py::arg("world"),
+      py::arg("progress") = py::none(),
+      "Rewrites DIR/TAG (None: latest) as OUT_DIR/TAG for WORLD ranks.");
 
   m.def("dlpack_capsule", &DlpackCapsule, py::arg("address"), py::arg("shape"),
         py::arg("code"), py::arg("bits"), py::arg("device_type"), py::arg("device_id"),
@@ -710,6 +760,7 @@ PYBIND11_MODULE(_zero_c, m) {
            py::arg("count"), py::arg("values"))
       .def("param_info", &Engine::ParamInfo, py::arg("id"))
       .def("gradient_accumulation_steps", &Engine::GradientAccumulationSteps)
+      .def("set_progress", &Engine::SetProgress, py::arg("fn"))
       .def("save", &Engine::Save, py::arg("dir"), py::arg("tag"))
       .def("load", &Engine::Load, py::arg("dir"), py::arg("tag"),
            py::arg("load_optimizer_states"), py::arg("allow_missing"))

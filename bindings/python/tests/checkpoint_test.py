@@ -245,3 +245,110 @@ def test_param_info_is_what_was_registered():
 def test_gradient_accumulation_steps_is_resolved_by_the_runtime(gas_config, want):
     with zero.Engine(config(1, **gas_config)) as eng:
         assert eng.gradient_accumulation_steps == want
+
+
+# ---- progress (C ABI 1.6, zero.progress) ---------------------------------
+
+BIG = 1_500_000  # fp32 elements: 18 MB of Adam state, several 4 MiB reports
+
+
+def big_engine(**extra):
+    eng = zero.Engine(config(1, **extra))
+    eng.register_param("big", np.linspace(-1, 1, BIG, dtype=np.float32))
+    return eng
+
+
+def record(calls, stop_at=None):
+    def fn(what, done, total):
+        calls.append((what, done, total))
+        return stop_at is None or len(calls) < stop_at
+    return fn
+
+
+def assert_rises_to(calls, what, total):
+    seen = [c for c in calls if c[0] == what]
+    assert seen, (what, calls)
+    assert all(t == total for _, _, t in seen), seen
+    dones = [d for _, d, _ in seen]
+    assert dones == sorted(set(dones)) and dones[-1] == total, seen
+
+
+def test_progress_of_save_load_export_reshard(tmp_path):
+    calls = []
+    with big_engine() as eng:
+        eng.finalize()
+        eng.save(tmp_path, "t", progress=record(calls))
+        state = 3 * 4 * BIG  # master, exp_avg, exp_avg_sq
+        assert_rises_to(calls, "save", state)
+        assert len(calls) >= 4
+        eng.load(tmp_path, "t", progress=record(calls))
+        assert_rises_to(calls, "load", state)
+        n = len(calls)
+        eng.save(tmp_path, "quiet", progress=False)
+        assert len(calls) == n
+    zero.export_safetensors(tmp_path, "t", tmp_path / "m.safetensors", progress=record(calls))
+    assert_rises_to(calls, "export", 4 * BIG)
+    zero.reshard(tmp_path, "t", tmp_path / "re", 2, progress=record(calls))
+    # Each of the 2 new ranks reads the old rank's whole sections (their
+    # checksums cover them): twice the state.
+    assert_rises_to(calls, "reshard", 2 * 3 * 4 * BIG)
+    assert load_file(str(tmp_path / "m.safetensors"))["big"].shape == (BIG,)
+
+
+def test_progress_cancel_raises_and_keeps_earlier_tags(tmp_path):
+    class Stop(Exception):
+        pass
+
+    def boom(what, done, total):
+        raise Stop(what)
+
+    with big_engine() as eng:
+        eng.finalize()
+        eng.save(tmp_path, "good", progress=False)
+        with pytest.raises(zero.CancelledError, match="cancelled by the progress callback"):
+            eng.save(tmp_path, "bad", progress=record([], stop_at=2))
+        with pytest.raises(Stop, match="save") as info:
+            eng.save(tmp_path, "bad", progress=boom)
+        assert isinstance(info.value.__cause__, zero.CancelledError)
+        assert not (tmp_path / "bad").exists()
+        assert (tmp_path / "latest").read_text().strip() == "good"
+        eng.save(tmp_path, "after", progress=False)  # the engine goes on
+    with pytest.raises(zero.CancelledError):
+        zero.export_safetensors(tmp_path, "good", tmp_path / "x.safetensors",
+                                progress=lambda *a: False)
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_progress_line_on_a_terminal(tmp_path, monkeypatch):
+    import io
+    from zero.progress import Reporter, TerminalLine
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    line = TerminalLine.format("save", 45, 100, 1.0)
+    assert line.startswith("\rsave:  45%|" + "█" * 9 + " " * 11 + "|") and "MB/s]" in line
+    assert Reporter(None, stream=io.StringIO()).callback is None  # not a terminal: silent
+    assert Reporter(None, show=False, stream=Tty()).callback is None  # not rank 0
+    tty = Tty()
+    monkeypatch.setattr("sys.stderr", tty)
+    with big_engine() as eng:
+        eng.finalize()
+        eng.save(tmp_path, "t")  # progress=None: the line, on a terminal
+    text = tty.getvalue()
+    assert text.count("\n") == 1 and text.endswith("]\n"), text
+    assert "\rsave: 100%|" + "█" * 20 + "|" in text, text
+
+
+def test_progress_of_nvme_preallocation(tmp_path):
+    nvme = {"device": "nvme", "nvme_path": str(tmp_path)}
+    calls = []
+    with big_engine(zero_optimization={"stage": 1, "sub_group_size": 300_000,
+                                       "offload_optimizer": nvme}) as eng:
+        eng.finalize(progress=record(calls))
+        st = eng.stats()
+        assert_rises_to(calls, "nvme preallocate", st["nvme_bytes"])
+        assert_rises_to(calls, "nvme initialize", st["nvme_write_bytes"])
+        chunks = -(-st["padded_numel"] // 300_000)
+        assert len([c for c in calls if c[0] == "nvme initialize"]) == chunks  # one per chunk

@@ -366,6 +366,27 @@ def test_step_breakdown_and_comm_log():
             eng.comm_log()
 
 
+def test_step_breakdown_nvme_time(tmp_path):
+    """NVMe time in the breakdown (C ABI 1.6): optimizer state on NVMe."""
+    nvme = {"device": "nvme", "nvme_path": str(tmp_path)}
+    eng = zero.Engine(config(1, wall_clock_breakdown=True,
+                             zero_optimization={"stage": 1, "offload_optimizer": nvme}))
+    with eng:
+        eng.register_param("w", np.ones((64, 64), dtype=np.float32))
+        eng.finalize()
+        for _ in range(2):
+            eng.grad_buffer("w")[...] = 1.0
+            eng.grad_ready("w")
+            eng.step()
+        b = eng.step_breakdown()
+        assert b["nvme_read_bytes"] >= 64 * 64 * 12 and b["nvme_write_bytes"] >= 64 * 64 * 12
+        assert b["nvme_read_ms"] > 0 and b["nvme_write_ms"] > 0
+        assert b["nvme_exposed_ms"] + b["nvme_hidden_ms"] <= b["optimizer_ms"] * 1.05 + 0.01
+    with make_engine(wall_clock_breakdown=True) as eng:
+        eng.step()
+        assert eng.step_breakdown()["nvme_read_ms"] == 0.0
+
+
 def test_estimate_matches_an_engine_and_the_zero_formula():
     """zero.estimate (C ABI 1.5): what an engine of the same config measures."""
     cfg = config(2)

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_train  # noqa: E402  (examples/python)
 import zero  # noqa: E402
 import zero.torch as zt  # noqa: E402
+from torch_meta_worker import padding_model, sharded_config  # noqa: E402
 
 STEPS = 6
 
@@ -216,6 +217,48 @@ def test_device_meta_modules_and_embedding_padding_row(stage):
         engine.destroy()
 
 
+def full_params(model, config):
+    engine = zt.initialize(model, config)
+    try:
+        return engine.full_state_dict()
+    finally:
+        engine.destroy()
+
+
+def check_padding(got, want):
+    """got: padding_model()'s params; want: padding_model(False)'s, the same
+    specs without padding_idx. Padding rows zero, every other element the
+    spec's value bit for bit."""
+    assert set(got) == set(want)
+    for name, row in (("0.weight", 1), ("1.weight", 63)):
+        assert torch.all(got[name][row] == 0), name
+        assert want[name][row].abs().sum() > 0, name  # the spec's row is not zero
+        keep = [r for r in range(want[name].shape[0]) if r != row]
+        assert torch.equal(got[name][keep], want[name][keep]), name
+    for name in ("2.weight", "2.bias"):
+        assert torch.equal(got[name], want[name]), name
+
+
+@pytest.mark.parametrize("stage", [0, 3])
+def test_padding_rows_written_as_ranges(stage, monkeypatch):
+    want = full_params(padding_model(False), sharded_config(stage))
+
+    def whole(*a, **k):
+        raise AssertionError("padding_idx must not read or write a whole param")
+    if stage == 3:
+        with monkeypatch.context() as mp:
+            for k in ("write_master", "read_master", "gather"):
+                mp.setattr(zero.Engine, k, whole)
+            engine = zt.initialize(padding_model(), sharded_config(stage))
+    else:
+        engine = zt.initialize(padding_model(), sharded_config(stage))
+    try:
+        got = engine.full_state_dict()
+    finally:
+        engine.destroy()
+    check_padding(got, want)
+
+
 def test_meta_buffer_refused_by_name():
     with zt.Init():
         model = torch.nn.BatchNorm1d(4)
@@ -250,11 +293,12 @@ def test_pretrained_index_json_and_failure_restores_meta(tmp_path):
 
 
 def test_meta_model_under_mpirun_world3_stage3(tmp_path):
-    """torch_meta_worker.py on 3 MPI ranks: the meta model's params right
-    after initialize equal the one-process stage-3 ones bit for bit (each
-    element drawn from (seed, name, index) by whichever rank owns it) and so
-    have torch's statistics; meta and eager (torch's defaults) models train
-    alike on the ranks' slices."""
+    """torch_meta_worker.py on 3 MPI ranks, stage 3, every param sharded: the
+    meta model's params right after initialize equal the one-process stage-3
+    and stage-0 ones bit for bit (each element drawn from (seed, name, index)
+    by whichever rank owns it) and so have torch's statistics; meta and eager
+    (torch's defaults) models train alike on the ranks' slices; padding_idx
+    rows are zero and the rest of those embeddings the spec's values."""
     mpirun = shutil.which("mpirun")
     assert mpirun, "openmpi-bin is required"
     env = dict(os.environ)
@@ -268,15 +312,13 @@ def test_meta_model_under_mpirun_world3_stage3(tmp_path):
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     got = torch.load(tmp_path / "meta_init.pt")
-    one = zt.initialize(meta_gpt(), cfg(3))
-    try:
-        want = one.full_state_dict()
-    finally:
-        one.destroy()
+    want = full_params(meta_gpt(), sharded_config(3))
+    want0 = full_params(meta_gpt(), sharded_config(0))
     ref = torch_default_gpt()
-    assert set(got) == set(want)
+    assert set(got) == set(want) == set(want0)
     for name, p in ref.named_parameters():
         assert torch.equal(got[name], want[name]), name
+        assert torch.equal(got[name], want0[name]), name
         kind, b = expected(name, p, ref)
         check_stats(got[name], kind, b, name)
     per_rank = [json.loads((tmp_path / f"losses{r}.json").read_text()) for r in range(3)]
@@ -286,3 +328,5 @@ def test_meta_model_under_mpirun_world3_stage3(tmp_path):
     assert abs(meta[0] - eager[0]) < 0.5, (meta, eager)
     drop_m, drop_e = meta[0] - meta[-1], eager[0] - eager[-1]
     assert 0.5 * drop_e < drop_m < 2.0 * drop_e, (meta, eager)
+    check_padding(torch.load(tmp_path / "padding_init.pt"),
+                  full_params(padding_model(False), sharded_config(0)))

@@ -28,9 +28,9 @@ from .comm import Comm, launched_by_mpi, launcher_rank_and_size
 from .dtypes import DType, bf16_to_float32, float32_to_bf16
 from .engine import Engine, InitSpec, ParamInfo, StepInfo, load_config
 from .device import Device, DeviceArray, DeviceKind
-from .checkpoint import export_safetensors
+from .checkpoint import export_safetensors, reshard
 from .estimate import estimate
-from .errors import (AbortedError, DataLossError, FailedPreconditionError,
+from .errors import (AbortedError, CancelledError, DataLossError, FailedPreconditionError,
                      InternalError, InvalidArgumentError, IOError,
                      MismatchError, NotFoundError, OutOfMemoryError,
                      TimeoutError, UnimplementedError, ZeroError,
@@ -57,11 +57,11 @@ if version() // 10000 != HEADER_VERSION // 10000:
 __all__ = [
     "Comm", "DType", "Device", "DeviceArray", "DeviceKind", "Engine", "InitSpec",
     "ParamInfo", "StepInfo", "load_config",
-    "export_safetensors", "estimate",
+    "export_safetensors", "reshard", "estimate",
     "bf16_to_float32", "float32_to_bf16", "launched_by_mpi",
     "launcher_rank_and_size", "version",
     "ZeroError", "InvalidArgumentError", "FailedPreconditionError",
     "NotFoundError", "OutOfMemoryError", "TimeoutError", "IOError",
     "DataLossError", "UnimplementedError", "InternalError", "AbortedError",
-    "MismatchError", "error_from_status",
+    "MismatchError", "CancelledError", "error_from_status",
 ]

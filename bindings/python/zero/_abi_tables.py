@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any, Mapping, Tuple
 
 #: ZERO_VERSION_CODE of the header.
-HEADER_VERSION = 10500
+HEADER_VERSION = 10600
 #: ZERO_MAX_DIMS: most dimensions of a param.
 MAX_DIMS = 8
 
@@ -27,6 +27,7 @@ STATUS: Tuple[Tuple[str, int, str], ...] = (
     ('INTERNAL', 9, 'a bug in zero: please report'),
     ('ABORTED', 10, 'the communicator broke earlier'),
     ('MISMATCH', 11, 'ranks disagree (params, config)'),
+    ('CANCELLED', 12, '1.6: a progress callback asked to stop'),
 )
 
 #: zero_step_info after struct_size: (name, kind, description); kind is
@@ -97,6 +98,10 @@ STEP_BREAKDOWN_FIELDS: Tuple[Tuple[str, str, str], ...] = (
     ('publish_ms', 'float', 'all-gather of the updated working copy'),
     ('nvme_read_bytes', 'int', 'NVMe bytes read in the step'),
     ('nvme_write_bytes', 'int', 'NVMe bytes written in the step'),
+    ('nvme_read_ms', 'float', 'reads outstanding'),
+    ('nvme_write_ms', 'float', 'writes outstanding'),
+    ('nvme_exposed_ms', 'float', 'a thread of the engine blocked waiting for NVMe IO'),
+    ('nvme_hidden_ms', 'float', 'reads or writes outstanding that nobody waited for'),
 )
 
 #: zero_comm_log_entry after struct_size: (name, kind, description); kind is

@@ -17,6 +17,7 @@ from .comm import Comm
 from .device import Device, DeviceArray, parse_device
 from .dtypes import DType, float32_to_bf16
 from .errors import InvalidArgumentError, NotFoundError
+from .progress import ProgressArg, Reporter
 
 ParamRef = Union[int, str]
 ConfigLike = Union[Mapping[str, Any], str, "os.PathLike[str]"]
@@ -271,11 +272,29 @@ class Engine:
         self._by_name[name] = info
         return pid
 
-    def finalize(self) -> None:
+    def finalize(self, *, progress: ProgressArg = None) -> None:
         """COLLECTIVE. Lays out and allocates the shards; raises
-        :class:`zero.MismatchError` if ranks registered different params."""
-        self._c.finalize()
+        :class:`zero.MismatchError` if ranks registered different params.
+        ``progress``: of the NVMe tier's preallocation and first write
+        (:mod:`zero.progress`)."""
+        with self._progress(progress):
+            self._c.finalize()
         self._finalized = True
+
+    @contextlib.contextmanager
+    def _progress(self, progress: ProgressArg) -> Iterator[None]:
+        """The engine reports to ``progress`` for the duration (a terminal
+        line on rank 0 by default)."""
+        with Reporter(progress, show=self.comm.rank == 0) as r:
+            if r.callback is None:
+                yield
+                return
+            self._c.set_progress(r.callback)
+            try:
+                yield
+            finally:
+                if not self._c.closed:
+                    self._c.set_progress(None)
 
     # ---- lookup -------------------------------------------------------
 
@@ -450,16 +469,19 @@ class Engine:
 
     # ---- checkpoints ----------------------------------------------------
 
-    def save(self, dir: PathLike, tag: str) -> None:
+    def save(self, dir: PathLike, tag: str, *, progress: ProgressArg = None) -> None:
         """COLLECTIVE. Writes the full training state (params, optimizer
         states, steps, loss scale) to ``dir/tag`` atomically, then points
         ``dir/latest`` at it; a failed save leaves earlier tags whole.
-        Refused mid-accumulation (:class:`zero.FailedPreconditionError`)."""
-        self._c.save(os.fspath(dir), str(tag))
+        Refused mid-accumulation (:class:`zero.FailedPreconditionError`).
+        ``progress``: see :mod:`zero.progress`; a cancel on any rank raises
+        :class:`zero.CancelledError` on every rank."""
+        with self._progress(progress):
+            self._c.save(os.fspath(dir), str(tag))
 
     def load(self, dir: PathLike, tag: Optional[str] = None, *,
              load_optimizer_states: bool = True,
-             allow_missing: bool = False) -> None:
+             allow_missing: bool = False, progress: ProgressArg = None) -> None:
         """COLLECTIVE. Restores ``dir/tag`` (None: the tag ``dir/latest``
         names), saved at any world size or stage, with steps and loss scale.
         Call it with every param released, not mid-accumulation. In stages
@@ -471,14 +493,17 @@ class Engine:
             allow_missing: True lets params the checkpoint lacks keep their
                 values (otherwise :class:`zero.FailedPreconditionError` names
                 them). Params the engine lacks are always refused.
+            progress: see :mod:`zero.progress` (a cancelled load, like a
+                failed one, leaves the engine unusable).
 
         A missing tag raises :class:`zero.NotFoundError`, a corrupt file
         :class:`zero.DataLossError` naming it; a load that fails after it
         began changing state leaves the engine unusable (make a new one).
         Fails alike on every rank.
         """
-        self._c.load(os.fspath(dir), None if tag is None else str(tag),
-                     bool(load_optimizer_states), bool(allow_missing))
+        with self._progress(progress):
+            self._c.load(os.fspath(dir), None if tag is None else str(tag),
+                         bool(load_optimizer_states), bool(allow_missing))
 
     def load_safetensors(self, path: PathLike, allow_missing: bool = False,
                          prefix_strip: Optional[str] = None,

@@ -92,10 +92,15 @@ class MismatchError(ZeroError):
     status = STATUS_CODES["MISMATCH"]
 
 
+class CancelledError(ZeroError):
+    """A progress callback asked to stop (ZERO_CANCELLED, C ABI 1.6)."""
+    status = STATUS_CODES["CANCELLED"]
+
+
 _NAMED: Tuple[Type[ZeroError], ...] = (
     InvalidArgumentError, FailedPreconditionError, NotFoundError,
     OutOfMemoryError, TimeoutError, IOError, DataLossError,
-    UnimplementedError, InternalError, AbortedError, MismatchError)
+    UnimplementedError, InternalError, AbortedError, MismatchError, CancelledError)
 
 
 def _class_for(name: str, code: int, doc: str) -> Type[ZeroError]:

@@ -170,6 +170,10 @@ pub const fn zero_step_breakdown_init() -> zero_step_breakdown {
         publish_ms: 0.0,
         nvme_read_bytes: 0,
         nvme_write_bytes: 0,
+        nvme_read_ms: 0.0,
+        nvme_write_ms: 0.0,
+        nvme_exposed_ms: 0.0,
+        nvme_hidden_ms: 0.0,
     }
 }
 

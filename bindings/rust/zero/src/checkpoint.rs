@@ -13,6 +13,7 @@ use zero_sys as sys;
 use crate::config::DType;
 use crate::engine::Engine;
 use crate::error::{check, Error, Result, Status};
+use crate::progress::{with_progress, ProgressFn};
 
 /// Options of [`Engine::load`] (`zero_load_options`).
 ///
@@ -112,6 +113,47 @@ impl Engine<'_> {
         check(unsafe { sys::zero_engine_save(self.as_ptr(), dir.as_ptr(), tag.as_ptr()) })
     }
 
+    /// [`save`](Engine::save) reporting progress to `f` (`"save"`; see
+    /// [`ProgressFn`]): a cancel on any rank fails the save on every rank
+    /// with [`Status::Cancelled`], leaving earlier tags whole.
+    pub fn save_with_progress(
+        &mut self,
+        dir: impl AsRef<Path>,
+        tag: &str,
+        f: &mut ProgressFn<'_>,
+    ) -> Result<()> {
+        let raw = self.as_ptr();
+        with_progress(f, |cb, user| {
+            // SAFETY: live handle; the callback state outlives the save, and
+            // is unset before with_progress returns.
+            check(unsafe { sys::zero_engine_set_progress(raw, cb, user) })?;
+            let r = self.save(dir, tag);
+            // SAFETY: live handle.
+            check(unsafe { sys::zero_engine_set_progress(raw, None, ptr::null_mut()) })?;
+            r
+        })
+    }
+
+    /// [`load`](Engine::load) reporting progress to `f` (`"load"`); a
+    /// cancelled load, like a failed one, leaves the engine unusable.
+    pub fn load_with_progress(
+        &mut self,
+        dir: impl AsRef<Path>,
+        tag: Option<&str>,
+        options: LoadOptions,
+        f: &mut ProgressFn<'_>,
+    ) -> Result<()> {
+        let raw = self.as_ptr();
+        with_progress(f, |cb, user| {
+            // SAFETY: as in save_with_progress.
+            check(unsafe { sys::zero_engine_set_progress(raw, cb, user) })?;
+            let r = self.load(dir, tag, options);
+            // SAFETY: live handle.
+            check(unsafe { sys::zero_engine_set_progress(raw, None, ptr::null_mut()) })?;
+            r
+        })
+    }
+
     /// COLLECTIVE. Restores `dir/tag` (`None`: the tag `dir/latest` names),
     /// saved at any world size or stage, with steps and loss scale. No param
     /// may be gathered (the borrow checker sees to that) and no accumulation
@@ -155,17 +197,95 @@ pub fn export_safetensors(
     out_path: impl AsRef<Path>,
     dtype: DType,
 ) -> Result<()> {
-    let dir = c_path("checkpoint directory", dir.as_ref())?;
+    export(dir.as_ref(), tag, out_path.as_ref(), dtype, None, ptr::null_mut())
+}
+
+/// [`export_safetensors`] reporting progress to `f` (`"export"`; see
+/// [`ProgressFn`]); a cancelled export leaves nothing at `out_path`.
+pub fn export_safetensors_with_progress(
+    dir: impl AsRef<Path>,
+    tag: Option<&str>,
+    out_path: impl AsRef<Path>,
+    dtype: DType,
+    f: &mut ProgressFn<'_>,
+) -> Result<()> {
+    with_progress(f, |cb, user| {
+        export(dir.as_ref(), tag, out_path.as_ref(), dtype, cb, user)
+    })
+}
+
+fn export(
+    dir: &Path,
+    tag: Option<&str>,
+    out_path: &Path,
+    dtype: DType,
+    cb: sys::zero_progress_fn,
+    user: *mut std::ffi::c_void,
+) -> Result<()> {
+    let dir = c_path("checkpoint directory", dir)?;
     let tag = tag.map(c_tag).transpose()?;
-    let out = c_path("output path", out_path.as_ref())?;
+    let out = c_path("output path", out_path)?;
     // SAFETY: NUL-terminated strings valid for the call; a NULL tag means
-    // "latest".
+    // "latest"; the callback and its state (if any) outlive the call.
     check(unsafe {
-        sys::zero_checkpoint_export_safetensors(
+        sys::zero_checkpoint_export_safetensors_progress(
             dir.as_ptr(),
             tag.as_ref().map_or(ptr::null(), |t| t.as_ptr()),
             out.as_ptr(),
             dtype.raw(),
+            cb,
+            user,
+        )
+    })
+}
+
+/// Rewrites checkpoint `dir/tag` (`None`: the tag `dir/latest` names) as
+/// `out_dir/tag` for `world` ranks, cut as an engine of that world lays its
+/// shards out, so each rank of the new run reads only its own file (loading
+/// reshards by itself; this does it ahead of time, as `zero-ckpt reshard`).
+/// Needs no engine (`zero_checkpoint_reshard`).
+pub fn reshard(
+    dir: impl AsRef<Path>,
+    tag: Option<&str>,
+    out_dir: impl AsRef<Path>,
+    world: i32,
+) -> Result<()> {
+    reshard_raw(dir.as_ref(), tag, out_dir.as_ref(), world, None, ptr::null_mut())
+}
+
+/// [`reshard`] reporting progress to `f` (`"reshard"`; see [`ProgressFn`]).
+pub fn reshard_with_progress(
+    dir: impl AsRef<Path>,
+    tag: Option<&str>,
+    out_dir: impl AsRef<Path>,
+    world: i32,
+    f: &mut ProgressFn<'_>,
+) -> Result<()> {
+    with_progress(f, |cb, user| {
+        reshard_raw(dir.as_ref(), tag, out_dir.as_ref(), world, cb, user)
+    })
+}
+
+fn reshard_raw(
+    dir: &Path,
+    tag: Option<&str>,
+    out_dir: &Path,
+    world: i32,
+    cb: sys::zero_progress_fn,
+    user: *mut std::ffi::c_void,
+) -> Result<()> {
+    let dir = c_path("checkpoint directory", dir)?;
+    let tag = tag.map(c_tag).transpose()?;
+    let out = c_path("output directory", out_dir)?;
+    // SAFETY: as in export.
+    check(unsafe {
+        sys::zero_checkpoint_reshard(
+            dir.as_ptr(),
+            tag.as_ref().map_or(ptr::null(), |t| t.as_ptr()),
+            out.as_ptr(),
+            world,
+            cb,
+            user,
         )
     })
 }

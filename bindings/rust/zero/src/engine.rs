@@ -651,6 +651,23 @@ impl<'c> Engine<'c> {
         Ok(ParamId(id))
     }
 
+    /// [`finalize`](Engine::finalize) reporting the NVMe tier's preallocation
+    /// and first write (`"nvme preallocate"`, `"nvme initialize"`) to `f`
+    /// (see [`ProgressFn`](crate::ProgressFn)); a cancel fails it with
+    /// [`Status::Cancelled`] and leaves the engine unusable.
+    pub fn finalize_with_progress(&mut self, f: &mut crate::ProgressFn<'_>) -> Result<()> {
+        let raw = self.as_ptr();
+        crate::progress::with_progress(f, |cb, user| {
+            // SAFETY: live handle; the callback state outlives finalize, and
+            // is unset before with_progress returns.
+            check(unsafe { sys::zero_engine_set_progress(raw, cb, user) })?;
+            let r = self.finalize();
+            // SAFETY: live handle.
+            check(unsafe { sys::zero_engine_set_progress(raw, None, ptr::null_mut()) })?;
+            r
+        })
+    }
+
     /// COLLECTIVE. Lays out and allocates the shards. Fails with
     /// [`Status::Mismatch`] on every rank if ranks registered different params.
     /// Fill closures ([`register_param_fill`](Engine::register_param_fill))

@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn every_known_code_round_trips() {
-        assert_eq!(crate::generated::KNOWN_STATUS_CODES.len(), 11);
+        assert_eq!(crate::generated::KNOWN_STATUS_CODES.len(), 12);
         for &code in crate::generated::KNOWN_STATUS_CODES {
             let status = Status::from_code(code).unwrap();
             assert!(!matches!(status, Status::Unknown(_)));

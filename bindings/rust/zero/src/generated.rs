@@ -30,6 +30,8 @@ pub enum Status {
     Aborted,
     /// Ranks disagree (params, config) (`ZERO_MISMATCH`).
     Mismatch,
+    /// 1.6: a progress callback asked to stop (`ZERO_CANCELLED`).
+    Cancelled,
     /// A code this version of the bindings does not know.
     Unknown(u32),
 }
@@ -50,6 +52,7 @@ impl Status {
             sys::ZERO_INTERNAL => Status::Internal,
             sys::ZERO_ABORTED => Status::Aborted,
             sys::ZERO_MISMATCH => Status::Mismatch,
+            sys::ZERO_CANCELLED => Status::Cancelled,
             other => Status::Unknown(other),
         })
     }
@@ -68,6 +71,7 @@ impl Status {
             Status::Internal => sys::ZERO_INTERNAL,
             Status::Aborted => sys::ZERO_ABORTED,
             Status::Mismatch => sys::ZERO_MISMATCH,
+            Status::Cancelled => sys::ZERO_CANCELLED,
             Status::Unknown(code) => code,
         }
     }
@@ -87,6 +91,7 @@ pub(crate) const KNOWN_STATUS_CODES: &[u32] = &[
     sys::ZERO_INTERNAL,
     sys::ZERO_ABORTED,
     sys::ZERO_MISMATCH,
+    sys::ZERO_CANCELLED,
 ];
 
 /// What zero_engine_step did (`zero_step_info`).
@@ -231,7 +236,8 @@ impl Stats {
 
 /// One optimizer step's wall time by phase, in milliseconds, on this rank
 /// (docs/ARCHITECTURE.md, "Observing a run"). forward + backward + optimizer
-/// tile step_ms (`zero_step_breakdown`).
+/// tile step_ms. First published size (1.5): through nvme_write_bytes; the
+/// nvme_*_ms fields were appended in 1.6 (`zero_step_breakdown`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StepBreakdown {
     /// Optimizer steps (skipped ones too) after it; 0: none yet.
@@ -270,6 +276,14 @@ pub struct StepBreakdown {
     pub nvme_read_bytes: i64,
     /// NVMe bytes written in the step.
     pub nvme_write_bytes: i64,
+    /// Reads outstanding.
+    pub nvme_read_ms: f64,
+    /// Writes outstanding.
+    pub nvme_write_ms: f64,
+    /// A thread of the engine blocked waiting for NVMe IO.
+    pub nvme_exposed_ms: f64,
+    /// Reads or writes outstanding that nobody waited for.
+    pub nvme_hidden_ms: f64,
 }
 
 impl StepBreakdown {
@@ -294,6 +308,10 @@ impl StepBreakdown {
             publish_ms: raw.publish_ms,
             nvme_read_bytes: raw.nvme_read_bytes,
             nvme_write_bytes: raw.nvme_write_bytes,
+            nvme_read_ms: raw.nvme_read_ms,
+            nvme_write_ms: raw.nvme_write_ms,
+            nvme_exposed_ms: raw.nvme_exposed_ms,
+            nvme_hidden_ms: raw.nvme_hidden_ms,
         }
     }
 }

@@ -38,8 +38,13 @@ mod engine;
 mod error;
 mod estimate;
 mod generated;
+mod progress;
 
-pub use checkpoint::{export_safetensors, LoadOptions};
+pub use checkpoint::{
+    export_safetensors, export_safetensors_with_progress, reshard, reshard_with_progress,
+    LoadOptions,
+};
+pub use progress::ProgressFn;
 pub use comm::Communicator;
 pub use config::{Config, ConfigBuilder, DType, Optimizer};
 pub use device::{DeviceInfo, DeviceKind, DeviceSlice, DeviceSliceMut, Element};

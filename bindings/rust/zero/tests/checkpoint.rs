@@ -267,3 +267,89 @@ fn gradient_accumulation_steps_is_resolved_by_the_runtime() {
     let e = Engine::new(&adamw(0), &comm).unwrap();
     assert_eq!(e.gradient_accumulation_steps().unwrap(), 1);
 }
+
+/// Progress (1.6): save, load, export, reshard and NVMe preallocation report
+/// bytes rising to the state they move; `false` cancels with
+/// Status::Cancelled and leaves earlier tags whole; a panic is resumed.
+#[test]
+fn progress_reports_and_cancels() {
+    const BIG: usize = 1_500_000; // 18 MB of Adam state: several 4 MiB reports
+    let dir = TempDir::new("progress");
+    let comm = Communicator::new_self().unwrap();
+    let big: Vec<f32> = (0..BIG).map(|i| i as f32 * 1e-6).collect();
+    let make = |cfg: &Config| {
+        let mut e = Engine::new(cfg, &comm).unwrap();
+        e.register_param(ParamDesc::new("big", &[BIG]).init(&big)).unwrap();
+        e
+    };
+    let rises_to = |calls: &[(String, i64, i64)], what: &str, total: i64| {
+        let seen: Vec<_> = calls.iter().filter(|c| c.0 == what).collect();
+        assert!(!seen.is_empty(), "{what}");
+        assert!(seen.iter().all(|c| c.2 == total), "{what}: {seen:?}");
+        assert!(seen.windows(2).all(|w| w[0].1 < w[1].1), "{what}: {seen:?}");
+        assert_eq!(seen.last().unwrap().1, total, "{what}");
+    };
+    let state = 3 * 4 * BIG as i64;
+    let mut calls: Vec<(String, i64, i64)> = Vec::new();
+    let mut engine = make(&adamw(1));
+    engine.finalize().unwrap();
+    let mut rec = |w: &str, d: i64, t: i64| {
+        calls.push((w.to_string(), d, t));
+        true
+    };
+    engine.save_with_progress(dir.path(), "t", &mut rec).unwrap();
+    engine
+        .load_with_progress(dir.path(), Some("t"), LoadOptions::new(), &mut rec)
+        .unwrap();
+    let out = dir.path().join("m.safetensors");
+    zero::export_safetensors_with_progress(dir.path(), Some("t"), &out, DType::F32, &mut rec)
+        .unwrap();
+    zero::reshard_with_progress(dir.path(), Some("t"), dir.path().join("re"), 2, &mut rec)
+        .unwrap();
+    rises_to(&calls, "save", state);
+    rises_to(&calls, "load", state);
+    rises_to(&calls, "export", 4 * BIG as i64);
+    // Each of the 2 new ranks reads the old rank's whole sections.
+    rises_to(&calls, "reshard", 2 * state);
+
+    // Cancel at the second report: Cancelled, the good tag stays latest.
+    let mut n = 0;
+    let err = engine
+        .save_with_progress(dir.path(), "bad", &mut |_: &str, _, _| {
+            n += 1;
+            n < 2
+        })
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Cancelled, "{err}");
+    assert!(!dir.path().join("bad").exists());
+    let latest = std::fs::read_to_string(dir.path().join("latest")).unwrap();
+    assert_eq!(latest.trim(), "t");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = engine.save_with_progress(dir.path(), "bad", &mut |_: &str, _, _| panic!("stop"));
+    }));
+    assert!(panicked.is_err());
+    engine.save(dir.path(), "after").unwrap(); // the engine goes on
+    drop(engine);
+
+    // NVMe: the tier's files reserved, then written once, before finalize returns.
+    let nvme = dir.path().join("nvme");
+    std::fs::create_dir_all(&nvme).unwrap();
+    let cfg = Config::from_json(&format!(
+        r#"{{"steps_per_print": 0, "optimizer": {{"type": "Adam", "params": {{"lr": 0.01}}}},
+            "zero_optimization": {{"stage": 1, "offload_optimizer":
+            {{"device": "nvme", "nvme_path": "{}"}}}}}}"#,
+        nvme.display()
+    ))
+    .unwrap();
+    let mut engine = make(&cfg);
+    let mut calls: Vec<(String, i64, i64)> = Vec::new();
+    engine
+        .finalize_with_progress(&mut |w: &str, d, t| {
+            calls.push((w.to_string(), d, t));
+            true
+        })
+        .unwrap();
+    let st = engine.stats().unwrap();
+    rises_to(&calls, "nvme preallocate", st.nvme_bytes);
+    rises_to(&calls, "nvme initialize", st.nvme_write_bytes);
+}

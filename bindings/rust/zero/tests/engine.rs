@@ -347,17 +347,11 @@ fn init_spec_registers_described_values() {
         .is_err());
 }
 
-/// wall_clock_breakdown and comms_logger through the C ABI (1.5).
-#[test]
-fn step_breakdown_and_comm_log() {
-    let comm = Communicator::new_self().unwrap();
-    let cfg = Config::from_json(
-        r#"{"steps_per_print": 0, "wall_clock_breakdown": true, "comms_logger": {"enabled": true}}"#,
-    )
-    .unwrap();
-    let mut engine = Engine::new(&cfg, &comm).unwrap();
+/// An engine of one n x n param (0.5), two optimizer steps taken.
+fn one_param_two_steps<'c>(cfg: &Config, comm: &'c Communicator, n: usize) -> Engine<'c> {
+    let mut engine = Engine::new(cfg, comm).unwrap();
     let w = engine
-        .register_param(ParamDesc::new("w", &[4, 4]).init(&[0.5; 16]))
+        .register_param(ParamDesc::new("w", &[n, n]).init(&vec![0.5; n * n]))
         .unwrap();
     engine.finalize().unwrap();
     for _ in 0..2 {
@@ -366,11 +360,45 @@ fn step_breakdown_and_comm_log() {
         grad.ready().unwrap();
         engine.step().unwrap();
     }
+    engine
+}
+
+/// wall_clock_breakdown and comms_logger through the C ABI (1.5).
+#[test]
+fn step_breakdown_and_comm_log() {
+    let comm = Communicator::new_self().unwrap();
+    let cfg = Config::from_json(
+        r#"{"steps_per_print": 0, "wall_clock_breakdown": true, "comms_logger": {"enabled": true}}"#,
+    )
+    .unwrap();
+    let engine = one_param_two_steps(&cfg, &comm, 4);
     let b = engine.step_breakdown().unwrap();
     assert_eq!(b.global_step, 2);
     assert!(b.step_ms > 0.0 && b.update_ms > 0.0);
     let log = engine.comm_log().unwrap();
     assert!(log.iter().all(|x| x.count > 0));
+    assert_eq!((b.nvme_read_ms, b.nvme_write_ms, b.nvme_hidden_ms), (0.0, 0.0, 0.0));
     let plain = Engine::new(&sgd(1, 0.1), &comm).unwrap();
     assert!(plain.step_breakdown().is_err());
+}
+
+/// NVMe time in the breakdown (1.6): optimizer state on NVMe.
+#[test]
+fn step_breakdown_nvme_time() {
+    let comm = Communicator::new_self().unwrap();
+    let dir = std::env::temp_dir().join(format!("zero_rs_nvme_bd_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = Config::from_json(&format!(
+        r#"{{"steps_per_print": 0, "wall_clock_breakdown": true, "zero_optimization":
+            {{"stage": 1, "offload_optimizer": {{"device": "nvme", "nvme_path": "{}"}}}}}}"#,
+        dir.display()
+    ))
+    .unwrap();
+    let engine = one_param_two_steps(&cfg, &comm, 64);
+    let b = engine.step_breakdown().unwrap();
+    assert!(b.nvme_read_bytes >= 4096 * 12 && b.nvme_write_bytes >= 4096 * 12);
+    assert!(b.nvme_read_ms > 0.0 && b.nvme_write_ms > 0.0);
+    assert!(b.nvme_exposed_ms + b.nvme_hidden_ms <= b.optimizer_ms * 1.05 + 0.01);
+    drop(engine);
+    let _ = std::fs::remove_dir_all(&dir);
 }
