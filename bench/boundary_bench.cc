@@ -15,7 +15,8 @@
 // `pieces_ms`: the boundary's phases (wall_clock_breakdown) in the fastest
 // fused step: stage 0-1 reduction, norm (cast + sum of squares +
 // all-reduce), update (optimizer + working-copy cast + gradient zeroing),
-// publish (all-gather of the working copy).
+// publish (all-gather of the working copy). `sumsq_kernel_cpu_ms`:
+// cpu::SumSquares alone over an owned-size array of the working dtype.
 // JSON lines; noisy on a shared machine: compare ratios within one run.
 //
 // Usage: boundary_bench [params=4e6] [steps=7] [world=1] [offload]
@@ -177,7 +178,7 @@ int main(int argc, char** argv) {
       std::vector<char> w(owned * zero::DTypeSize(t));
       const zero::math::AdamScalars as =
           zero::math::MakeAdamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, true, 1, 1.0f);
-      std::vector<double> tf, ts, ta, cf, cs, ca;
+      std::vector<double> tf, ts, ta, cf, cs, ca, cn;
       Pieces best_pieces;
       double best_fused = 1e30;
       for (int k = 0; k < steps + 2; ++k) {
@@ -193,6 +194,12 @@ int main(int argc, char** argv) {
         zero::cpu::AdamStep(as, g.data(), p.data(), m.data(), v.data(), owned, w.data(), t);
         const double k_s = Now() - t0;
         const double k_cpu = ThreadCpu() - c0;
+        // Pass 1's kernel alone: the sum of squares over the owned shard in
+        // the working dtype (the working copy Adam just wrote).
+        const double n0 = ThreadCpu();
+        volatile double sink = zero::cpu::SumSquares(w.data(), t, owned);
+        (void)sink;
+        const double n_cpu = ThreadCpu() - n0;
         if (k < 2) continue;  // warm-up
         if (a < best_fused) {
           best_fused = a;
@@ -204,9 +211,10 @@ int main(int argc, char** argv) {
         cf.push_back(a_cpu);
         cs.push_back(b_cpu);
         ca.push_back(k_cpu);
+        cn.push_back(n_cpu);
       }
       const double f = Best(tf), s = Best(ts), ad = Best(ta);
-      const double fc = Best(cf), sc = Best(cs), ac = Best(ca);
+      const double fc = Best(cf), sc = Best(cs), ac = Best(ca), nc = Best(cn);
       std::printf(
           "{\"bench\":\"boundary\",\"stage\":%d,\"dtype\":\"%s\",\"world\":%d,\"offload\":%s,"
           "\"params\":%lld,\"owned\":%lld,\"boundary_ms\":%.3f,\"separate_passes_ms\":%.3f,"
@@ -214,11 +222,12 @@ int main(int argc, char** argv) {
           "\"speedup\":%.2f,\"boundary_cpu_ms\":%.3f,\"separate_cpu_ms\":%.3f,"
           "\"adam_cpu_ms\":%.3f,\"boundary_vs_adam_cpu\":%.2f,\"separate_vs_adam_cpu\":%.2f,"
           "\"speedup_cpu\":%.2f,\"pieces_ms\":{\"boundary_reduce\":%.3f,\"norm\":%.3f,"
-          "\"update\":%.3f,\"publish\":%.3f}}\n",
+          "\"update\":%.3f,\"publish\":%.3f},\"sumsq_kernel_cpu_ms\":%.3f}\n",
           stage, zero::DTypeName(t), world, offload ? "true" : "false",
           static_cast<long long>(total), static_cast<long long>(owned), f * 1e3, s * 1e3,
           ad * 1e3, f / ad, s / ad, s / f, fc * 1e3, sc * 1e3, ac * 1e3, fc / ac, sc / ac,
-          sc / fc, best_pieces.reduce, best_pieces.norm, best_pieces.update, best_pieces.publish);
+          sc / fc, best_pieces.reduce, best_pieces.norm, best_pieces.update, best_pieces.publish,
+          nc * 1e3);
       std::fflush(stdout);
     }
   }

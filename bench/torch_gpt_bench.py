@@ -9,6 +9,16 @@ examples/python/gpt_train.py, scaled to ~7M params, at 2 and 4 ranks.
         [--warmup 1] [--repeat 2]
         [--modes zero1,zero2,zero3,ddp,ddp_zero_redundancy]
 
+Seeing where the time goes (the seed's tuning checklist; ``--observe``,
+``bench/observe_all.sh`` runs it and ``bench/plot.py`` draws it):
+``compute_only`` times the model's forward+backward alone (torch, no zero,
+no optimizer); ``comm_onlyN`` runs a zero engine of stage N over the same
+params at the same bucket sizes with no model compute and reports the time
+its collectives took per step (the comms log); ``zero0``..``zero3`` with
+``--observe`` add the step breakdown (``wall_clock_breakdown``, medians per
+phase) and the model-state bytes per rank measured (``zero_stats``) beside
+``zero.estimate``'s for the same config.
+
 Modes ``zeroN_ac`` add the ds_config ``activation_checkpointing`` section
 (zero.torch recomputes each block in backward); ``zero3_wrap`` gathers per
 transformer block (``wrap_policy={Block}``) instead of per module. Every (ranks, mode) runs in
@@ -60,6 +70,8 @@ def worker(args: argparse.Namespace) -> None:
     mode = args.worker
     if mode.startswith("zero"):
         import zero.torch as ds
+    elif mode == "compute_only" or mode.startswith("comm_only"):
+        pass
     else:
         import torch.distributed as dist
         from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -75,7 +87,21 @@ def worker(args: argparse.Namespace) -> None:
     losses: List[float] = []
     extra: Dict[str, float] = {}
 
-    if mode.startswith("zero"):
+    if mode == "compute_only":
+        for i, (x, y) in enumerate(data):
+            xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
+            t0, c0 = time.perf_counter(), time.process_time()
+            loss = model(xs, ys)
+            loss.backward()
+            model.zero_grad(set_to_none=True)
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            losses.append(loss.item())
+            if i >= args.warmup:
+                times.append(dt)
+                cpu_times.append(dc)
+    elif mode.startswith("comm_only"):
+        extra.update(comm_only(args, model, int(mode[-1]), world, times, cpu_times))
+    elif mode.startswith("zero"):
         stage = int(mode[4])
         cfg = gpt_train.ds_config(stage, world,
                                   activation_checkpointing=mode.endswith("_ac"))
@@ -88,6 +114,13 @@ def worker(args: argparse.Namespace) -> None:
             stage3_prefetch_bucket_size=args.bucket)
         # zero3_wrap: stage 3 gathering per transformer block (wrap_policy).
         wrap = {gpt_train.Block} if "_wrap" in mode else None
+        if args.observe:
+            cfg["wall_clock_breakdown"] = True
+            import zero
+            est = zero.estimate({n: tuple(p.shape) for n, p in model.named_parameters()},
+                                cfg, ranks_per_node=world, gpu=False)
+            extra["estimated"] = {k: est[k] for k in MODEL_STATE}
+        breakdowns: List[Dict[str, float]] = []
         engine, _, _, _ = ds.initialize(model=model,
                                         model_parameters=model.parameters(),
                                         config=cfg, wrap_policy=wrap)
@@ -103,9 +136,15 @@ def worker(args: argparse.Namespace) -> None:
             if i >= args.warmup:
                 times.append(dt)
                 cpu_times.append(dc)
+                if args.observe:
+                    breakdowns.append(engine.zero.step_breakdown())
         stats = engine.stats()
         extra["model_state_mb"] = (stats["master_bytes"] + stats["optimizer_bytes"]
                                    + stats["grad_bytes"] + stats["param_bytes"]) / 2**20
+        if args.observe:
+            extra["measured"] = {k: stats[k] for k in MODEL_STATE}
+            extra["breakdown_ms"] = {k: statistics.median(b[k] for b in breakdowns)
+                                     for k in breakdowns[0] if k.endswith("_ms")}
         engine.destroy()
     else:
         dist.init_process_group(
@@ -145,6 +184,59 @@ def worker(args: argparse.Namespace) -> None:
         json.dump(out, f)
 
 
+# zero_stats' model-state categories, measured and estimated.
+MODEL_STATE = ("param_bytes", "grad_bytes", "master_bytes", "optimizer_bytes", "buffer_bytes")
+
+
+def comm_only(args: argparse.Namespace, model, stage: int, world: int,
+              times: List[float], cpu_times: List[float]) -> Dict[str, float]:
+    """A stage-`stage` zero engine over the model's params (same buckets),
+    stepped with no model compute: gathers (stage 3) and gradients handed in
+    as backward would; the time its data collectives took per step, from the
+    comms log (control traffic left out)."""
+    import numpy as np
+    import zero
+
+    cfg = {"zero_optimization": {"stage": stage, "reduce_bucket_size": args.bucket,
+                                 "allgather_bucket_size": args.bucket,
+                                 "stage3_prefetch_bucket_size": args.bucket},
+           "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
+           "steps_per_print": 0, "comms_logger": {"enabled": True}}
+    eng = zero.Engine(cfg, comm=zero.Comm.mpi())
+    names = []
+    for name, p in model.named_parameters():
+        eng.register_param(name, p.detach().numpy())
+        names.append(name)
+    eng.finalize()
+
+    def collective_ms() -> float:
+        return sum(e["total_ms"] for e in eng.comm_log() if not e["control"])
+
+    comm = []
+    for i in range(args.warmup + args.steps):
+        before = collective_ms()
+        t0, c0 = time.perf_counter(), time.process_time()
+        if stage == 3:
+            for n in names:  # forward
+                eng.gather(n)
+                eng.release(n)
+        for n in reversed(names):  # backward
+            if stage == 3:
+                eng.gather(n)
+            eng.grad_buffer(n)[...] = np.float32(1e-3)
+            eng.grad_ready(n)
+            if stage == 3:
+                eng.release(n)
+        eng.step()
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        if i >= args.warmup:
+            times.append(dt)
+            cpu_times.append(dc)
+            comm.append(collective_ms() - before)
+    eng.close()
+    return {"comm_ms": statistics.median(comm) if comm else 0.0}
+
+
 def run_mode(args: argparse.Namespace, mpirun: str, ranks: int, mode: str,
              outdir: str, rnd: int) -> List[dict]:
     env = dict(os.environ, BENCH_PORT=str(free_port()), OMP_NUM_THREADS="1",
@@ -161,7 +253,8 @@ def run_mode(args: argparse.Namespace, mpirun: str, ranks: int, mode: str,
            "--outdir", outdir, "--dim", str(args.dim), "--layers", str(args.layers),
            "--heads", str(args.heads), "--ctx", str(args.ctx),
            "--batch", str(args.batch), "--steps", str(args.steps),
-           "--warmup", str(args.warmup), "--bucket", str(args.bucket)]
+           "--warmup", str(args.warmup), "--bucket", str(args.bucket),
+           *(["--observe"] if args.observe else [])]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                               timeout=args.timeout)
@@ -262,7 +355,10 @@ def main() -> int:
                     help="MALLOC_MMAP_THRESHOLD_ for every mode (fixes glibc's "
                     "sliding threshold so freed buffers leave the peak RSS "
                     "comparable); 0 keeps glibc's default")
-    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="also compute_only, comm_only0..3, zero0")
+    ap.add_argument("--observe", action="store_true",
+                    help="zero modes: step breakdown, measured and estimated memory")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per run")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--outdir", help=argparse.SUPPRESS)

@@ -10,6 +10,7 @@ PKGS=(
   libabsl-dev nlohmann-json3-dev libhwy-dev liburing-dev libxxhash-dev
   libopenmpi-dev openmpi-bin
   python3-dev python3-numpy python3-pytest pybind11-dev python3-torch python3-venv python3-pip
+  python3-matplotlib
   bindgen abigail-tools
   pkg-config bc
   clang libclang-rt-dev
