@@ -343,6 +343,25 @@ TEST(StandinDevice, OffloadParamCpuEqualsPlainCpuEngineBitwise) {
   }
 }
 
+// Every param persistent: their refresh after each step goes in coalesced
+// all-gathers, whose own slices come from the host shard (offload_param
+// cpu leaves the device working copy empty; reading it instead read past a
+// heap block under ASan and dies on the stand-in). Bitwise the plain engine.
+TEST(StandinDevice, OffloadParamCpuPersistentParamsEqualPlainCpuEngineBitwise) {
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    MlpSpec plain;
+    plain.steps = 6;
+    std::vector<MlpResult> ref = TrainAll(Cfg(3, t), 2, plain);
+    Config c = Cfg(3, t);
+    c.offload_param.device = OffloadDevice::kCpu;
+    c.stage3_param_persistence_threshold = 1 << 20;
+    for (CommKind k : {CommKind::kStaging, CommKind::kNcclShaped}) {
+      ExpectSame(TrainOn(c, 2, StandinSpec(), k), ref,
+                 absl::StrCat(DTypeName(t), k == CommKind::kStaging ? " staging" : " nccl-shaped"));
+    }
+  }
+}
+
 TEST(StandinDevice, OffloadParamCpuFreesTheShardOnTheDevice) {
   for (int world : {1, 3}) {
     // Device bytes before step 1 (nothing gathered, nothing in flight) and

@@ -242,14 +242,18 @@ absl::Status ParamCoordinator::RefreshBatch(const std::vector<int>& ids) {
   std::vector<int64_t> begin(world, 0);
   for (int r = 1; r < world; ++r) begin[r] = begin[r - 1] + counts[r - 1];
   char* staged = refresh_staging_.data<char>();
-  const char* work = nullptr;
+  std::vector<char> scratch;
   int64_t pos = begin[rank];
   for (int id : ids) {
     const int li = params_->at(id).li;
     const Slice s = layout.SliceOn(li, rank);
     if (s.numel == 0) continue;
-    work = sharded_->group(layout.place(li).group).working.data<char>();
-    d->Copy(staged + pos * es, work + s.shard_offset * es, s.numel * es);
+    // The own slice wherever the shard lives: the device working copy, host
+    // memory (offload_param cpu: `working` is empty) or its param file
+    // (offload_param nvme). Reading `working` there read past a heap block
+    // (ASan, estimate_test's ParamHost cases).
+    ASSIGN_OR_RETURN(const char* own, sharded_->OwnSlice(li, &scratch));
+    d->Copy(staged + pos * es, own, s.numel * es);
     pos += s.numel;
   }
   RETURN_IF_ERROR(
