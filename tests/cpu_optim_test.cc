@@ -128,6 +128,53 @@ TEST_P(AdamSimdTest, BitwiseEqualsScalarAdamUpdate) {
   });
 }
 
+// AdamTileRaw / SgdTileRaw (the fused update's inner loops) widen fp16/bf16 gradients in
+// registers: bitwise the scalar update over their fp32 values, on every
+// target, including inf/NaN/subnormal gradients and the scalar tail.
+TEST(AdamSimdTest, RawGradientsBitwiseEqualScalarUpdatesOfWidenedValues) {
+  ForEachTarget([&] {
+    for (DType gt : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{4099}}) {
+        const math::AdamScalars s =
+            math::MakeAdamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 3, 0.37f);
+        Arrays a = MakeArrays(n, static_cast<uint32_t>(n * 7 + static_cast<int>(gt)));
+        std::vector<uint16_t> g16(n);
+        for (int64_t i = 0; i < n; ++i) {
+          if (gt == DType::kF32) continue;
+          g16[i] = gt == DType::kBF16 ? math::FloatToBf16(a.g[i]) : math::FloatToHalf(a.g[i]);
+          a.g[i] = gt == DType::kBF16 ? math::Bf16ToFloat(g16[i]) : math::HalfToFloat(g16[i]);
+        }
+        Arrays ref = a;
+        for (int64_t i = 0; i < n; ++i) {
+          math::AdamUpdate(s, ref.g[i], &ref.p[i], &ref.m[i], &ref.v[i]);
+        }
+        std::vector<float> w(n);
+        const void* g = gt == DType::kF32 ? static_cast<const void*>(a.g.data()) : g16.data();
+        cpu::AdamTileRaw(s, g, gt, a.p.data(), a.m.data(), a.v.data(), n, w.data());
+        ExpectSameBits(a.p, ref.p, "p");
+        ExpectSameBits(a.m, ref.m, "m");
+        ExpectSameBits(a.v, ref.v, "v");
+        ExpectSameBits(w, ref.p, "work");
+        // SGD with momentum and weight decay over the same gradients.
+        math::SgdScalars sg;
+        sg.lr = 0.01f;
+        sg.momentum = 0.9f;
+        sg.dampening = 0.1f;
+        sg.weight_decay = 0.01f;
+        sg.grad_scale = 0.37f;
+        sg.nesterov = n % 2 == 1;
+        sg.first_step = false;
+        std::vector<float> sp = ref.p, sb = ref.m, rp = ref.p, rb = ref.m;
+        for (int64_t i = 0; i < n; ++i) math::SgdUpdate(sg, ref.g[i], &rp[i], &rb[i]);
+        cpu::SgdTileRaw(sg, g, gt, sp.data(), sb.data(), n, w.data());
+        ExpectSameBits(sp, rp, "sgd p");
+        ExpectSameBits(sb, rb, "sgd buf");
+        ExpectSameBits(w, rp, "sgd work");
+      }
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Sizes, AdamSimdTest,
     ::testing::Values(AdamCase{1, true, 0.01f, DType::kF32},

@@ -318,6 +318,65 @@ TEST(TraceTest, ValidJsonAndReductionsOverlapBackward) {
   }
 }
 
+// NVMe IO in the trace: read and write spans on the tier's IO thread, every
+// wait span inside the merged IO spans, no span for the busy union itself.
+TEST(TraceTest, NvmeSpansOnTheIoThread) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = tmp ? tmp : "/tmp";
+  Config c = BaseConfig(1);
+  c.offload_optimizer.device = OffloadDevice::kNvme;
+  c.offload_optimizer.nvme_path = dir;
+  c.offload_optimizer.buffer_count = 3;
+  c.sub_group_size = 2048;
+  c.observe.trace_path = dir + "/zero_nvme_trace_{rank}.json";
+  c.observe.trace_start_step = 1;
+  c.observe.trace_end_step = 3;
+  const auto outs = RunAll(c, 2, 4, 0.1);
+  for (int r = 0; r < 2; ++r) {
+    std::ifstream f(outs[r].trace_file);
+    ASSERT_TRUE(f.good()) << outs[r].trace_file;
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const nlohmann::json j = nlohmann::json::parse(ss.str());
+    int io_tid = -1;
+    std::vector<std::pair<double, double>> io, waits;
+    std::set<int> io_tids;
+    for (const auto& ev : j["traceEvents"]) {
+      if (ev["ph"] == "M") {
+        if (ev["name"] == "thread_name" && ev["args"]["name"] == "nvme io") {
+          io_tid = ev["tid"].get<int>();
+        }
+        continue;
+      }
+      const std::string cat = ev["cat"].get<std::string>();
+      const double ts = ev["ts"].get<double>(), end = ts + ev["dur"].get<double>();
+      EXPECT_NE(cat, "nvme_busy");
+      if (cat == "nvme_read" || cat == "nvme_write") {
+        io.push_back({ts, end});
+        io_tids.insert(ev["tid"].get<int>());
+      }
+      if (cat == "nvme_exposed") waits.push_back({ts, end});
+    }
+    ASSERT_GE(io_tid, 0) << "no 'nvme io' thread in rank " << r << "'s trace";
+    EXPECT_EQ(io_tids, std::set<int>{io_tid}) << "IO spans close on the IO thread";
+    ASSERT_FALSE(io.empty());
+    std::sort(io.begin(), io.end());
+    std::vector<std::pair<double, double>> merged;
+    for (const auto& s : io) {
+      if (!merged.empty() && s.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, s.second);
+      } else {
+        merged.push_back(s);
+      }
+    }
+    for (const auto& w : waits) {
+      bool inside = false;
+      for (const auto& m : merged) inside |= m.first <= w.first + 1e-3 && w.second <= m.second + 1e-3;
+      EXPECT_TRUE(inside) << "wait [" << w.first << ", " << w.second << ") outside the IO spans";
+    }
+  }
+}
+
 // DeepSpeed's timer line every steps_per_print, on rank 0.
 TEST(BreakdownPrint, DeepSpeedFormat) {
   Config c = BaseConfig(1);

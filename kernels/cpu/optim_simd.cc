@@ -7,6 +7,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/cast_math.h"
+#include "kernels/cpu/widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace zero {
@@ -14,9 +15,26 @@ namespace cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Gradients as stored: fp32, bf16 or fp16 (widened in registers).
+enum GradKind { kGradF32, kGradBf16, kGradF16 };
+
+template <int kG, class DF>
+HWY_INLINE hn::Vec<DF> LoadGrad(DF df, const void* g, size_t i) {
+  if constexpr (kG == kGradF32) return hn::LoadU(df, static_cast<const float*>(g) + i);
+  if constexpr (kG == kGradBf16) return LoadBf16AsF32(df, static_cast<const uint16_t*>(g) + i);
+  if constexpr (kG == kGradF16) return LoadF16AsF32(df, static_cast<const uint16_t*>(g) + i);
+}
+
+template <int kG>
+HWY_INLINE float GradAt(const void* g, size_t i) {
+  if constexpr (kG == kGradF32) return static_cast<const float*>(g)[i];
+  if constexpr (kG == kGradBf16) return math::Bf16ToFloat(static_cast<const uint16_t*>(g)[i]);
+  if constexpr (kG == kGradF16) return math::HalfToFloat(static_cast<const uint16_t*>(g)[i]);
+}
+
 // Every line mirrors one line of math::AdamUpdate (kernels/adam_math.h).
-template <bool kL2, bool kDecoupledWd>
-HWY_INLINE void AdamLoop(const math::AdamScalars& s, const float* g, float* p,
+template <bool kL2, bool kDecoupledWd, int kG = kGradF32>
+HWY_INLINE void AdamLoop(const math::AdamScalars& s, const void* g, float* p,
                          float* m, float* v, size_t n, float* w) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
@@ -32,7 +50,7 @@ HWY_INLINE void AdamLoop(const math::AdamScalars& s, const float* g, float* p,
   const auto lr = hn::Set(d, s.lr);
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    auto grad = hn::Mul(hn::LoadU(d, g + i), gs);
+    auto grad = hn::Mul(LoadGrad<kG>(d, g, i), gs);
     const auto param = hn::LoadU(d, p + i);
     if (kL2) grad = hn::Add(grad, hn::Mul(wd, param));
     const auto mm = hn::Add(hn::Mul(b1, hn::LoadU(d, m + i)), hn::Mul(one_b1, grad));
@@ -48,9 +66,25 @@ HWY_INLINE void AdamLoop(const math::AdamScalars& s, const float* g, float* p,
     if (w) hn::StoreU(np, d, w + i);
   }
   for (; i < n; ++i) {
-    math::AdamUpdate(s, g[i], &p[i], &m[i], &v[i]);
+    math::AdamUpdate(s, GradAt<kG>(g, i), &p[i], &m[i], &v[i]);
     if (w) w[i] = p[i];
   }
+}
+
+template <int kG>
+HWY_INLINE void AdamDispatch(const math::AdamScalars& s, const void* g, float* p, float* m,
+                             float* v, size_t n, float* w) {
+  if (s.weight_decay == 0.0f) return AdamLoop<false, false, kG>(s, g, p, m, v, n, w);
+  if (s.decoupled) return AdamLoop<false, true, kG>(s, g, p, m, v, n, w);
+  return AdamLoop<true, false, kG>(s, g, p, m, v, n, w);
+}
+
+// gt: 0 fp32, 1 bf16, 2 fp16 (GradKind).
+void AdamTileRawImpl(const math::AdamScalars& s, const void* g, int gt, float* p, float* m,
+                     float* v, size_t n, float* w) {
+  if (gt == kGradBf16) return AdamDispatch<kGradBf16>(s, g, p, m, v, n, w);
+  if (gt == kGradF16) return AdamDispatch<kGradF16>(s, g, p, m, v, n, w);
+  return AdamDispatch<kGradF32>(s, g, p, m, v, n, w);
 }
 
 void AdamTileImpl(const math::AdamScalars& s, const float* g, float* p,
@@ -62,8 +96,9 @@ void AdamTileImpl(const math::AdamScalars& s, const float* g, float* p,
 }
 
 // Mirrors math::SgdUpdate.
-void SgdTileImpl(const math::SgdScalars& s, const float* g, float* p,
-                 float* buf, size_t n, float* w) {
+template <int kG>
+HWY_INLINE void SgdLoop(const math::SgdScalars& s, const void* g, float* p, float* buf,
+                        size_t n, float* w) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const auto gs = hn::Set(d, s.grad_scale);
@@ -74,7 +109,7 @@ void SgdTileImpl(const math::SgdScalars& s, const float* g, float* p,
   const bool has_wd = s.weight_decay != 0.0f, has_mom = s.momentum != 0.0f;
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    auto grad = hn::Mul(hn::LoadU(d, g + i), gs);
+    auto grad = hn::Mul(LoadGrad<kG>(d, g, i), gs);
     const auto param = hn::LoadU(d, p + i);
     if (has_wd) grad = hn::Add(grad, hn::Mul(wd, param));
     if (has_mom) {
@@ -91,9 +126,22 @@ void SgdTileImpl(const math::SgdScalars& s, const float* g, float* p,
   }
   for (; i < n; ++i) {
     float unused = 0.0f;
-    math::SgdUpdate(s, g[i], &p[i], buf ? &buf[i] : &unused);
+    math::SgdUpdate(s, GradAt<kG>(g, i), &p[i], buf ? &buf[i] : &unused);
     if (w) w[i] = p[i];
   }
+}
+
+void SgdTileImpl(const math::SgdScalars& s, const float* g, float* p, float* buf, size_t n,
+                 float* w) {
+  SgdLoop<kGradF32>(s, g, p, buf, n, w);
+}
+
+// gt: GradKind.
+void SgdTileRawImpl(const math::SgdScalars& s, const void* g, int gt, float* p, float* buf,
+                    size_t n, float* w) {
+  if (gt == kGradBf16) return SgdLoop<kGradBf16>(s, g, p, buf, n, w);
+  if (gt == kGradF16) return SgdLoop<kGradF16>(s, g, p, buf, n, w);
+  return SgdLoop<kGradF32>(s, g, p, buf, n, w);
 }
 
 // Mirrors math::FloatToBf16 with integer lanes.
@@ -169,7 +217,9 @@ namespace zero {
 namespace cpu {
 
 HWY_EXPORT(AdamTileImpl);
+HWY_EXPORT(AdamTileRawImpl);
 HWY_EXPORT(SgdTileImpl);
+HWY_EXPORT(SgdTileRawImpl);
 HWY_EXPORT(ToBf16TileImpl);
 HWY_EXPORT(ToF16TileImpl);
 HWY_EXPORT(TargetNameImpl);
@@ -177,6 +227,20 @@ HWY_EXPORT(TargetNameImpl);
 void AdamTile(const math::AdamScalars& s, const float* g, float* p, float* m,
               float* v, size_t n, float* w) {
   HWY_DYNAMIC_DISPATCH(AdamTileImpl)(s, g, p, m, v, n, w);
+}
+
+namespace {
+int GradKindOf(DType gt) { return gt == DType::kBF16 ? 1 : gt == DType::kF16 ? 2 : 0; }
+}  // namespace
+
+void AdamTileRaw(const math::AdamScalars& s, const void* g, DType gt, float* p, float* m,
+                 float* v, size_t n, float* w) {
+  HWY_DYNAMIC_DISPATCH(AdamTileRawImpl)(s, g, GradKindOf(gt), p, m, v, n, w);
+}
+
+void SgdTileRaw(const math::SgdScalars& s, const void* g, DType gt, float* p, float* buf,
+                size_t n, float* w) {
+  HWY_DYNAMIC_DISPATCH(SgdTileRawImpl)(s, g, GradKindOf(gt), p, buf, n, w);
 }
 
 void SgdTile(const math::SgdScalars& s, const float* g, float* p, float* buf,

@@ -7,6 +7,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/cast_math.h"
+#include "kernels/cpu/widen-inl.h"
 #include "kernels/norm_math.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -15,41 +16,14 @@ namespace cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Mirrors math::HalfToFloat in int32 lanes: normal halves rebias the
-// exponent (+112 << 23), inf/NaN keep their mantissa under an all-ones
-// exponent, subnormals are mant * 2^-24 (exact in fp32), sign or'ed last.
-template <class DF, class D16>
-HWY_INLINE hn::Vec<DF> HalfBitsToF32(DF df, D16 d16, const uint16_t* p) {
-  const hn::RebindToSigned<DF> di;
-  const auto u = hn::PromoteTo(di, hn::LoadU(d16, p));
-  const auto em = hn::And(u, hn::Set(di, 0x7fff));
-  const auto sign = hn::ShiftLeft<16>(hn::And(u, hn::Set(di, 0x8000)));
-  const auto shifted = hn::ShiftLeft<13>(em);
-  const auto sub = hn::BitCast(di, hn::Mul(hn::ConvertTo(df, em), hn::Set(df, 5.9604644775390625e-08f)));
-  auto r = hn::IfThenElse(hn::Gt(em, hn::Set(di, 0x7bff)), hn::Add(shifted, hn::Set(di, 0x70000000)),
-                          hn::Add(shifted, hn::Set(di, 0x38000000)));
-  r = hn::IfThenElse(hn::Lt(em, hn::Set(di, 0x400)), sub, r);
-  return hn::BitCast(df, hn::Or(r, sign));
-}
-
-// On AVX2 and up, F16C converts (exact for every half but NaN, which it
-// quiets); a vector holding a NaN takes the integer path, so NaN payloads
-// stay as the scalar conversion leaves them.
 void F16ToF32TileImpl(const uint16_t* src, float* dst, size_t n, float scale) {
   const hn::ScalableTag<float> df;
-  const hn::Rebind<uint16_t, decltype(df)> d16;
   const size_t N = hn::Lanes(df);
   const auto k = hn::Set(df, scale);
   const bool scaled = scale != 1.0f;
   size_t i = 0;
   for (; i + N <= n; i += N) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-    auto f = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(src + i)));
-    if (HWY_UNLIKELY(!hn::AllFalse(df, hn::IsNaN(f)))) f = HalfBitsToF32(df, d16, src + i);
-#else
-    auto f = HalfBitsToF32(df, d16, src + i);
-#endif
+    auto f = LoadF16AsF32(df, src + i);
     if (scaled) f = hn::Mul(f, k);
     hn::StoreU(f, df, dst + i);
   }
@@ -61,14 +35,12 @@ void F16ToF32TileImpl(const uint16_t* src, float* dst, size_t n, float scale) {
 
 void Bf16ToF32TileImpl(const uint16_t* src, float* dst, size_t n, float scale) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
-  const hn::Rebind<uint16_t, decltype(df)> d16;
   const size_t N = hn::Lanes(df);
   const auto k = hn::Set(df, scale);
   const bool scaled = scale != 1.0f;
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    auto f = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, src + i))));
+    auto f = LoadBf16AsF32(df, src + i);
     if (scaled) f = hn::Mul(f, k);
     hn::StoreU(f, df, dst + i);
   }
