@@ -128,10 +128,10 @@ TEST_P(AdamSimdTest, BitwiseEqualsScalarAdamUpdate) {
   });
 }
 
-// AdamTileRaw (the fused update's inner loop) widens fp16/bf16 gradients in
+// AdamTileRaw / SgdTileRaw (the fused update's inner loops) widen fp16/bf16 gradients in
 // registers: bitwise the scalar update over their fp32 values, on every
 // target, including inf/NaN/subnormal gradients and the scalar tail.
-TEST(AdamSimdTest, RawGradientsBitwiseEqualScalarUpdateOfWidenedValues) {
+TEST(AdamSimdTest, RawGradientsBitwiseEqualScalarUpdatesOfWidenedValues) {
   ForEachTarget([&] {
     for (DType gt : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{4099}}) {
@@ -155,6 +155,21 @@ TEST(AdamSimdTest, RawGradientsBitwiseEqualScalarUpdateOfWidenedValues) {
         ExpectSameBits(a.m, ref.m, "m");
         ExpectSameBits(a.v, ref.v, "v");
         ExpectSameBits(w, ref.p, "work");
+        // SGD with momentum and weight decay over the same gradients.
+        math::SgdScalars sg;
+        sg.lr = 0.01f;
+        sg.momentum = 0.9f;
+        sg.dampening = 0.1f;
+        sg.weight_decay = 0.01f;
+        sg.grad_scale = 0.37f;
+        sg.nesterov = n % 2 == 1;
+        sg.first_step = false;
+        std::vector<float> sp = ref.p, sb = ref.m, rp = ref.p, rb = ref.m;
+        for (int64_t i = 0; i < n; ++i) math::SgdUpdate(sg, ref.g[i], &rp[i], &rb[i]);
+        cpu::SgdTileRaw(sg, g, gt, sp.data(), sb.data(), n, w.data());
+        ExpectSameBits(sp, rp, "sgd p");
+        ExpectSameBits(sb, rb, "sgd buf");
+        ExpectSameBits(w, rp, "sgd work");
       }
     }
   });

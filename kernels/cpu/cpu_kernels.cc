@@ -139,9 +139,8 @@ void SgdStepRawGrad(const math::SgdScalars& s, void* g, DType gt, float* p,
                     bool zero_grad) {
   const size_t ges = DTypeSize(gt);
   Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
-    alignas(64) float tile[kTile];
-    const float* g32 = F32Tile(g, gt, a, len, tile);
-    SgdTile(s, g32, p + a, buf ? buf + a : nullptr, static_cast<size_t>(len), w32);
+    SgdTileRaw(s, static_cast<const char*>(g) + a * ges, gt, p + a, buf ? buf + a : nullptr,
+               static_cast<size_t>(len), w32);
     if (zero_grad) std::memset(static_cast<char*>(g) + a * ges, 0, len * ges);
   });
 }

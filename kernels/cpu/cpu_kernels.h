@@ -25,10 +25,10 @@ void SgdStep(const math::SgdScalars& s, const float* g, float* p, float* buf,
 
 // The optimizer boundary's second pass (docs/ARCHITECTURE.md, "One training
 // step"): AdamStep / SgdStep reading the raw gradients `g` of dtype `gt`,
-// cast to fp32 one tile at a time in cache, and, when `zero_grad`, zeroing
-// each gradient tile once it was read (the next accumulation starts from
-// zero with no further pass). Bitwise equal to ToF32(g) + AdamStep +
-// zeroing g.
+// cast to fp32 one tile at a time, in registers (AdamTileRaw / SgdTileRaw),
+// and, when `zero_grad`, zeroing each gradient tile once it was read (the
+// next accumulation starts from zero with no further pass). Bitwise equal
+// to ToF32(g) + AdamStep + zeroing g.
 void AdamStepRawGrad(const math::AdamScalars& s, void* g, DType gt, float* p,
                      float* m, float* v, int64_t n, void* work, DType work_dtype,
                      bool zero_grad);

@@ -96,8 +96,9 @@ void AdamTileImpl(const math::AdamScalars& s, const float* g, float* p,
 }
 
 // Mirrors math::SgdUpdate.
-void SgdTileImpl(const math::SgdScalars& s, const float* g, float* p,
-                 float* buf, size_t n, float* w) {
+template <int kG>
+HWY_INLINE void SgdLoop(const math::SgdScalars& s, const void* g, float* p, float* buf,
+                        size_t n, float* w) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const auto gs = hn::Set(d, s.grad_scale);
@@ -108,7 +109,7 @@ void SgdTileImpl(const math::SgdScalars& s, const float* g, float* p,
   const bool has_wd = s.weight_decay != 0.0f, has_mom = s.momentum != 0.0f;
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    auto grad = hn::Mul(hn::LoadU(d, g + i), gs);
+    auto grad = hn::Mul(LoadGrad<kG>(d, g, i), gs);
     const auto param = hn::LoadU(d, p + i);
     if (has_wd) grad = hn::Add(grad, hn::Mul(wd, param));
     if (has_mom) {
@@ -125,9 +126,22 @@ void SgdTileImpl(const math::SgdScalars& s, const float* g, float* p,
   }
   for (; i < n; ++i) {
     float unused = 0.0f;
-    math::SgdUpdate(s, g[i], &p[i], buf ? &buf[i] : &unused);
+    math::SgdUpdate(s, GradAt<kG>(g, i), &p[i], buf ? &buf[i] : &unused);
     if (w) w[i] = p[i];
   }
+}
+
+void SgdTileImpl(const math::SgdScalars& s, const float* g, float* p, float* buf, size_t n,
+                 float* w) {
+  SgdLoop<kGradF32>(s, g, p, buf, n, w);
+}
+
+// gt: GradKind.
+void SgdTileRawImpl(const math::SgdScalars& s, const void* g, int gt, float* p, float* buf,
+                    size_t n, float* w) {
+  if (gt == kGradBf16) return SgdLoop<kGradBf16>(s, g, p, buf, n, w);
+  if (gt == kGradF16) return SgdLoop<kGradF16>(s, g, p, buf, n, w);
+  return SgdLoop<kGradF32>(s, g, p, buf, n, w);
 }
 
 // Mirrors math::FloatToBf16 with integer lanes.
@@ -205,6 +219,7 @@ namespace cpu {
 HWY_EXPORT(AdamTileImpl);
 HWY_EXPORT(AdamTileRawImpl);
 HWY_EXPORT(SgdTileImpl);
+HWY_EXPORT(SgdTileRawImpl);
 HWY_EXPORT(ToBf16TileImpl);
 HWY_EXPORT(ToF16TileImpl);
 HWY_EXPORT(TargetNameImpl);
@@ -214,10 +229,18 @@ void AdamTile(const math::AdamScalars& s, const float* g, float* p, float* m,
   HWY_DYNAMIC_DISPATCH(AdamTileImpl)(s, g, p, m, v, n, w);
 }
 
+namespace {
+int GradKindOf(DType gt) { return gt == DType::kBF16 ? 1 : gt == DType::kF16 ? 2 : 0; }
+}  // namespace
+
 void AdamTileRaw(const math::AdamScalars& s, const void* g, DType gt, float* p, float* m,
                  float* v, size_t n, float* w) {
-  const int kind = gt == DType::kBF16 ? 1 : gt == DType::kF16 ? 2 : 0;
-  HWY_DYNAMIC_DISPATCH(AdamTileRawImpl)(s, g, kind, p, m, v, n, w);
+  HWY_DYNAMIC_DISPATCH(AdamTileRawImpl)(s, g, GradKindOf(gt), p, m, v, n, w);
+}
+
+void SgdTileRaw(const math::SgdScalars& s, const void* g, DType gt, float* p, float* buf,
+                size_t n, float* w) {
+  HWY_DYNAMIC_DISPATCH(SgdTileRawImpl)(s, g, GradKindOf(gt), p, buf, n, w);
 }
 
 void SgdTile(const math::SgdScalars& s, const float* g, float* p, float* buf,

@@ -17,10 +17,12 @@ namespace cpu {
 // `w`, if not null, receives the updated p (fp32 working copy).
 void AdamTile(const math::AdamScalars& s, const float* g, float* p, float* m,
               float* v, size_t n, float* w);
-// AdamTile reading the gradients as stored (fp32, bf16 or fp16), widened
-// in registers: bitwise AdamTile over their fp32 values.
+// AdamTile / SgdTile reading the gradients as stored (fp32, bf16 or fp16),
+// widened in registers: bitwise AdamTile / SgdTile over their fp32 values.
 void AdamTileRaw(const math::AdamScalars& s, const void* g, DType gt, float* p, float* m,
                  float* v, size_t n, float* w);
+void SgdTileRaw(const math::SgdScalars& s, const void* g, DType gt, float* p, float* buf,
+                size_t n, float* w);
 void SgdTile(const math::SgdScalars& s, const float* g, float* p, float* buf,
              size_t n, float* w);
 // dst[i] = FloatToBf16(src[i]), bitwise as kernels/cast_math.h.
