@@ -129,6 +129,19 @@ absl::Status ShardedState::Allocate() {
 // Stage 3, offload_param "nvme": each group's own shard of the working copy
 // in a preallocated file (core/offload/param_file.h) under a swap-directory
 // claim (core/offload/swap_dir.h).
+namespace {
+
+// A file's blocks reserved: "nvme preallocate" progress (core/common/progress.h).
+absl::Status Preallocated(const EngineContext& ctx, const char* key, int64_t done,
+                          int64_t total) {
+  if (!ctx.progress || ctx.progress("nvme preallocate", done, total)) return absl::OkStatus();
+  return absl::CancelledError(absl::StrCat(key, ": preallocation cancelled by the progress "
+                                           "callback after ", done, " of ", total,
+                                           " bytes (rank ", ctx.rank, ")"));
+}
+
+}  // namespace
+
 absl::Status ShardedState::CreateParamFiles() {
   const size_t es = ctx_->es();
   const OffloadConfig& oc = ctx_->config.offload_param;
@@ -140,6 +153,7 @@ absl::Status ShardedState::CreateParamFiles() {
   }
   ASSIGN_OR_RETURN(param_claim_, offload::SwapDir::Claim(oc.nvme_path, "offload_param.nvme_path",
                                                          ctx_->rank, total));
+  int64_t done = 0;
   if (!param_claim_->note().empty()) {
     std::fprintf(stderr, "[zero] rank %d: offload_param.nvme_path '%s': %s\n", ctx_->rank,
                  oc.nvme_path.c_str(), param_claim_->note().c_str());
@@ -151,6 +165,9 @@ absl::Status ShardedState::CreateParamFiles() {
                     ctx_->layout.groups()[g].shard * static_cast<int64_t>(es),
                     /*try_direct=*/true, slots));
     param_files_.push_back(std::move(f));
+    done += slots * offload::ParamFile::SlotBytes(ctx_->layout.groups()[g].shard *
+                                                  static_cast<int64_t>(es));
+    RETURN_IF_ERROR(Preallocated(*ctx_, "offload_param.nvme_path", done, total));
   }
   return absl::OkStatus();
 }
@@ -166,11 +183,14 @@ absl::Status ShardedState::CreateGradFiles() {
   }
   ASSIGN_OR_RETURN(grad_claim_, offload::SwapDir::Claim(dir, "offload_optimizer.nvme_path",
                                                         ctx_->rank, total));
+  int64_t done = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     ASSIGN_OR_RETURN(auto f, offload::ParamFile::Create(
                                  dir, grad_claim_->Name(absl::StrCat("grad_g", g, ".swp")),
                                  ctx_->layout.groups()[g].shard * es, /*try_direct=*/true, 1));
     grad_files_.push_back(std::move(f));
+    done += offload::ParamFile::SlotBytes(ctx_->layout.groups()[g].shard * es);
+    RETURN_IF_ERROR(Preallocated(*ctx_, "offload_optimizer.nvme_path", done, total));
   }
   grad_dirty_.assign(groups_.size(), 0);
   return absl::OkStatus();
