@@ -12,7 +12,8 @@
 # files and gradient files) (the step includes the CPU Adam: on this
 # shared 2-core machine it is compute-bound, so the ratio says little about
 # the disk; figures are noisy).
-#   bash bench/infinity_bench.sh [DIR=/tmp] [--big]     (SIZES="4 8" to choose layers)
+#   bash bench/infinity_bench.sh [DIR=/tmp] [--big]     (SIZES="4 8" to choose layers;
+#   BREAKDOWN=1 adds the step's wall_clock_breakdown lines and grad_fill_s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base="${1:-/tmp}"; big="${2:-}"
@@ -24,7 +25,7 @@ sizes="${SIZES:-4 8 15}"   # layers x 8192^2 = 0.27B, 0.54B, 1.01B
 out=$(mktemp)
 for layers in $sizes; do
   bazel-bin/tests/infinity_rss_main --layers "$layers" --hidden 8192 --nvme "$dir" \
-    --dtype bf16 --steps 1 | tee -a "$out"
+    --dtype bf16 --steps 1 --breakdown "${BREAKDOWN:-0}" | tee -a "$out"
 done
 python3 - "$out" "$dir" <<'PY'
 import json, mmap, os, sys, time

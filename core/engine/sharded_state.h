@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -143,11 +144,12 @@ class ShardedState {
   // one file per group; then GroupShard::working is empty.
   std::unique_ptr<offload::SwapDir> param_claim_;
   std::vector<std::unique_ptr<offload::ParamFile>> param_files_;
-  // Gradient files (grads_on_nvme), their claim, and which groups hold
-  // anything since the last ZeroGrads.
+  // Gradient files (grads_on_nvme), their claim, and per group the one
+  // element range [first, second) written since the last ZeroGrads: the
+  // file holds the gradient there and zeros read outside it (empty: all).
   std::unique_ptr<offload::SwapDir> grad_claim_;
   std::vector<std::unique_ptr<offload::ParamFile>> grad_files_;
-  std::vector<char> grad_dirty_;
+  std::vector<std::pair<int64_t, int64_t>> grad_valid_;
   std::vector<char> grad_io_;  // AccumulateGradF32's read-modify-write buffer
   DeviceBuffer gather_staging_;  // stages 1-2, chunked AllGatherWorking
   bool host_params_ = false;
