@@ -64,7 +64,7 @@ int Fail(const std::string& what, const absl::Status& s) {
 int main(int argc, char** argv) {
   int64_t layers = 4, hidden = 1024, steps = 2;
   std::string nvme, dtype = "bf16", save;
-  bool atomic = false;
+  bool atomic = false, breakdown = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--layers") layers = std::atoll(v.c_str());
@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
     else if (k == "--dtype") dtype = v;
     else if (k == "--atomic") atomic = v == "1";
     else if (k == "--save") save = v;
+    else if (k == "--breakdown") breakdown = v == "1";
     else {
       std::fprintf(stderr, "infinity_rss_main: unknown flag %s\n", k.c_str());
       return 2;
@@ -87,7 +88,8 @@ int main(int argc, char** argv) {
   c.stage = 3;
   c.dtype = dtype == "fp32" ? zero::DType::kF32
             : dtype == "fp16" ? zero::DType::kF16 : zero::DType::kBF16;
-  c.steps_per_print = 0;
+  c.steps_per_print = breakdown ? 1 : 0;
+  c.observe.wall_clock_breakdown = breakdown;  // prints the step's phases (stdout)
   c.sub_group_size = 1 << 20;
   c.reduce_bucket_size = 1 << 20;
   c.reduce_bucket_size_auto = false;
@@ -123,7 +125,7 @@ int main(int argc, char** argv) {
   const double t_fin = Now() - t0;
   const int64_t rss_fin = StatusKiB("VmRSS:");
   const size_t es = zero::DTypeSize(c.dtype);
-  double t_steps = 0;
+  double t_steps = 0, t_fill = 0, t_opt = 0;
   const zero::EngineStats before = (*e)->Stats();
   const int64_t disk_before = StorageBytes();
   for (int64_t st = 0; st < steps; ++st) {
@@ -139,19 +141,23 @@ int main(int argc, char** argv) {
       if (!d.ok()) return Fail("gather", d.status());
       auto g = (*e)->GradBuffer(static_cast<int>(l));
       if (!g.ok()) return Fail("grad_buffer", g.status());
+      const double f = Now();
       std::vector<float> row(hidden);
       for (int64_t r = 0; r < hidden; ++r) {
         for (int64_t k = 0; k < hidden; ++k) row[k] = 1e-3f * static_cast<float>((r + k + l) % 7 - 3);
         (*e)->device()->UploadF32(row.data(), static_cast<char*>(*g) + r * hidden * es, c.dtype,
                                   hidden);
       }
+      t_fill += Now() - f;
       s = (*e)->GradReady(static_cast<int>(l));
       if (!s.ok()) return Fail("grad_ready", s);
       s = (*e)->Release(static_cast<int>(l));
       if (!s.ok()) return Fail("release", s);
     }
+    const double o = Now();
     auto info = (*e)->Step();
     if (!info.ok()) return Fail("step", info.status());
+    t_opt += Now() - o;
     t_steps += Now() - a;
   }
   const int64_t rss_step = StatusKiB("VmRSS:");
@@ -179,14 +185,15 @@ int main(int argc, char** argv) {
       "\"peak_rss_after_step_kib\": %lld, \"peak_rss_kib\": %lld, \"save_s\": %.2f, "
       "\"load_s\": %.2f, "
       "\"disk_bytes\": %lld, \"disk_bytes_per_param\": %.3f, \"finalize_s\": %.2f, "
-      "\"step_s\": %.2f, \"nvme_read_bytes\": %lld, \"nvme_write_bytes\": %lld, "
+      "\"step_s\": %.2f, \"grad_fill_s\": %.2f, \"optimizer_step_s\": %.2f, \"nvme_read_bytes\": %lld, \"nvme_write_bytes\": %lld, "
       "\"step_io_bytes\": %lld, \"step_disk_bytes\": %lld, \"direct_io\": %d, \"uring\": %d}\n",
       static_cast<long long>(st.trainable_numel), dtype.c_str(), atomic ? "true" : "false",
       static_cast<long long>(rss_fin), static_cast<long long>(rss_step),
       static_cast<long long>(hwm_step), static_cast<long long>(hwm), t_save, t_load,
       static_cast<long long>(st.nvme_bytes),
       static_cast<double>(st.nvme_bytes) / static_cast<double>(st.trainable_numel), t_fin,
-      steps > 0 ? t_steps / steps : 0.0, static_cast<long long>(st.nvme_read_bytes),
+      steps > 0 ? t_steps / steps : 0.0, steps > 0 ? t_fill / steps : 0.0,
+      steps > 0 ? t_opt / steps : 0.0, static_cast<long long>(st.nvme_read_bytes),
       static_cast<long long>(st.nvme_write_bytes),
       static_cast<long long>((after.nvme_read_bytes + after.nvme_write_bytes -
                               before.nvme_read_bytes - before.nvme_write_bytes) /

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zero {
@@ -386,6 +387,34 @@ TEST(ParamFileTest, UnalignedSlicesRoundTripAndCommitFlips) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
     f->reset();
     EXPECT_FALSE(Exists(path));
+  }
+}
+
+// Transfers larger than one bounce (8 MiB) go through it piece by piece:
+// unaligned ranges that start, end and cross inside those pieces keep every
+// byte around them, against a reference copy.
+TEST(ParamFileTest, LargeUnalignedTransfersCrossBouncePieces) {
+  const int64_t n = (17 << 20) + 4096 * 3 + 77;
+  auto f = ParamFile::Create(TempDir("shard"), "big.swp", n, /*try_direct=*/true, 1);
+  ASSERT_TRUE(f.ok()) << f.status();
+  std::vector<char> ref(n), out(n);
+  for (int64_t i = 0; i < n; ++i) ref[i] = static_cast<char>(i * 31 + (i >> 12));
+  ASSERT_TRUE((*f)->WriteCommitted(0, n, ref.data()).ok());
+  const int64_t mib = 1 << 20;
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {
+      {3, n - 3}, {8 * mib - 5, 10}, {4096, 8 * mib}, {8 * mib + 1, 8 * mib + 4094},
+      {16 * mib - 100, n - 16 * mib + 100}, {8 * mib - 4096, 4096}, {123, 45}};
+  int k = 0;
+  for (const auto& [off, len] : ranges) {
+    std::vector<char> in(len);
+    for (int64_t i = 0; i < len; ++i) in[i] = static_cast<char>(i * 7 + 11 * ++k);
+    ASSERT_TRUE((*f)->Write(off, len, in.data()).ok()) << off << "+" << len;
+    std::copy(in.begin(), in.end(), ref.begin() + off);
+    ASSERT_TRUE((*f)->Read(0, n, out.data()).ok());
+    ASSERT_TRUE(out == ref) << "after writing " << off << "+" << len;
+    std::vector<char> part(len);
+    ASSERT_TRUE((*f)->Read(off, len, part.data()).ok());
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), ref.begin() + off)) << off << "+" << len;
   }
 }
 

@@ -252,6 +252,23 @@ TEST(ProgressCapiTest, NvmePreallocationAndFirstWrite) {
     EXPECT_GE(st.nvme_bytes, kRankBytes);
     zero_engine_destroy(e);
   });
+  // Stage 3 params on NVMe: their files' preallocation, per group file.
+  // (Also: init values of more than ParamRegistry::kInitChunk owned
+  // elements once overflowed the cast buffer of this path.)
+  const std::string params_json =
+      R"({"zero_optimization": {"stage": 3, "sub_group_size": 262144, "offload_param":
+          {"device": "nvme", "nvme_path": ")" + dir + R"("}}, "steps_per_print": 0,
+          "optimizer": {"type": "Adam", "params": {"lr": 0.01}}})";
+  OnRanks([&](int rank, zero_comm_t* comm) {
+    Seen seen;
+    zero_engine_t* e = Make(comm, params_json, &seen);
+    zero_stats st = ZERO_STATS_INIT;
+    ASSERT_EQ(zero_engine_stats(e, &st), ZERO_OK);
+    EXPECT_GE(st.nvme_bytes, 4 * kN / kWorld);  // the fp32 working shard
+    ExpectMonotonicToTotal(seen.Of("nvme preallocate"), st.nvme_bytes,
+                           "param files rank " + std::to_string(rank));
+    zero_engine_destroy(e);
+  });
   // Cancelled during the first write: finalize fails on the rank that
   // cancelled, with the status and how far it got.
   zero_comm_t* self = nullptr;

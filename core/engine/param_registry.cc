@@ -136,7 +136,11 @@ void ParamRegistry::ProduceInit(const ParamRecord& p, int64_t offset, int64_t co
                                 const InitSink& fn) const {
   if (count <= 0) return;
   if (p.source == InitSource::kValues) {
-    fn(0, count, p.init.data() + offset);
+    // In pieces of at most kInitChunk like the other sources: sinks size
+    // their staging by it (the stage-3 NVMe param path casts into one).
+    for (int64_t done = 0; done < count; done += kInitChunk) {
+      fn(done, std::min(kInitChunk, count - done), p.init.data() + offset + done);
+    }
     return;
   }
   std::vector<float> buf(static_cast<size_t>(std::min(count, kInitChunk)));

@@ -129,6 +129,19 @@ absl::Status ShardedState::Allocate() {
 // Stage 3, offload_param "nvme": each group's own shard of the working copy
 // in a preallocated file (core/offload/param_file.h) under a swap-directory
 // claim (core/offload/swap_dir.h).
+namespace {
+
+// A file's blocks reserved: "nvme preallocate" progress (core/common/progress.h).
+absl::Status Preallocated(const EngineContext& ctx, const char* key, int64_t done,
+                          int64_t total) {
+  if (!ctx.progress || ctx.progress("nvme preallocate", done, total)) return absl::OkStatus();
+  return absl::CancelledError(absl::StrCat(key, ": preallocation cancelled by the progress "
+                                           "callback after ", done, " of ", total,
+                                           " bytes (rank ", ctx.rank, ")"));
+}
+
+}  // namespace
+
 absl::Status ShardedState::CreateParamFiles() {
   const size_t es = ctx_->es();
   const OffloadConfig& oc = ctx_->config.offload_param;
@@ -140,6 +153,7 @@ absl::Status ShardedState::CreateParamFiles() {
   }
   ASSIGN_OR_RETURN(param_claim_, offload::SwapDir::Claim(oc.nvme_path, "offload_param.nvme_path",
                                                          ctx_->rank, total));
+  int64_t done = 0;
   if (!param_claim_->note().empty()) {
     std::fprintf(stderr, "[zero] rank %d: offload_param.nvme_path '%s': %s\n", ctx_->rank,
                  oc.nvme_path.c_str(), param_claim_->note().c_str());
@@ -151,6 +165,9 @@ absl::Status ShardedState::CreateParamFiles() {
                     ctx_->layout.groups()[g].shard * static_cast<int64_t>(es),
                     /*try_direct=*/true, slots));
     param_files_.push_back(std::move(f));
+    done += slots * offload::ParamFile::SlotBytes(ctx_->layout.groups()[g].shard *
+                                                  static_cast<int64_t>(es));
+    RETURN_IF_ERROR(Preallocated(*ctx_, "offload_param.nvme_path", done, total));
   }
   return absl::OkStatus();
 }
@@ -166,11 +183,14 @@ absl::Status ShardedState::CreateGradFiles() {
   }
   ASSIGN_OR_RETURN(grad_claim_, offload::SwapDir::Claim(dir, "offload_optimizer.nvme_path",
                                                         ctx_->rank, total));
+  int64_t done = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     ASSIGN_OR_RETURN(auto f, offload::ParamFile::Create(
                                  dir, grad_claim_->Name(absl::StrCat("grad_g", g, ".swp")),
                                  ctx_->layout.groups()[g].shard * es, /*try_direct=*/true, 1));
     grad_files_.push_back(std::move(f));
+    done += offload::ParamFile::SlotBytes(ctx_->layout.groups()[g].shard * es);
+    RETURN_IF_ERROR(Preallocated(*ctx_, "offload_optimizer.nvme_path", done, total));
   }
   grad_dirty_.assign(groups_.size(), 0);
   return absl::OkStatus();
@@ -244,7 +264,8 @@ void ShardedState::CommitParamFiles() {
   for (auto& f : param_files_) f->Commit();
 }
 
-absl::StatusOr<const char*> ShardedState::OwnSlice(int li, std::vector<char>* scratch) {
+absl::StatusOr<const char*> ShardedState::OwnSlice(int li, std::vector<char>* scratch,
+                                                   char* into) {
   const Layout& layout = ctx_->layout;
   const ParamPlace& pl = layout.place(li);
   const Slice s = layout.SliceOn(li, ctx_->rank);
@@ -252,8 +273,11 @@ absl::StatusOr<const char*> ShardedState::OwnSlice(int li, std::vector<char>* sc
   if (host_params_) return groups_[pl.group].host_working + s.shard_offset * es;
   if (param_files_.empty()) return groups_[pl.group].working.data<char>() + s.shard_offset * es;
   // offload_param "nvme": this rank's slice, from its file.
-  scratch->resize(std::max<size_t>(1, s.numel * es));
-  absl::Status r = param_files_[pl.group]->Read(s.shard_offset * es, s.numel * es, scratch->data());
+  if (into == nullptr) {
+    scratch->resize(std::max<size_t>(1, s.numel * es));
+    into = scratch->data();
+  }
+  absl::Status r = param_files_[pl.group]->Read(s.shard_offset * es, s.numel * es, into);
   if (!r.ok()) {
     // The peers are entering the all-gather: fail them now rather than at
     // comm_timeout_seconds (thread groups: "rank N failed: ..."; MPI: the
@@ -261,12 +285,23 @@ absl::StatusOr<const char*> ShardedState::OwnSlice(int li, std::vector<char>* sc
     ctx_->comm->Abort(std::string(r.message()));
     return r;
   }
-  return static_cast<const char*>(scratch->data());
+  return static_cast<const char*>(into);
 }
 
 absl::Status ShardedState::GatherInto(int li, void* dst) {
   std::vector<char> mine;
-  ASSIGN_OR_RETURN(const char* send, OwnSlice(li, &mine));
+  // A param file on a host-accessible device: the own slice is read
+  // straight into its place in `dst` and the all-gather runs in place, not
+  // through a zeroed scratch of the slice's size and a copy (issue 14's
+  // profile: a 128 MiB allocation, its page faults and two copies per gather).
+  char* into = nullptr;
+  if (!param_files_.empty() && !shard_on_host()) {
+    const std::vector<int64_t> counts = ctx_->layout.Counts(li);
+    int64_t at = 0;
+    for (int r = 0; r < ctx_->rank; ++r) at += counts[r];
+    into = static_cast<char*>(dst) + at * ctx_->es();
+  }
+  ASSIGN_OR_RETURN(const char* send, OwnSlice(li, &mine, into));
   DeviceBuffer up;
   if (shard_on_host()) {
     // The own slice goes up first: a device communicator reads device

@@ -99,8 +99,10 @@ class ShardedState {
   // (device memory). Collective; runs on the comm stream.
   absl::Status GatherInto(int li, void* dst);
   // Stage 3: this rank's slice of param `li` in the working copy (device
-  // memory), or read from its param file into `*scratch`.
-  absl::StatusOr<const char*> OwnSlice(int li, std::vector<char>* scratch);
+  // memory), or read from its param file into `into` when not null (host
+  // accessible memory), else into `*scratch`.
+  absl::StatusOr<const char*> OwnSlice(int li, std::vector<char>* scratch,
+                                       char* into = nullptr);
   // Stages 1-2: every rank's updated shard of the working copy to all, in
   // all-gathers of at most allgather_bucket_size elements each.
   absl::Status AllGatherWorking();
