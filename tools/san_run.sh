@@ -35,7 +35,7 @@
 # device (estimate_test; now a standin_device_test case). Test-side: Python
 # device_test expected a bare SIGSEGV (ASan's handler is now turned off in
 # its child), torch_api_test's 60 s bound was 67 s under asan (now 150 s,
-# half of comm_timeout_seconds; not re-run under asan since), construct_rss_test
+# half of comm_timeout_seconds; then passed under asan), construct_rss_test
 # asserts RSS (skipped).
 # The Rust runner hook works: 65 Rust tests ran with the runtime preloaded
 # into the test binaries only. tools/test.sh runs `asan cc` (41 targets;
