@@ -1,5 +1,5 @@
 // infinity_rss_main --layers L --hidden H --nvme DIR [--dtype bf16|fp16|fp32]
-//                   [--steps S] [--ranks 1]
+//                   [--steps S] [--ranks 1] [--pipeline 0|1]
 // ZeRO-Infinity's memory claim, measured: a stage-3 model of L [H x H]
 // params built from init specs, params and optimizer on NVMe, trained S
 // steps with synthetic gradients (a fixed pattern per element; the math is
@@ -22,6 +22,7 @@
 #include "core/comm/thread_communicator.h"
 #include "core/engine/engine.h"
 #include "core/engine/init_spec.h"
+#include "core/engine/optimizer_boundary.h"
 
 namespace {
 
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
     else if (k == "--atomic") atomic = v == "1";
     else if (k == "--save") save = v;
     else if (k == "--breakdown") breakdown = v == "1";
+    else if (k == "--pipeline") zero::SetUpdateIoPipeline(v == "1");
     else {
       std::fprintf(stderr, "infinity_rss_main: unknown flag %s\n", k.c_str());
       return 2;
