@@ -722,6 +722,17 @@ class ZeroTorchEngine(torch.nn.Module):
             self._drop_originals()
         _live.add(self)
 
+    # Set in every hook (hundreds of times a step): stored directly, not
+    # through nn.Module.__setattr__'s parameter/buffer/module checks (they
+    # are plain ints and lists).
+    _HOT_ATTRS = frozenset({"_busy", "_handed", "_fwd_stack"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ZeroTorchEngine._HOT_ATTRS:
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
     def _replace_meta_params(self, model: torch.nn.Module) -> None:
         """Meta params cannot take CPU storage (``p.data = ...`` refuses the
         device change), so each becomes a new CPU Parameter (a one-element
