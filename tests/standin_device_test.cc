@@ -362,6 +362,54 @@ TEST(StandinDevice, OffloadParamCpuPersistentParamsEqualPlainCpuEngineBitwise) {
   }
 }
 
+// offload_param "cpu" and "nvme" with device state under hybrid sharding
+// and ZeRO++: the own shard is host memory (or read into it), so qwZ's
+// quantized gather must upload it before its device kernels cast and
+// quantize it (it handed them host memory: a GPU faults, the stand-in
+// records "given host memory"). Each mode bitwise equal to the same mode
+// in memory on the plain CPU engine.
+TEST(StandinDevice, OffloadParamWithHierarchicalModesEqualsPlainCpuEngineBitwise) {
+  const std::string root =
+      absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
+                   "/standin_param_hier");
+  int n = 0;
+  struct Mode {
+    const char* name;
+    DType t;
+    void (*set)(Config*);
+  };
+  const Mode modes[] = {
+      {"hybrid S=2", DType::kBF16, [](Config* c) { c->mics_shard_size = 2; }},
+      {"hpZ P=2", DType::kF16, [](Config* c) { c->hpz_partition_size = 2; }},
+      {"qwZ", DType::kBF16, [](Config* c) { c->quantized_weights = true; }},
+      {"qwZ fp32", DType::kF32, [](Config* c) { c->quantized_weights = true; }},
+      {"qgZ int8 + hpZ", DType::kF32,
+       [](Config* c) {
+         c->quantized_gradients = true;
+         c->hpz_partition_size = 2;
+       }},
+  };
+  for (const Mode& m : modes) {
+    Config c = Cfg(3, m.t);
+    c.ranks_per_node = 2;
+    m.set(&c);
+    MlpSpec plain;
+    plain.steps = 6;
+    std::vector<MlpResult> ref = TrainAll(c, 4, plain);
+    for (OffloadDevice where : {OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+      Config o = c;
+      o.offload_param.device = where;
+      if (where == OffloadDevice::kNvme) {
+        o.offload_param.nvme_path = absl::StrCat(root, "/", n++);
+        std::filesystem::create_directories(o.offload_param.nvme_path);
+      }
+      o.comm_timeout_seconds = 10;  // a rank that fails leaves its peers waiting
+      ExpectSame(TrainOn(o, 4, StandinSpec(), CommKind::kNcclShaped), ref,
+                 absl::StrCat(m.name, " offload_param ", OffloadDeviceName(where)));
+    }
+  }
+}
+
 TEST(StandinDevice, OffloadParamCpuFreesTheShardOnTheDevice) {
   for (int world : {1, 3}) {
     // Device bytes before step 1 (nothing gathered, nothing in flight) and
