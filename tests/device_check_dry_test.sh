@@ -105,7 +105,9 @@ cat > "$PY" <<'SH'
 #!/usr/bin/env bash
 case "$*" in
   "-m pybind11 --includes") echo "-I/fake/include";;
-  -m\ pytest*) echo "7 passed, 2 skipped in 0.1s";;
+  -m\ pytest*) [ -n "${ZERO_TORCH_TIMING_OUT:-}" ] &&
+               echo '{"kind":"torch_gpt_vs_torch","stage":3,"ratio":1.5}' >> "$ZERO_TORCH_TIMING_OUT"
+               echo "7 passed, 2 skipped in 0.1s";;
   -c*) echo ".so";;
 esac
 SH
@@ -114,6 +116,7 @@ run ZERO_DEVICE_CHECK_SECONDS=60 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SAN
     CXX="$GOODCXX" PYTHON="$PY" ZERO_DEVICE_CHECK_NO_GPU_OK=1
 check "E: exit 0" $([ $rc -eq 0 ]; echo $?)
 check "E: python tests PASSED" $(grep -q '"target":"python device_test + torch_device_test","status":"PASSED","result":"7 passed' "$T/out"; echo $?)
+check "E: zero.torch GPT step times passed on" $(grep -q '^{"kind":"torch_gpt_vs_torch","stage":3' "$T/out"; echo $?)
 check "E: summary not failed" $(grep -q '"kind":"summary".*"built_with":"bundle","failed":false' "$T/out"; echo $?)
 
 # E2: a Python without pytest gets the bundle's (and only then).
