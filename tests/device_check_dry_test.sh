@@ -105,7 +105,9 @@ cat > "$PY" <<'SH'
 #!/usr/bin/env bash
 case "$*" in
   "-m pybind11 --includes") echo "-I/fake/include";;
-  -m\ pytest*) echo "7 passed, 2 skipped in 0.1s";;
+  -m\ pytest*) [ -n "${ZERO_TORCH_TIMING_OUT:-}" ] &&
+               echo '{"kind":"torch_gpt_vs_torch","stage":3,"ratio":1.5}' >> "$ZERO_TORCH_TIMING_OUT"
+               echo "7 passed, 2 skipped in 0.1s";;
   -c*) echo ".so";;
 esac
 SH
@@ -114,6 +116,7 @@ run ZERO_DEVICE_CHECK_SECONDS=60 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SAN
     CXX="$GOODCXX" PYTHON="$PY" ZERO_DEVICE_CHECK_NO_GPU_OK=1
 check "E: exit 0" $([ $rc -eq 0 ]; echo $?)
 check "E: python tests PASSED" $(grep -q '"target":"python device_test + torch_device_test","status":"PASSED","result":"7 passed' "$T/out"; echo $?)
+check "E: zero.torch GPT step times passed on" $(grep -q '^{"kind":"torch_gpt_vs_torch","stage":3' "$T/out"; echo $?)
 check "E: summary not failed" $(grep -q '"kind":"summary".*"built_with":"bundle","failed":false' "$T/out"; echo $?)
 
 # E2: a Python without pytest gets the bundle's (and only then).
@@ -132,6 +135,31 @@ chmod +x "$PY2"
 run ZERO_DEVICE_CHECK_SECONDS=60 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SAN" \
     CXX="$GOODCXX" PYTHON="$PY2" ZERO_DEVICE_CHECK_NO_GPU_OK=1
 check "E2: the bundle's pytest used" $(grep -q '"target":"python device_test + torch_device_test","status":"PASSED","result":"7 passed' "$T/out"; echo $?)
+
+# H: the bundle on a machine with a GPU (a fake nvidia-smi, a fake mpirun
+# that runs the rank's command once): the engine over MPI at 2 and 4 ranks
+# and the 2-rank NCCL dead-peer case (issue 15 fix 5; from the bundle it
+# otherwise only ran at world 1, where it skips) run through the bundle's
+# mpirun and pass; exit 0 without the no-GPU switch.
+FAKEBIN="$T/fakebin"
+mkdir -p "$FAKEBIN"
+printf '#!/bin/sh\necho "NVIDIA H200, 143771 MiB, 570.00"\n' > "$FAKEBIN/nvidia-smi"
+chmod +x "$FAKEBIN/nvidia-smi"
+cat > "$B/ompi/bin/mpirun" <<'SH'
+#!/usr/bin/env bash
+echo "$*" >> "$MPIRUN_LOG"
+while [ $# -gt 0 ]; do case "$1" in */bundle/bin/*) break;; esac; shift; done
+exec "$@"
+SH
+chmod +x "$B/ompi/bin/mpirun"
+: > "$T/mpirun.log"
+run ZERO_DEVICE_CHECK_SECONDS=60 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SAN" \
+    CXX="$GOODCXX" PYTHON="$PY" MPIRUN_LOG="$T/mpirun.log" PATH="$FAKEBIN:$PATH"
+check "H: exit 0" $([ $rc -eq 0 ]; echo $?)
+check "H: GPU seen" $(grep -q '"kind":"gpu","present":true' "$T/out"; echo $?)
+check "H: engine np 2 and 4 PASSED" $([ "$(grep -cE '"target":"mpi_engine_main_cuda_np[24]","status":"PASSED"' "$T/out")" -eq 2 ]; echo $?)
+check "H: NCCL dead peer PASSED" $(grep -q '"target":"nccl_dead_peer_test","status":"PASSED"' "$T/out"; echo $?)
+check "H: dead peer at 2 ranks, its cases only" $(grep -qE -- "-np 2 .*/bin/nccl_communicator_test --gtest_filter=NcclDeadPeer\.\*" "$T/mpirun.log"; echo $?)
 
 # F: a bundle without libzero_c.so is a FAILED build, not a fallback.
 rm "$B/bin/libzero_c.so"

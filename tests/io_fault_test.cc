@@ -199,6 +199,19 @@ std::vector<Scenario> Scenarios() {
     s.names = {"_param_g", "No space left on device", "load the last checkpoint"};
     add(s);
   }
+  // Both offloads (ZeRO-Infinity): the step's param-file writes run behind
+  // the update on an IO thread (core/engine/update_io_pipeline.h); the
+  // failure still names the file and ends the step on every rank.
+  {
+    Scenario s;
+    s.name = "infinity_param_write_enospc";
+    s.config = Base(3, DType::kBF16, "", true, true);
+    s.fault = "write:1:ENOSPC:_param_g";
+    s.fault_rank = -1;  // whichever rank writes its params first
+    s.code = absl::StatusCode::kResourceExhausted;
+    s.names = {"_param_g", "No space left on device", "load the last checkpoint"};
+    add(s);
+  }
   // Short transfers everywhere: completed, training unchanged.
   {
     Scenario s;

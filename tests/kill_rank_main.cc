@@ -6,8 +6,8 @@
 //   --scenario save      rank K dies half-way through writing its rank file
 //                        of the checkpoint saved before step T
 //   --scenario nvme      (offload_optimizer nvme) rank K dies inside the
-//                        optimizer step of step T, once its state files are
-//                        being written
+//                        optimizer step of step T, before its second write
+//                        to its optimizer-state files (an injected crash)
 //   --scenario none      no one dies (the reference, and the resumed run)
 //
 // Every rank trains the MLP of tests/testing/mlp_harness at `--stage`, saves
@@ -18,11 +18,9 @@
 // error, writes RUN/error.R and aborts the job (Communicator::Abort), as
 // docs/ARCHITECTURE.md ("Failures") asks of a rank that gives up. Rank 0 of
 // a job that finishes writes every param's fp32 master to --dump.
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -33,6 +31,7 @@
 #include <thread>
 
 #include "core/comm/mpi_communicator.h"
+#include "core/common/io_fault.h"
 #include "tests/testing/mlp_harness.h"
 
 namespace zero {
@@ -62,28 +61,18 @@ void WriteFile(const std::string& path, const std::string& text) {
   f.flush();
 }
 
-// Records the moment of death, then dies without a word to anyone.
-[[noreturn]] void Die(const Args& a, int rank, const char* point) {
+// RUN/killed: the rank, the point and the wall time of its death.
+void RecordDeath(const Args& a, int rank, const char* point) {
   char line[160];
   std::snprintf(line, sizeof(line), "%d %s %.6f\n", rank, point, WallSeconds());
   WriteFile(a.run + "/killed", line);
-  raise(SIGKILL);
-  std::_Exit(99);  // not reached
 }
 
-// The newest modification time of the files under `dir` (nanoseconds).
-int64_t NewestMtime(const std::string& dir) {
-  int64_t newest = 0;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return 0;
-  while (dirent* ent = readdir(d)) {
-    if (ent->d_name[0] == '.') continue;
-    struct stat st;
-    if (stat((dir + "/" + ent->d_name).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    newest = std::max<int64_t>(newest, st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);
-  }
-  closedir(d);
-  return newest;
+// Records the moment of death, then dies without a word to anyone.
+[[noreturn]] void Die(const Args& a, int rank, const char* point) {
+  RecordDeath(a, rank, point);
+  raise(SIGKILL);
+  std::_Exit(99);  // not reached
 }
 
 int Run(const Args& a) {
@@ -113,11 +102,8 @@ int Run(const Args& a) {
   }
   if (a.resume) spec.resume_dir = a.ckpt;
 
-  std::atomic<bool> in_step{false};
-  std::thread killer;
   spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
     const bool victim = rank == a.kill_rank && step == a.kill_step;
-    if (index == -1 && step == a.kill_step + 1) in_step = false;  // Step() returned
     if (index == -1 && step > 0 && step % a.save_every == 0) {
       // A load resumes after the save it loaded: do not save that one again.
       const std::string tag = "step" + std::to_string(step);
@@ -135,29 +121,27 @@ int Run(const Args& a) {
     if (!victim) return absl::OkStatus();
     if (a.scenario == "backward" && index == 3) Die(a, rank, "backward");
     if (a.scenario == "nvme" && index == 1) {
-      // The last GradReady: Step() comes next. Die once the optimizer has
-      // started writing this rank's state files (their mtime moves), while
-      // the step is still running.
-      const std::string dir = c.offload_optimizer.nvme_path;
-      const int64_t before = NewestMtime(dir);
-      in_step = true;
-      killer = std::thread([&a, rank, dir, before, &in_step] {
-        while (in_step.load()) {
-          if (NewestMtime(dir) > before) Die(a, rank, "nvme");
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
-        }
-        // The step finished before a write was seen: say so and die anyway
-        // (the test then fails on the point).
-        Die(a, rank, "after-nvme-step");
-      });
+      // The last GradReady: Step() comes next. Die inside it, right before
+      // the second write to this rank's optimizer-state files, by an IO
+      // fault of the crash kind (core/common/io_fault.h): exact however
+      // loaded the machine (a thread watching the files' mtime missed short
+      // steps under load). The moment is recorded now, a little before the
+      // death, so the time to exit measured from it errs long.
+      RecordDeath(a, rank, "nvme");
+      absl::Status armed =
+          io::SetIoFaults("write:2:crash:" + c.offload_optimizer.nvme_path + "/");
+      if (!armed.ok()) return armed;
+    }
+    if (a.scenario == "nvme" && index == -1 && step == a.kill_step + 1) {
+      // The step finished without the fault firing: say so and die anyway
+      // (the test then fails on the point).
+      Die(a, rank, "after-nvme-step");
     }
     return absl::OkStatus();
   };
 
   const double t0 = WallSeconds();
   absl::StatusOr<MlpResult> r = TrainMlp(c, comm.get(), spec);
-  in_step = false;
-  if (killer.joinable()) killer.join();
   if (!r.ok()) {
     const double t = WallSeconds();
     std::fprintf(stderr, "[rank %d] zero: %s (%.2f s into training)\n", rank,

@@ -315,6 +315,61 @@ TEST(StandinDevice, CheckpointWithOffloadedStateResumesBitwise) {
   }
 }
 
+// Checkpoints of device state across devices, every stage x fp32/bf16 x
+// offload_optimizer none/cpu, 2 ranks on the NCCL-shaped communicator: a
+// tag saved on the stand-in resumes there bit for bit, and the plain CPU
+// engine resumes it bit for bit too (the files hold the device's values,
+// read through Download); a tag saved by the CPU engine resumes on the
+// stand-in the same way.
+TEST(StandinDevice, CheckpointsMoveBetweenStandinAndCpuBitwise) {
+  const std::string dir =
+      absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
+                   "/standin_ckpt_cross");
+  std::filesystem::remove_all(dir);
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      for (bool offload : {false, true}) {
+        Config c = Cfg(stage, t);
+        if (offload) c.offload_optimizer.device = OffloadDevice::kCpu;
+        const std::string what = absl::StrCat("stage ", stage, " ", DTypeName(t),
+                                              offload ? " offload_optimizer cpu" : "");
+        const std::string tag = absl::StrCat("s", stage, DTypeName(t), offload);
+        // The CPU engine: the whole run, saving at step 3 (offload_optimizer
+        // cpu is in memory there).
+        MlpSpec cpu_full;
+        cpu_full.steps = 6;
+        cpu_full.ckpt_dir = dir;
+        cpu_full.save_after = 3;
+        cpu_full.save_tag = "cpu" + tag;
+        std::vector<MlpResult> ref = TrainAll(Cfg(stage, t), 2, cpu_full);
+        MlpSpec dev_full = StandinSpec();
+        dev_full.ckpt_dir = dir;
+        dev_full.save_after = 3;
+        dev_full.save_tag = "dev" + tag;
+        ExpectSame(TrainOn(c, 2, dev_full, CommKind::kNcclShaped), ref, what + " whole");
+        for (const char* from : {"dev", "cpu"}) {
+          MlpSpec on_dev = StandinSpec();
+          on_dev.resume_dir = dir;
+          on_dev.resume_tag = from + tag;
+          auto got = TrainOn(c, 2, on_dev, CommKind::kNcclShaped);
+          MlpSpec on_cpu;
+          on_cpu.steps = 6;
+          on_cpu.resume_dir = dir;
+          on_cpu.resume_tag = from + tag;
+          std::vector<MlpResult> cpu_resumed = TrainAll(Cfg(stage, t), 2, on_cpu);
+          for (int r = 0; r < 2; ++r) {
+            ASSERT_TRUE(got[r].ok()) << what << " from " << from << ": " << got[r].status();
+            EXPECT_EQ(MaxRelDiff(*got[r], ref[r]), 0.0)
+                << what << ": " << from << " tag resumed on the stand-in, rank " << r;
+            EXPECT_EQ(MaxRelDiff(cpu_resumed[r], ref[r]), 0.0)
+                << what << ": " << from << " tag resumed on the CPU, rank " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 // offload_param "cpu" with device state (stage 3): the own working shard in
 // host memory, uploaded for each gather, written back through device
 // staging after the update. Bitwise equal to the plain CPU engine at every
@@ -358,6 +413,54 @@ TEST(StandinDevice, OffloadParamCpuPersistentParamsEqualPlainCpuEngineBitwise) {
     for (CommKind k : {CommKind::kStaging, CommKind::kNcclShaped}) {
       ExpectSame(TrainOn(c, 2, StandinSpec(), k), ref,
                  absl::StrCat(DTypeName(t), k == CommKind::kStaging ? " staging" : " nccl-shaped"));
+    }
+  }
+}
+
+// offload_param "cpu" and "nvme" with device state under hybrid sharding
+// and ZeRO++: the own shard is host memory (or read into it), so qwZ's
+// quantized gather must upload it before its device kernels cast and
+// quantize it (it handed them host memory: a GPU faults, the stand-in
+// records "given host memory"). Each mode bitwise equal to the same mode
+// in memory on the plain CPU engine.
+TEST(StandinDevice, OffloadParamWithHierarchicalModesEqualsPlainCpuEngineBitwise) {
+  const std::string root =
+      absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
+                   "/standin_param_hier");
+  int n = 0;
+  struct Mode {
+    const char* name;
+    DType t;
+    void (*set)(Config*);
+  };
+  const Mode modes[] = {
+      {"hybrid S=2", DType::kBF16, [](Config* c) { c->mics_shard_size = 2; }},
+      {"hpZ P=2", DType::kF16, [](Config* c) { c->hpz_partition_size = 2; }},
+      {"qwZ", DType::kBF16, [](Config* c) { c->quantized_weights = true; }},
+      {"qwZ fp32", DType::kF32, [](Config* c) { c->quantized_weights = true; }},
+      {"qgZ int8 + hpZ", DType::kF32,
+       [](Config* c) {
+         c->quantized_gradients = true;
+         c->hpz_partition_size = 2;
+       }},
+  };
+  for (const Mode& m : modes) {
+    Config c = Cfg(3, m.t);
+    c.ranks_per_node = 2;
+    m.set(&c);
+    MlpSpec plain;
+    plain.steps = 6;
+    std::vector<MlpResult> ref = TrainAll(c, 4, plain);
+    for (OffloadDevice where : {OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+      Config o = c;
+      o.offload_param.device = where;
+      if (where == OffloadDevice::kNvme) {
+        o.offload_param.nvme_path = absl::StrCat(root, "/", n++);
+        std::filesystem::create_directories(o.offload_param.nvme_path);
+      }
+      o.comm_timeout_seconds = 10;  // a rank that fails leaves its peers waiting
+      ExpectSame(TrainOn(o, 4, StandinSpec(), CommKind::kNcclShaped), ref,
+                 absl::StrCat(m.name, " offload_param ", OffloadDeviceName(where)));
     }
   }
 }

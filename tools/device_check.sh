@@ -13,7 +13,9 @@
 #      kernels, when the toolkit has it), the engine over MPI at 2 and 4
 #      ranks on the GPU, and (bundle) the Python extension built there from
 #      its one source file with that machine's pybind11 and Python, running
-#      the device tests and zero.torch on a CUDA model against plain torch;
+#      the device tests and zero.torch on a CUDA model (and a GPT-shaped
+#      one, step times against plain torch on the same GPU) against plain
+#      torch;
 #   3. benchmark every kernel against a device-to-device cudaMemcpy in the
 #      same run (bench/cuda/cuda_kernels_bench.cc; fused Adam and casts
 #      target >= 85% of the copy's GB/s), and the engine's step per stage
@@ -191,6 +193,12 @@ if [ "$built_with" = bundle ]; then
         -np "$np" -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX \
         --mca btl self,vader "$BUNDLE/bin/mpi_engine_main" --device cuda
     done
+    # The NCCL dead peer (core/comm/nccl_dead_peer_test.sh, issue 15 fix 5):
+    # two ranks, rank 1 never joins NCCL, rank 0 must time out. Without it
+    # the bundle only ever ran that case at world 1, where it skips.
+    run_case nccl_dead_peer_test 60 "$BUNDLE/ompi/bin/mpirun" --oversubscribe \
+      -np 2 -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX \
+      --mca btl self,vader "$BUNDLE/bin/nccl_communicator_test" --gtest_filter='NcclDeadPeer.*'
   fi
   # The Python extension from its one source file, with this machine's
   # pybind11 and Python, then the device tests and zero.torch on CUDA.
@@ -223,13 +231,17 @@ if [ "$built_with" = bundle ]; then
         if ! "$PYTHON" -c 'import pytest' > /dev/null 2>&1 && [ -d "$BUNDLE/python" ]; then
           pypath="$pypath:$BUNDLE/python"
         fi
-        PYTHONPATH="$pypath" ZERO_TORCH_CUDA=1 \
+        # zero.torch on a CUDA GPT-shaped model against plain torch on the
+        # same GPU writes its step times there (torch_device_test.py).
+        : > "$WORK/torch_timing.jsonl"
+        PYTHONPATH="$pypath" ZERO_TORCH_CUDA=1 ZERO_TORCH_TIMING_OUT="$WORK/torch_timing.jsonl" \
           timeout "$(budget 150)" "$PYTHON" -m pytest -q -rs \
           bindings/python/tests/device_test.py bindings/python/tests/torch_device_test.py \
           > "$LOGDIR/python_device_tests.log" 2>&1
         rc=$?
         line=$(grep -E '(passed|failed)' "$LOGDIR/python_device_tests.log" | tail -1)
         emit "{\"kind\":\"test\",\"target\":\"python device_test + torch_device_test\",\"status\":\"$([ $rc -eq 0 ] && echo PASSED || echo FAILED)\",\"result\":\"$(json_str "$line")\",\"seconds\":$(( $(date +%s) - t0 ))}"
+        while IFS= read -r tl; do emit "$tl"; done < "$WORK/torch_timing.jsonl"
         [ $rc -eq 0 ] || failed=1
       fi
     else

@@ -41,13 +41,13 @@ ABSL="-labsl_statusor -labsl_status -labsl_cord -labsl_cordz_info -labsl_cord_in
 sources() {
   case "$1" in
     config) echo core/config/config.cc core/config/ds_config.cc core/config/json_reader.cc ;;
-    manifest) echo core/ckpt/manifest.cc core/ckpt/file_util.cc core/common/errno_status.cc ;;
+    manifest) echo core/ckpt/manifest.cc core/ckpt/file_util.cc core/common/errno_status.cc core/common/io_fault.cc ;;
     shard_file) echo core/ckpt/shard_file.cc core/ckpt/manifest.cc core/ckpt/file_util.cc \
-                     core/common/errno_status.cc ;;
+                     core/common/errno_status.cc core/common/io_fault.cc ;;
     safetensors) echo core/ckpt/safetensors_reader.cc core/ckpt/file_util.cc \
-                      core/common/errno_status.cc ;;
+                      core/common/errno_status.cc core/common/io_fault.cc ;;
     make_seeds) echo core/ckpt/shard_file.cc core/ckpt/manifest.cc core/ckpt/file_util.cc \
-                     core/common/errno_status.cc ;;
+                     core/common/errno_status.cc core/common/io_fault.cc ;;
   esac
 }
 
@@ -112,8 +112,13 @@ print(json.dumps({"target": sys.argv[1], "execs": e, "seconds": round(s, 1),
 }
 
 run_hostfile() {
-  local limit=$1
-  if ! python3 -c 'import atheris' 2>/dev/null; then
+  local limit=$1 py=""
+  # tools/install_deps.sh installs atheris for /usr/bin/python3, which need
+  # not be the python3 first on PATH (pyenv).
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import atheris' 2>/dev/null; then py=$p; break; fi
+  done
+  if [ -z "$py" ]; then
     echo '{"target": "hostfile", "skipped": "atheris not installed"}'
     return 0
   fi
@@ -122,7 +127,7 @@ run_hostfile() {
   log="$dir/fuzz.log"
   start=$(date +%s.%N)
   set +e
-  python3 tests/fuzz/hostfile_fuzz.py "$dir/corpus" tests/fuzz/corpus/hostfile "$limit" \
+  "$py" tests/fuzz/hostfile_fuzz.py "$dir/corpus" tests/fuzz/corpus/hostfile "$limit" \
     -max_len=1024 -timeout=10 -print_final_stats=1 -artifact_prefix="$dir/" >"$log" 2>&1
   rc=$?
   set -e

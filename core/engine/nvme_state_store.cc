@@ -84,6 +84,14 @@ absl::Status NvmeStateStore::Update(const OptimizerUpdate& u) {
       u.agree);
 }
 
+std::vector<UpdatePiece> NvmeStateStore::UpdateOrder() const {
+  std::vector<UpdatePiece> order;
+  for (const offload::NvmeTier::Chunk& c : tier_->chunks()) {
+    order.push_back(UpdatePiece{c.group, c.begin, c.len});
+  }
+  return order;
+}
+
 absl::Status NvmeStateStore::Read(int g, int array, int64_t begin, int64_t len, float* out) {
   return tier_->ReadRange(g, array, begin, len, out);
 }

@@ -20,6 +20,7 @@ class NvmeStateStore : public OptimizerStateStore {
 
   absl::Status Initialize(const InitVisitor& init) override;
   absl::Status Update(const OptimizerUpdate& u) override;
+  std::vector<UpdatePiece> UpdateOrder() const override;
   absl::Status Read(int g, int array, int64_t begin, int64_t len, float* out) override;
   absl::Status Write(int g, int array, int64_t begin, int64_t len, const float* in) override;
   absl::StatusOr<const float*> MasterOnDevice(int g, int64_t begin, int64_t len,

@@ -1,8 +1,11 @@
 #include "core/engine/optimizer_boundary.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <utility>
 
 #include "core/common/status_macros.h"
 #include "kernels/adam_math.h"
@@ -12,6 +15,8 @@ namespace zero {
 
 std::atomic<bool> g_fused_boundary{true};
 void SetFusedBoundary(bool on) { g_fused_boundary = on; }
+std::atomic<bool> g_update_io_pipeline{true};
+void SetUpdateIoPipeline(bool on) { g_update_io_pipeline = on; }
 
 OptimizerBoundary::OptimizerBoundary(EngineContext* ctx)
     : ctx_(ctx),
@@ -25,6 +30,7 @@ int64_t OptimizerBoundary::scratch_bytes() const {
   int64_t n = 0;
   for (const DeviceBuffer& b : g32_) n += b.bytes();
   n += stream_raw_.bytes() + stream_f32_.bytes();
+  if (pipeline_ != nullptr) n += pipeline_->buffer_bytes();
   return n;
 }
 
@@ -187,12 +193,34 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     if (host_working) sharded_->PutOwned(sharded_->OwnedWorking(g, begin), work, len);
     return absl::OkStatus();
   };
+  // Stage 3 streamed (gradients, and maybe working params, in files): the
+  // gradient reads ahead and the param-file writes behind run on IO threads
+  // while the caller updates, alongside the tier's own optimizer-state
+  // pipeline (core/engine/update_io_pipeline.h; issue 14's profile: the
+  // blocking ones were the update's exposed IO).
+  std::vector<UpdatePiece> order;
+  if (streamed && !device_staged && g_update_io_pipeline.load()) order = store_->UpdateOrder();
+  const bool piped = !order.empty();
+  if (piped) {
+    if (pipeline_ == nullptr) {
+      int64_t piece = 1;
+      for (const UpdatePiece& p : order) piece = std::max(piece, p.len);
+      pipeline_ = std::make_unique<UpdateIoPipeline>(
+          sharded_, device, es, c.offload_optimizer.buffer_count, piece);
+    }
+    RETURN_IF_ERROR(pipeline_->Begin(std::move(order), staged_working));
+  }
   u.on_device = [&](int g, int64_t begin, int64_t len, float* master, float* m,
                     float* v) -> absl::Status {
-    char* work = sharded_->OwnedWorking(g, begin);
-    if (staged_working) {
-      staged.resize(len * es);
-      work = staged.data();
+    char* work = nullptr;
+    if (piped && staged_working) {
+      ASSIGN_OR_RETURN(work, pipeline_->WorkBuffer());
+    } else {
+      work = sharded_->OwnedWorking(g, begin);
+      if (staged_working) {
+        staged.resize(len * es);
+        work = staged.data();
+      }
     }
     if (device_staged) {
       if (staged_dev.bytes() < static_cast<size_t>(len) * es) {
@@ -202,22 +230,30 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     }
     if (streamed) {
       // Pass 2 from the gradient file: this piece, raw.
-      RETURN_IF_ERROR(sharded_->ReadGradsRaw(g, begin, len, stream_raw_.data()));
+      void* raw_grads = stream_raw_.data();
+      if (piped) {
+        ASSIGN_OR_RETURN(raw_grads, pipeline_->Grads(g, begin, len));
+      } else {
+        RETURN_IF_ERROR(sharded_->ReadGradsRaw(g, begin, len, raw_grads));
+      }
       if (fused) {
         if (u.sgd_mode) {
-          device->SgdStepRawGrad(u.sgd, stream_raw_.data(), t, master, m, len, work, t, false);
+          device->SgdStepRawGrad(u.sgd, raw_grads, t, master, m, len, work, t, false);
         } else {
-          device->AdamStepRawGrad(u.adam, stream_raw_.data(), t, master, m, v, len, work, t,
-                                  false);
+          device->AdamStepRawGrad(u.adam, raw_grads, t, master, m, v, len, work, t, false);
         }
       } else {
         float* g32s = stream_f32_.data<float>();
-        device->ToF32(stream_raw_.data(), t, g32s, len, 1.0f);
+        device->ToF32(raw_grads, t, g32s, len, 1.0f);
         if (u.sgd_mode) {
           device->SgdStep(u.sgd, g32s, master, m, len, work, t);
         } else {
           device->AdamStep(u.adam, g32s, master, m, v, len, work, t);
         }
+      }
+      if (piped && staged_working) {
+        pipeline_->Land(g, begin, len);  // written behind; errors at Finish
+        return absl::OkStatus();
       }
       return land(g, begin, len, work);
     }
@@ -241,8 +277,13 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     return land(g, begin, len, work);
   };
   bool agreed = false;
+  absl::Status piped_io;  // the pipeline's first error, known before agreeing
   u.agree = [&](bool ok) -> absl::StatusOr<bool> {
     agreed = true;
+    if (piped) {
+      piped_io = pipeline_->Finish();  // every write landed (or failed) first
+      ok = ok && piped_io.ok();
+    }
     if (world == 1) return ok;
     double failed = ok ? 0.0 : 1.0;
     RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit([&] {
@@ -256,6 +297,15 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   {
     ScopedPhase timer(ctx_->recorder, Phase::kUpdate);
     updated = store_->Update(u);
+  }
+  if (piped) {
+    // Nothing in flight past here. A failed gradient read or param write
+    // is the cause: the tier, told only that the step did not agree, says
+    // "another rank failed".
+    if (piped_io.ok()) piped_io = pipeline_->Finish();
+    if (!piped_io.ok() && (updated.ok() || updated.code() == absl::StatusCode::kAborted)) {
+      updated = piped_io;
+    }
   }
   if (!agreed && staged_working) {
     // A store in memory does not agree; a param file's write may still

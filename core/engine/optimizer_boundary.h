@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -20,6 +21,7 @@
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/param_coordinator.h"
 #include "core/engine/sharded_state.h"
+#include "core/engine/update_io_pipeline.h"
 #include "core/optim/loss_scaler.h"
 #include "core/optim/lr_schedule.h"
 
@@ -47,6 +49,14 @@ struct StepCounters {
 // that checks they agree (process-wide, read at each boundary).
 void SetFusedBoundary(bool on);
 extern std::atomic<bool> g_fused_boundary;
+
+// Whether stage 3's streamed update (gradients and working params in files)
+// reads gradients ahead and writes working copies behind on IO threads
+// (core/engine/update_io_pipeline.h; the default) or blocking on the
+// caller's thread, as before. Same bits; the switch is for the benchmark's
+// side-by-side runs and the test that checks they agree.
+void SetUpdateIoPipeline(bool on);
+extern std::atomic<bool> g_update_io_pipeline;
 
 class OptimizerBoundary {
  public:
@@ -98,6 +108,8 @@ class OptimizerBoundary {
   // One group's gradients, raw and fp32, when they stream from files
   // (ShardedState::grads_on_nvme).
   DeviceBuffer stream_raw_, stream_f32_;
+  // The streamed update's read-ahead and write-behind (made at the first step).
+  std::unique_ptr<UpdateIoPipeline> pipeline_;
 };
 
 }  // namespace zero

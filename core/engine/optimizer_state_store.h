@@ -51,6 +51,12 @@ struct OptimizerUpdate {
   std::function<absl::StatusOr<bool>(bool ok)> agree;
 };
 
+// One piece of an update: elements [begin, begin+len) of group `group`.
+struct UpdatePiece {
+  int group = 0;
+  int64_t begin = 0, len = 0;
+};
+
 struct StateStoreStats {
   int64_t master_bytes = 0, optimizer_bytes = 0;  // resident in memory
   int64_t device_buffer_bytes = 0;  // the store's own device buffers
@@ -66,6 +72,10 @@ class OptimizerStateStore {
   // Master from the init values, moments zero.
   virtual absl::Status Initialize(const InitVisitor& init) = 0;
   virtual absl::Status Update(const OptimizerUpdate& u) = 0;
+  // The pieces Update hands to on_device, in order, when the store knows
+  // them ahead (NVMe: its chunks), so the caller can read their gradients
+  // ahead (core/engine/update_io_pipeline.h); empty otherwise.
+  virtual std::vector<UpdatePiece> UpdateOrder() const { return {}; }
 
   // Owned elements [begin, begin+len) of array `array` of group g, to or
   // from host memory, wherever the state lives (checkpoints, read_master).

@@ -33,7 +33,7 @@ absl::Status ShardedState::Allocate() {
   // On the cpu device the shard is host memory already.
   host_params_ = stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kCpu &&
                  !d->host_accessible();
-  // (ZeRO++ on a device is refused at finalize, in Engine::Finalize.)
+  // (ZeRO++'s quantized gather uploads the own slice as GatherInto does.)
   // ZeRO-Offload's store writes the updated working copy straight into the
   // device's shard, which a param file does not have: refused by name.
   if (nvme_params && !d->host_accessible() &&

@@ -64,6 +64,16 @@ absl::Status ZeroPPGather::QuantizedGather(int li, void* dst) {
   if (t != DType::kF32) RETURN_IF_ERROR(Grow(d, &f32_, static_cast<size_t>(largest) * 4));
   std::vector<char> scratch;
   ASSIGN_OR_RETURN(const char* mine, sharded_->OwnSlice(li, &scratch));
+  // offload_param cpu/nvme beside a GPU: the own slice is host memory, which
+  // the device's cast and quantize kernels cannot read (a GPU faults); up
+  // first, as ShardedState::GatherInto does, freed on return.
+  DeviceBuffer up;
+  if (sharded_->shard_on_host()) {
+    const size_t own_bytes = static_cast<size_t>(counts[rank]) * es;
+    ASSIGN_OR_RETURN(up, DeviceBuffer::Make(d, std::max<size_t>(own_bytes, 1)));
+    if (own_bytes > 0) d->Copy(up.data(), mine, own_bytes);
+    mine = up.data<char>();
+  }
   char* packed = packed_.data<char>();
   const float* x = reinterpret_cast<const float*>(mine);
   if (t != DType::kF32) {

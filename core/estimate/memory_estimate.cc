@@ -184,6 +184,16 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     int64_t most = 1;
     for (int64_t len : owned) most = std::max(most, len);
     e.scratch_bytes = most * (es + 4);
+    // UpdateIoPipeline (after the first step): buffer_count gradient
+    // buffers of the largest sub-group, and as many working-copy buffers
+    // with offload_param nvme.
+    int64_t piece = 0;
+    for (int64_t len : owned) {
+      piece = std::max(piece, std::min<int64_t>(std::max<int64_t>(1, c.sub_group_size), len));
+    }
+    const int64_t depth = std::max(2, c.offload_optimizer.buffer_count);
+    const int64_t sets = c.offload_param.device == OffloadDevice::kNvme ? 2 : 1;
+    e.scratch_bytes += sets * depth * std::max<int64_t>(1, piece) * es;
   } else if (scatter || (c.dtype != DType::kF32 && topo.gpu)) {
     e.scratch_bytes = owned_total * 4;
   }

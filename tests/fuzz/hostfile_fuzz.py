@@ -72,6 +72,9 @@ def main():
         return replay(sys.argv[2:])
     import atheris  # noqa: E402
 
+    # Coverage feedback: without instrumenting the already imported launcher
+    # (and this file) atheris mutates blind and never grows a corpus.
+    atheris.instrument_all()
     atheris.Setup(sys.argv, test_one_input)
     atheris.Fuzz()
 

@@ -20,7 +20,15 @@
 
 namespace {
 
-// A directory holding the index under test and a valid shard beside it.
+// A directory holding a valid shard and, beside it, the index under test:
+// a symlink to a MemFile rewritten for each input (the reader resolves the
+// shards from the index's directory and knows an index by its ".json"
+// name, so it sees exactly what a real index there would give it).
+struct IndexFile {
+  zero::fuzz::MemFile contents;
+  std::string path;
+};
+
 const std::string& IndexDir() {
   static const std::string dir = [] {
     const char* base = std::getenv("TEST_TMPDIR");
@@ -38,6 +46,20 @@ const std::string& IndexDir() {
   return dir;
 }
 
+IndexFile& Index() {
+  static IndexFile* index = [] {
+    auto* f = new IndexFile();
+    f->path = IndexDir() + "/model.safetensors.index.json";
+    unlink(f->path.c_str());
+    if (symlink(f->contents.Path().c_str(), f->path.c_str()) != 0) {
+      std::perror("symlink");
+      std::abort();
+    }
+    return f;
+  }();
+  return *index;
+}
+
 int64_t FileSize(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
@@ -49,9 +71,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   std::string path;
   if (data[0] & 1) {
-    path = IndexDir() + "/model.safetensors.index.json";
-    std::ofstream(path, std::ios::binary | std::ios::trunc)
-        .write(reinterpret_cast<const char*>(data + 1), static_cast<std::streamsize>(size - 1));
+    Index().contents.Set(data + 1, size - 1);
+    path = Index().path;
   } else {
     path = zero::fuzz::AsFile(data + 1, size - 1);
   }
