@@ -96,8 +96,9 @@ def test_stage3_wrap_policy_gathers_per_block_with_fewer_hooks():
                                           (3, torch.nn.Linear)])
 def test_steady_steps_make_no_placeholders_or_gradient_views(stage, policy,
                                                              monkeypatch):
-    """Issue 18: once warm, a step makes no placeholder (stage 3: each
-    param's is made once) and no new view of a gradient buffer (their
+    """Issue 18: once warm, a step registers no hook (they are registered
+    at initialize), makes no placeholder (stage 3: each param's is made
+    once) and no new view of a gradient buffer (their
     addresses repeat, so the cached tensors are reused); training stays that
     of plain torch (gradients written anywhere but the runtime's buffers
     would not train)."""
@@ -116,8 +117,18 @@ def test_steady_steps_make_no_placeholders_or_gradient_views(stage, policy,
         def no_placeholder(*a, **k):
             raise AssertionError("a placeholder made during a steady step")
 
+        def no_hook(*a, **k):
+            raise AssertionError("a hook registered during a steady step")
+
         monkeypatch.setattr(zt, "_placeholder", no_placeholder)
+        hooks = len(engine._hooks)
+        for owner, name in ((torch.nn.Module, "register_forward_pre_hook"),
+                            (torch.nn.Module, "register_forward_hook"),
+                            (torch.nn.Module, "register_full_backward_hook"),
+                            (torch.Tensor, "register_hook")):
+            monkeypatch.setattr(owner, name, no_hook)
         run(data[2:])
+        assert len(engine._hooks) == hooks
         assert engine._grad_views.made == made
         monkeypatch.undo()
         params = engine.full_state_dict()
