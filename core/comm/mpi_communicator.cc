@@ -599,6 +599,11 @@ class MpiCommunicator : public Communicator {
 
   // Direct mode: the blocking call on this thread, the watchdog armed.
   absl::Status Direct(const char* what, const Job& job) {
+    return DirectCall(what, [&] { return worker_->Execute(job); });
+  }
+
+  template <typename F>
+  absl::Status DirectCall(const char* what, F call) {
     slot_->timeout_s = timeout_seconds_;
     slot_->what.store(what, std::memory_order_relaxed);
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -608,9 +613,9 @@ class MpiCommunicator : public Communicator {
     int rc;
     if (g_serialize.load(std::memory_order_relaxed)) {
       std::lock_guard<std::mutex> serial(g_serial_mu);
-      rc = worker_->Execute(job);
+      rc = call();
     } else {
-      rc = worker_->Execute(job);
+      rc = call();
     }
     slot_->deadline_ns.store(0, std::memory_order_release);
     if (rc != MPI_SUCCESS) {
@@ -630,6 +635,9 @@ class MpiCommunicator : public Communicator {
       return absl::InternalError(
           absl::StrCat("mpi communicator: ", what, ": ", MpiError(rc)));
     }
+    // Direct mode: MPI_Wait, the watchdog keeping the deadline (the same
+    // request, so the same algorithm and bits; no polling, yields or sleeps).
+    if (slot_) return DirectCall(what, [&] { return MPI_Wait(req, MPI_STATUS_IGNORE); });
     const auto start = Clock::now();
     bool backoff = false;
     const auto deadline =
