@@ -13,7 +13,11 @@
 # shared 2-core machine it is compute-bound, so the ratio says little about
 # the disk; figures are noisy).
 #   bash bench/infinity_bench.sh [DIR=/tmp] [--big]     (SIZES="4 8" to choose layers;
-#   BREAKDOWN=1 adds the step's wall_clock_breakdown lines and grad_fill_s)
+#   BREAKDOWN=1 adds the step's wall_clock_breakdown lines and grad_fill_s;
+#   PIPELINE=0 runs the update's gradient reads and param writes blocking
+#   on the caller's thread, as before core/engine/update_io_pipeline;
+#   AB=REPS instead runs the last size REPS times with PIPELINE 0 and 1
+#   interleaved, each followed by its own raw O_DIRECT measurement)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base="${1:-/tmp}"; big="${2:-}"
@@ -23,9 +27,48 @@ trap 'rm -rf "$dir"' EXIT
 sizes="${SIZES:-4 8 15}"   # layers x 8192^2 = 0.27B, 0.54B, 1.01B
 [ "$big" = "--big" ] && sizes="$sizes 45"   # 3.02B (SIZES=" " --big: that one alone)
 out=$(mktemp)
+run() {  # layers pipeline
+  bazel-bin/tests/infinity_rss_main --layers "$1" --hidden 8192 --nvme "$dir" \
+    --dtype bf16 --steps 1 --breakdown "${BREAKDOWN:-0}" --pipeline "$2"
+}
+if [ -n "${AB:-}" ]; then
+  last=${sizes##* }
+  for rep in $(seq "$AB"); do
+    for p in 0 1; do
+      echo "{\"bench\": \"infinity_ab\", \"rep\": $rep, \"pipeline\": $p, \"loadavg\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+      run "$last" "$p" | grep '^{' > "$out"
+      cat "$out"
+      python3 - "$out" "$dir" <<'PY'
+import json, mmap, os, sys, time
+b = json.loads(open(sys.argv[1]).readline())
+vol = min(b["step_disk_bytes"], 8 << 30) // 2
+path = os.path.join(sys.argv[2], "raw.bin")
+blk = 8 << 20
+buf = mmap.mmap(-1, blk)
+fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o600)
+t = time.time()
+for off in range(0, vol, blk):
+    os.pwrite(fd, buf, off)
+os.fsync(fd)
+tw = time.time() - t
+t = time.time()
+for off in range(0, vol, blk):
+    os.preadv(fd, [buf], off)
+tr = time.time() - t
+os.close(fd)
+os.unlink(path)
+raw = 2 * vol / (tw + tr)
+step_rate = b["step_disk_bytes"] / max(b["step_s"], 1e-9)
+print(json.dumps({"bench": "infinity_io", "raw_odirect_bytes_per_s": int(raw),
+                  "raw_write_bytes_per_s": int(vol / tw), "raw_read_bytes_per_s": int(vol / tr),
+                  "step_io_bytes_per_s": int(step_rate), "ratio": round(step_rate / raw, 3)}))
+PY
+    done
+  done
+  exit 0
+fi
 for layers in $sizes; do
-  bazel-bin/tests/infinity_rss_main --layers "$layers" --hidden 8192 --nvme "$dir" \
-    --dtype bf16 --steps 1 --breakdown "${BREAKDOWN:-0}" | tee -a "$out"
+  run "$layers" "${PIPELINE:-1}" | tee -a "$out"
 done
 python3 - "$out" "$dir" <<'PY'
 import json, mmap, os, sys, time

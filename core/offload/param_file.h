@@ -54,6 +54,7 @@ class ParamFile {
  private:
   ParamFile() = default;
   absl::Status Io(int slot, int64_t offset, int64_t len, char* data, bool write);
+  absl::Status Move(int slot, int64_t offset, int64_t len, char* data, bool write);  // mu_ held
   absl::Status CheckSize() const;
 
   std::string path_;
