@@ -568,6 +568,58 @@ TEST(StandinDevice, NvmeOptimizerStateEqualsPlainCpuEngineBitwise) {
   }
 }
 
+// offload_optimizer "nvme" with device state and pin_memory: the tier's
+// O_DIRECT buffers are the host staging, page-locked through the device
+// (NVMe <-> pinned host <-> device): the device's stats count them (they
+// were plain aligned_alloc, 0 pinned bytes), without pin_memory nothing is
+// pinned, and both stay bitwise equal to the plain CPU engine.
+TEST(StandinDevice, NvmeOptimizerStagingIsPinnedThroughTheDevice) {
+  const std::string root =
+      absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
+                   "/standin_nvme_pinned");
+  for (int world : {1, 2}) {
+    for (bool pin : {false, true}) {
+      Config c = Cfg(2, DType::kBF16);
+      c.offload_optimizer.device = OffloadDevice::kNvme;
+      c.offload_optimizer.pin_memory = pin;
+      c.sub_group_size = 37;  // several pieces, buffer_count buffers
+      const std::string tag = absl::StrCat("w", world, pin ? "pin" : "plain");
+      Config pc = c;
+      pc.offload_optimizer.nvme_path = absl::StrCat(root, "/cpu_", tag);
+      std::filesystem::create_directories(pc.offload_optimizer.nvme_path);
+      MlpSpec plain;
+      plain.steps = 6;
+      std::vector<MlpResult> ref = TrainAll(pc, world, plain);
+      c.offload_optimizer.nvme_path = absl::StrCat(root, "/", tag);
+      std::filesystem::create_directories(c.offload_optimizer.nvme_path);
+      MlpSpec spec = StandinSpec();
+      std::mutex mu;
+      int checked = 0;
+      spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
+        if (step == 2 && index == -1) {
+          const int64_t staging = e->Stats().optimizer_bytes;  // the tier's buffers
+          const int64_t pinned = e->device()->memory_stats().pinned_host_bytes;
+          std::lock_guard<std::mutex> l(mu);
+          ++checked;
+          EXPECT_GT(staging, 0);
+          if (pin) {
+            // Each buffer is asked for with 4 KiB to spare, for O_DIRECT's
+            // alignment.
+            EXPECT_GE(pinned, staging) << "rank " << e->Stats().rank;
+            EXPECT_LE(pinned, staging + c.offload_optimizer.buffer_count * 4096);
+          } else {
+            EXPECT_EQ(pinned, 0) << "rank " << e->Stats().rank;
+          }
+        }
+        return absl::OkStatus();
+      };
+      ExpectSame(TrainOn(c, world, spec, CommKind::kNcclShaped), ref,
+                 absl::StrCat("nvme staging world ", world, pin ? " pinned" : " plain"));
+      EXPECT_EQ(checked, world);
+    }
+  }
+}
+
 // offload_param "nvme" with device state (stage 3): the own shard in param
 // files read through host staging and uploaded for each gather, the update
 // written from device staging; with offload_optimizer none / nvme (cpu is
