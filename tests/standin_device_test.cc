@@ -398,6 +398,44 @@ TEST(StandinDevice, OffloadParamCpuEqualsPlainCpuEngineBitwise) {
   }
 }
 
+// offload_param "cpu" along the prefetch trace: a prefetched gather's own
+// slice goes up on the stand-in's copy stream when the prefetch is
+// scheduled, and the gather waits for its event. The copy queue runs only
+// when the compute queue reaches that wait, so a gather that did not wait
+// all-gathers unwritten bytes and the copies land later in freed device
+// memory (checked: without the wait this test dies, SIGSEGV); bitwise equal to the plain CPU
+// engine, with async uploads actually issued (none before: the upload was a
+// synchronous Copy on the comm-stream thread).
+TEST(StandinDevice, OffloadParamCpuUploadsOnTheCopyStreamAlongThePrefetchTrace) {
+  for (int world : {1, 2}) {
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      MlpSpec plain;
+      plain.steps = 6;
+      std::vector<MlpResult> ref = TrainAll(Cfg(3, t), world, plain);
+      Config c = Cfg(3, t);
+      c.offload_param.device = OffloadDevice::kCpu;
+      c.offload_param.pin_memory = true;
+      for (CommKind k : {CommKind::kStaging, CommKind::kNcclShaped}) {
+        MlpSpec spec = StandinSpec();
+        std::mutex mu;
+        std::vector<int64_t> issued(world, -1);
+        spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
+          if (step == 5 && index == -1) {
+            auto* g = dynamic_cast<GuardedDevice*>(e->device());
+            std::lock_guard<std::mutex> l(mu);
+            issued[e->Stats().rank] = g ? g->async_uploads_issued() : -1;
+          }
+          return absl::OkStatus();
+        };
+        const std::string what = absl::StrCat("world ", world, " ", DTypeName(t),
+                                              k == CommKind::kStaging ? " staging" : " nccl-shaped");
+        ExpectSame(TrainOn(c, world, spec, k), ref, what);
+        for (int r = 0; r < world; ++r) EXPECT_GT(issued[r], 0) << what << " rank " << r;
+      }
+    }
+  }
+}
+
 // Every param persistent: their refresh after each step goes in coalesced
 // all-gathers, whose own slices come from the host shard (offload_param
 // cpu leaves the device working copy empty; reading it instead read past a
