@@ -102,6 +102,12 @@ class Device {
                           bool accumulate) = 0;
   // Sum of squares in double; waits for the result.
   virtual double SumSquares(const void* x, DType t, int64_t n) = 0;
+  // ToF32(x, kF32, x, n, scale) then SumSquares(x, kF32, n), the same bits;
+  // the CPU device does both in one pass.
+  virtual double ScaleSumSquares(float* x, int64_t n, float scale) {
+    ToF32(x, DType::kF32, x, n, scale);
+    return SumSquares(x, DType::kF32, n);
+  }
   // Host fp32 <-> device values of dtype t (uploads and downloads).
   virtual void UploadF32(const float* host, void* dst, DType t, int64_t n) = 0;
   virtual void DownloadF32(const void* src, DType t, float* host,
