@@ -610,7 +610,8 @@ TEST(StandinDevice, NvmeOptimizerStateEqualsPlainCpuEngineBitwise) {
 // O_DIRECT buffers are the host staging, page-locked through the device
 // (NVMe <-> pinned host <-> device): the device's stats count them (they
 // were plain aligned_alloc, 0 pinned bytes), without pin_memory nothing is
-// pinned, and both stay bitwise equal to the plain CPU engine.
+// pinned, and both stay bitwise equal to the plain CPU engine. Piece k+1
+// goes up on the copy stream while piece k is updated.
 TEST(StandinDevice, NvmeOptimizerStagingIsPinnedThroughTheDevice) {
   const std::string root =
       absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
@@ -637,9 +638,15 @@ TEST(StandinDevice, NvmeOptimizerStagingIsPinnedThroughTheDevice) {
         if (step == 2 && index == -1) {
           const int64_t staging = e->Stats().optimizer_bytes;  // the tier's buffers
           const int64_t pinned = e->device()->memory_stats().pinned_host_bytes;
+          auto* g = dynamic_cast<GuardedDevice*>(e->device());
           std::lock_guard<std::mutex> l(mu);
           ++checked;
           EXPECT_GT(staging, 0);
+          // Pieces after the first went up on the copy stream while the
+          // one before was updated (NVMe <-> pinned host <-> device,
+          // pipelined); a piece that did not wait for its upload would
+          // update stale bytes (the copy queue runs only at the wait).
+          EXPECT_GT(g ? g->async_uploads_issued() : -1, 0) << "rank " << e->Stats().rank;
           if (pin) {
             // Each buffer is asked for with 4 KiB to spare, for O_DIRECT's
             // alignment.
