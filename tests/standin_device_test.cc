@@ -398,6 +398,44 @@ TEST(StandinDevice, OffloadParamCpuEqualsPlainCpuEngineBitwise) {
   }
 }
 
+// offload_param "cpu" along the prefetch trace: a prefetched gather's own
+// slice goes up on the stand-in's copy stream when the prefetch is
+// scheduled, and the gather waits for its event. The copy queue runs only
+// when the compute queue reaches that wait, so a gather that did not wait
+// all-gathers unwritten bytes and the copies land later in freed device
+// memory (checked: without the wait this test dies, SIGSEGV); bitwise equal to the plain CPU
+// engine, with async uploads actually issued (none before: the upload was a
+// synchronous Copy on the comm-stream thread).
+TEST(StandinDevice, OffloadParamCpuUploadsOnTheCopyStreamAlongThePrefetchTrace) {
+  for (int world : {1, 2}) {
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      MlpSpec plain;
+      plain.steps = 6;
+      std::vector<MlpResult> ref = TrainAll(Cfg(3, t), world, plain);
+      Config c = Cfg(3, t);
+      c.offload_param.device = OffloadDevice::kCpu;
+      c.offload_param.pin_memory = true;
+      for (CommKind k : {CommKind::kStaging, CommKind::kNcclShaped}) {
+        MlpSpec spec = StandinSpec();
+        std::mutex mu;
+        std::vector<int64_t> issued(world, -1);
+        spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
+          if (step == 5 && index == -1) {
+            auto* g = dynamic_cast<GuardedDevice*>(e->device());
+            std::lock_guard<std::mutex> l(mu);
+            issued[e->Stats().rank] = g ? g->async_uploads_issued() : -1;
+          }
+          return absl::OkStatus();
+        };
+        const std::string what = absl::StrCat("world ", world, " ", DTypeName(t),
+                                              k == CommKind::kStaging ? " staging" : " nccl-shaped");
+        ExpectSame(TrainOn(c, world, spec, k), ref, what);
+        for (int r = 0; r < world; ++r) EXPECT_GT(issued[r], 0) << what << " rank " << r;
+      }
+    }
+  }
+}
+
 // Every param persistent: their refresh after each step goes in coalesced
 // all-gathers, whose own slices come from the host shard (offload_param
 // cpu leaves the device working copy empty; reading it instead read past a
@@ -565,6 +603,58 @@ TEST(StandinDevice, NvmeOptimizerStateEqualsPlainCpuEngineBitwise) {
     ASSERT_TRUE(whole[r].ok()) << whole[r].status();
     ASSERT_TRUE(resumed[r].ok()) << resumed[r].status();
     EXPECT_EQ(MaxRelDiff(*resumed[r], *whole[r]), 0.0) << "rank " << r;
+  }
+}
+
+// offload_optimizer "nvme" with device state and pin_memory: the tier's
+// O_DIRECT buffers are the host staging, page-locked through the device
+// (NVMe <-> pinned host <-> device): the device's stats count them (they
+// were plain aligned_alloc, 0 pinned bytes), without pin_memory nothing is
+// pinned, and both stay bitwise equal to the plain CPU engine.
+TEST(StandinDevice, NvmeOptimizerStagingIsPinnedThroughTheDevice) {
+  const std::string root =
+      absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
+                   "/standin_nvme_pinned");
+  for (int world : {1, 2}) {
+    for (bool pin : {false, true}) {
+      Config c = Cfg(2, DType::kBF16);
+      c.offload_optimizer.device = OffloadDevice::kNvme;
+      c.offload_optimizer.pin_memory = pin;
+      c.sub_group_size = 37;  // several pieces, buffer_count buffers
+      const std::string tag = absl::StrCat("w", world, pin ? "pin" : "plain");
+      Config pc = c;
+      pc.offload_optimizer.nvme_path = absl::StrCat(root, "/cpu_", tag);
+      std::filesystem::create_directories(pc.offload_optimizer.nvme_path);
+      MlpSpec plain;
+      plain.steps = 6;
+      std::vector<MlpResult> ref = TrainAll(pc, world, plain);
+      c.offload_optimizer.nvme_path = absl::StrCat(root, "/", tag);
+      std::filesystem::create_directories(c.offload_optimizer.nvme_path);
+      MlpSpec spec = StandinSpec();
+      std::mutex mu;
+      int checked = 0;
+      spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
+        if (step == 2 && index == -1) {
+          const int64_t staging = e->Stats().optimizer_bytes;  // the tier's buffers
+          const int64_t pinned = e->device()->memory_stats().pinned_host_bytes;
+          std::lock_guard<std::mutex> l(mu);
+          ++checked;
+          EXPECT_GT(staging, 0);
+          if (pin) {
+            // Each buffer is asked for with 4 KiB to spare, for O_DIRECT's
+            // alignment.
+            EXPECT_GE(pinned, staging) << "rank " << e->Stats().rank;
+            EXPECT_LE(pinned, staging + c.offload_optimizer.buffer_count * 4096);
+          } else {
+            EXPECT_EQ(pinned, 0) << "rank " << e->Stats().rank;
+          }
+        }
+        return absl::OkStatus();
+      };
+      ExpectSame(TrainOn(c, world, spec, CommKind::kNcclShaped), ref,
+                 absl::StrCat("nvme staging world ", world, pin ? " pinned" : " plain"));
+      EXPECT_EQ(checked, world);
+    }
   }
 }
 

@@ -31,6 +31,15 @@ absl::Status NvmeStateStore::Create(const std::vector<int64_t>& owned_lens) {
   o.aio.block_size = ctx_->config.aio.block_size;
   o.aio.recorder = ctx_->recorder;
   o.progress = ctx_->progress;
+  if (staged()) {
+    // NVMe <-> host staging <-> device: the tier's buffers are the staging,
+    // page-locked through the device when pin_memory, so the copies to and
+    // from the GPU run at the link's speed (docs/ARCHITECTURE.md, "Offload").
+    Device* d = ctx_->device;
+    const bool pin = oc.pin_memory;
+    o.alloc_host = [d, pin](size_t bytes) { return d->AllocateHost(bytes, pin); };
+    o.free_host = [d, pin](void* p) { d->FreeHost(p, pin); };
+  }
   ASSIGN_OR_RETURN(tier_, offload::NvmeTier::Create(o, owned_lens));
   if (staged()) {  // the device buffer of the largest piece, for Update
     int64_t piece = 0;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -94,12 +95,28 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
   const int nbuf = std::max<int>(
       1, std::min<int64_t>(std::max(2, options.buffer_count), static_cast<int64_t>(t->chunks_.size())));
   for (int i = 0; i < nbuf; ++i) {
-    void* p = std::aligned_alloc(kAlign, static_cast<size_t>(t->buffer_bytes_));
+    void* p = nullptr;
+    char* aligned = nullptr;
+    if (options.alloc_host) {
+      absl::StatusOr<void*> h = options.alloc_host(static_cast<size_t>(t->buffer_bytes_ + kAlign));
+      if (!h.ok()) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "nvme offload: cannot allocate a ", t->buffer_bytes_, "-byte host buffer: ",
+            h.status().message()));
+      }
+      p = *h;
+      const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+      aligned = reinterpret_cast<char*>((a + kAlign - 1) / kAlign * kAlign);
+    } else {
+      p = std::aligned_alloc(kAlign, static_cast<size_t>(t->buffer_bytes_));
+      aligned = static_cast<char*>(p);
+    }
     if (p == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "nvme offload: cannot allocate a ", t->buffer_bytes_, "-byte host buffer"));
     }
-    t->buffers_.push_back(static_cast<char*>(p));
+    t->raw_buffers_.push_back(p);
+    t->buffers_.push_back(aligned);
   }
   t->stats_.host_bytes = t->stats_.host_high_water = nbuf * t->buffer_bytes_;
   if (direct && !t->fds_.empty()) {
@@ -132,7 +149,13 @@ NvmeTier::~NvmeTier() {
   aio_.reset();  // waits for IO in flight into the buffers
   for (int fd : fds_) ::close(fd);
   for (const std::string& p : paths_) ::unlink(p.c_str());
-  for (char* b : buffers_) std::free(b);
+  for (void* b : raw_buffers_) {
+    if (options_.free_host) {
+      options_.free_host(b);
+    } else {
+      std::free(b);
+    }
+  }
   claim_.reset();  // the lock file last
 }
 

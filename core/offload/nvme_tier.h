@@ -51,6 +51,12 @@ struct NvmeTierOptions {
   int64_t chunk_elems = 1;  // sub_group_size
   bool try_direct = true;   // O_DIRECT unless the file system refuses it
   AioOptions aio;
+  // Where the host buffers come from (null: aligned_alloc): with state on a
+  // GPU the engine's device, page-locked when pin_memory (NVMe <-> pinned
+  // host <-> device, docs/ARCHITECTURE.md "Offload"). The tier asks for
+  // 4 KiB more than it needs and aligns for O_DIRECT itself.
+  std::function<absl::StatusOr<void*>(size_t bytes)> alloc_host;
+  std::function<void(void* p)> free_host;
   // "nvme preallocate" after each file's blocks are reserved (Create),
   // "nvme initialize" after each chunk's first write (Initialize); false
   // cancels: the call fails with Cancelled.
@@ -130,7 +136,8 @@ class NvmeTier {
   int committed_ = 0;  // the slot holding the last completed step
   absl::Status damaged_;  // set by a failed in-place step
   std::unique_ptr<SwapDir> claim_;
-  std::vector<char*> buffers_;
+  std::vector<char*> buffers_;  // 4 KiB-aligned, inside raw_buffers_
+  std::vector<void*> raw_buffers_;  // as allocated (alloc_host or aligned_alloc)
   int64_t buffer_bytes_ = 0;
   NvmeTierStats stats_;
 };
