@@ -114,6 +114,21 @@ class Device {
                            int64_t n) = 0;
   virtual void Synchronize() = 0;
 
+  // Host -> device bytes on the device's copy stream (docs/ARCHITECTURE.md,
+  // "Offload": offload_param cpu uploads a slice along the prefetch trace),
+  // returning an event for WaitForUpload; nothing waits for the copy until
+  // then. `src` must stay unchanged and `dst` allocated until the event was
+  // waited for, and every event must be waited for exactly once. Default
+  // (async_uploads() false): a synchronous Copy and no event.
+  virtual bool async_uploads() const { return false; }
+  virtual void* UploadAsync(void* dst, const void* src, size_t bytes) {
+    Copy(dst, src, bytes);
+    return nullptr;
+  }
+  // Later work on the compute stream, and a communicator waiting on
+  // stream_handle(), see the upload of `event` (null: nothing to wait for).
+  virtual void WaitForUpload(void* event) { (void)event; }
+
   // The first error asynchronous work met (a failed kernel launch, a fault
   // on the device); OK if none. Errors are sticky: the engine turns one into
   // its own failure instead of reading garbage results (issue 15).
