@@ -65,7 +65,9 @@ class Attribution:
     forward and autograd's backward). zero.torch's hooks run inside torch's
     regions and are counted as zero_python there. The stage-3 guard (a
     TorchFunctionMode) runs inside the model's torch functions and is not
-    separated. Each wrapped call adds two perf_counter reads."""
+    separated. Times are the calling thread's CPU time (time.thread_time),
+    which other load on the machine disturbs far less than wall time; each
+    wrapped call adds two clock reads."""
 
     def __init__(self) -> None:
         self.stack: List[list] = []

@@ -398,6 +398,44 @@ TEST(StandinDevice, OffloadParamCpuEqualsPlainCpuEngineBitwise) {
   }
 }
 
+// offload_param "cpu" along the prefetch trace: a prefetched gather's own
+// slice goes up on the stand-in's copy stream when the prefetch is
+// scheduled, and the gather waits for its event. The copy queue runs only
+// when the compute queue reaches that wait, so a gather that did not wait
+// all-gathers unwritten bytes and the copies land later in freed device
+// memory (checked: without the wait this test dies, SIGSEGV); bitwise equal to the plain CPU
+// engine, with async uploads actually issued (none before: the upload was a
+// synchronous Copy on the comm-stream thread).
+TEST(StandinDevice, OffloadParamCpuUploadsOnTheCopyStreamAlongThePrefetchTrace) {
+  for (int world : {1, 2}) {
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      MlpSpec plain;
+      plain.steps = 6;
+      std::vector<MlpResult> ref = TrainAll(Cfg(3, t), world, plain);
+      Config c = Cfg(3, t);
+      c.offload_param.device = OffloadDevice::kCpu;
+      c.offload_param.pin_memory = true;
+      for (CommKind k : {CommKind::kStaging, CommKind::kNcclShaped}) {
+        MlpSpec spec = StandinSpec();
+        std::mutex mu;
+        std::vector<int64_t> issued(world, -1);
+        spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
+          if (step == 5 && index == -1) {
+            auto* g = dynamic_cast<GuardedDevice*>(e->device());
+            std::lock_guard<std::mutex> l(mu);
+            issued[e->Stats().rank] = g ? g->async_uploads_issued() : -1;
+          }
+          return absl::OkStatus();
+        };
+        const std::string what = absl::StrCat("world ", world, " ", DTypeName(t),
+                                              k == CommKind::kStaging ? " staging" : " nccl-shaped");
+        ExpectSame(TrainOn(c, world, spec, k), ref, what);
+        for (int r = 0; r < world; ++r) EXPECT_GT(issued[r], 0) << what << " rank " << r;
+      }
+    }
+  }
+}
+
 // Every param persistent: their refresh after each step goes in coalesced
 // all-gathers, whose own slices come from the host shard (offload_param
 // cpu leaves the device working copy empty; reading it instead read past a
@@ -572,7 +610,8 @@ TEST(StandinDevice, NvmeOptimizerStateEqualsPlainCpuEngineBitwise) {
 // O_DIRECT buffers are the host staging, page-locked through the device
 // (NVMe <-> pinned host <-> device): the device's stats count them (they
 // were plain aligned_alloc, 0 pinned bytes), without pin_memory nothing is
-// pinned, and both stay bitwise equal to the plain CPU engine.
+// pinned, and both stay bitwise equal to the plain CPU engine. Piece k+1
+// goes up on the copy stream while piece k is updated.
 TEST(StandinDevice, NvmeOptimizerStagingIsPinnedThroughTheDevice) {
   const std::string root =
       absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
@@ -599,9 +638,15 @@ TEST(StandinDevice, NvmeOptimizerStagingIsPinnedThroughTheDevice) {
         if (step == 2 && index == -1) {
           const int64_t staging = e->Stats().optimizer_bytes;  // the tier's buffers
           const int64_t pinned = e->device()->memory_stats().pinned_host_bytes;
+          auto* g = dynamic_cast<GuardedDevice*>(e->device());
           std::lock_guard<std::mutex> l(mu);
           ++checked;
           EXPECT_GT(staging, 0);
+          // Pieces after the first went up on the copy stream while the
+          // one before was updated (NVMe <-> pinned host <-> device,
+          // pipelined); a piece that did not wait for its upload would
+          // update stale bytes (the copy queue runs only at the wait).
+          EXPECT_GT(g ? g->async_uploads_issued() : -1, 0) << "rank " << e->Stats().rank;
           if (pin) {
             // Each buffer is asked for with 4 KiB to spare, for O_DIRECT's
             // alignment.

@@ -253,7 +253,7 @@ struct WatchSlot {
   std::atomic<int64_t> deadline_ns{0};  // 0: no call in MPI
   std::atomic<const char*> what{""};
   int rank = 0, world = 1;
-  double timeout_s = 0;
+  std::atomic<double> timeout_s{0};
 };
 
 class Watchdog {
@@ -286,7 +286,7 @@ class Watchdog {
             it = slots_.erase(it);
             continue;
           }
-          period = std::min(period, std::max(0.001, s->timeout_s / 4));
+          period = std::min(period, std::max(0.001, s->timeout_s.load() / 4));
           const int64_t d = s->deadline_ns.load(std::memory_order_acquire);
           if (d != 0 && now > d && !late) late = s;
           ++it;
@@ -303,7 +303,7 @@ class Watchdog {
                  "[zero] DEADLINE_EXCEEDED: mpi communicator: %s timed out after %g s on rank "
                  "%d of %d: a peer is dead or stuck (comm_timeout_seconds); the call blocks in "
                  "MPI (ZERO_MPI_WATCHDOG=1), so the job is ended\n",
-                 s.what.load(), s.timeout_s, s.rank, s.world);
+                 s.what.load(), s.timeout_s.load(), s.rank, s.world);
     std::fflush(stdout);
     std::fflush(stderr);
     // The peers that waited on the same collective time out within the
@@ -604,7 +604,7 @@ class MpiCommunicator : public Communicator {
 
   template <typename F>
   absl::Status DirectCall(const char* what, F call) {
-    slot_->timeout_s = timeout_seconds_;
+    slot_->timeout_s.store(timeout_seconds_, std::memory_order_relaxed);
     slot_->what.store(what, std::memory_order_relaxed);
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             Clock::now().time_since_epoch()).count();

@@ -445,8 +445,12 @@ absl::Status GradientReducer::ReduceLeftoversStage0() {
 }
 
 absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>& g32,
-                                                      bool zero_grads) {
+                                                      bool zero_grads, float* deferred_scale) {
   Device* d = ctx_->device;
+  // With a reduce-scatter the post-scale is a pass of its own over the
+  // shard: the caller may fold it into its next one instead.
+  const bool defer = deferred_scale != nullptr && ctx_->config.reduce_scatter;
+  if (deferred_scale != nullptr) *deferred_scale = defer ? post_scale_ : 1.0f;
   const DType t = ctx_->dtype();
   const size_t es = ctx_->es();
   const int world = ctx_->world;
@@ -469,7 +473,7 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
       if (ctx_->replicas > 1) {
         RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(out, shard, ReduceOp::kSum));
       }
-      d->ToF32(out, DType::kF32, out, shard, post_scale_);
+      if (!defer) d->ToF32(out, DType::kF32, out, shard, post_scale_);
       if (zero_grads) d->Memset0(local, static_cast<size_t>(world) * shard * es);
       continue;
     }
@@ -495,7 +499,7 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
         if (ctx_->replicas > 1) {  // hybrid sharding: over the groups too
           RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(out + a, len, ReduceOp::kSum));
         }
-        d->ToF32(out + a, DType::kF32, out + a, len, post_scale_);
+        if (!defer) d->ToF32(out + a, DType::kF32, out + a, len, post_scale_);
       } else {
         // All-reduce the chunk of every shard; keep this rank's.
         RETURN_IF_ERROR(AllReducePack(pack, world * len));

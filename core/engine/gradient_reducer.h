@@ -71,7 +71,11 @@ class GradientReducer {
   // averaged. `zero_grads`: the full local gradients are zeroed as they are
   // packed, or after the reduce-scatter when fp32 needs no pack (the
   // boundary's fused update then has nothing else to zero).
-  absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32, bool zero_grads);
+  // `deferred_scale` (may be null): with a reduce-scatter, the averaging
+  // scale is left to the caller (set here; 1 when nothing is left), who
+  // applies it in its pass over the shard (the boundary's sum of squares).
+  absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32, bool zero_grads,
+                                       float* deferred_scale = nullptr);
   // Stage1ReduceIsIdentity for this engine.
   bool Stage1IsIdentity() const;
 

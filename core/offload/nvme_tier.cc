@@ -230,8 +230,27 @@ absl::Status NvmeTier::Initialize(const ChunkFn& fn) {
   return first;
 }
 
+NvmeTier::Next NvmeTier::PeekNext() {
+  Next next;
+  const size_t j = update_k_ + 1;
+  if (update_rd_ == nullptr || j >= chunks_.size() || (*update_rd_)[j] == 0) return next;
+  // Read ahead keeps chunk k+1's read issued while fn(k) runs (ahead >= 1).
+  peeked_ = j;
+  peek_status_ = aio_->Wait((*update_rd_)[j]);
+  (*update_rd_)[j] = 0;
+  if (!peek_status_.ok()) return next;
+  const Chunk& c = chunks_[j];
+  char* buf = buffers_[j % buffers_.size()];
+  next.chunk = &c;
+  for (int a = 0; a < options_.num_arrays; ++a) {
+    next.arrays[a] = reinterpret_cast<float*>(buf + a * region_bytes(c));
+  }
+  return next;
+}
+
 absl::Status NvmeTier::Update(
     const ChunkFn& fn, const std::function<absl::StatusOr<bool>(bool)>& agree) {
+  peeked_ = static_cast<size_t>(-1);
   absl::Status first = CheckSizes();
   const size_t n = chunks_.size();
   const size_t B = buffers_.size();
@@ -251,8 +270,12 @@ absl::Status NvmeTier::Update(
       rd[j] = Io(chunks_[j], rslot, buffers_[j % B], false);
     }
     if (!first.ok()) break;
-    first.Update(aio_->Wait(rd[k]));
-    rd[k] = 0;
+    if (rd[k]) {
+      first.Update(aio_->Wait(rd[k]));
+      rd[k] = 0;
+    } else if (peeked_ == k) {
+      first.Update(peek_status_);  // read already waited for by PeekNext
+    }
     if (!first.ok()) break;
     const Chunk& c = chunks_[k];
     stats_.bytes_read += chunk_bytes(c);
@@ -261,7 +284,10 @@ absl::Status NvmeTier::Update(
     for (int a = 0; a < options_.num_arrays; ++a) {
       arrays[a] = reinterpret_cast<float*>(buf + a * region_bytes(c));
     }
+    update_rd_ = &rd;
+    update_k_ = k;
     first.Update(fn(c, arrays));
+    update_rd_ = nullptr;
     if (!first.ok()) break;
     wr[k] = Io(c, wslot, buf, true);
     stats_.bytes_written += chunk_bytes(c);

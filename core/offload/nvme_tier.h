@@ -103,6 +103,17 @@ class NvmeTier {
   absl::Status Update(const ChunkFn& fn,
                       const std::function<absl::StatusOr<bool>(bool)>& agree);
 
+  // Only inside Update's fn for chunk k: chunk k+1 once its read completed
+  // (waits for it) and its arrays, the buffer fn gets next, so a caller can
+  // start moving it (an upload to a GPU) while chunk k is updated. `chunk`
+  // is null for the last chunk, outside Update, or when the read failed
+  // (Update returns that error at chunk k+1).
+  struct Next {
+    const Chunk* chunk = nullptr;
+    float* arrays[3] = {nullptr, nullptr, nullptr};
+  };
+  Next PeekNext();
+
   // Whether a failed step left the files partly updated (one slot): every
   // later call fails.
   bool damaged() const { return !damaged_.ok(); }
@@ -140,6 +151,12 @@ class NvmeTier {
   std::vector<void*> raw_buffers_;  // as allocated (alloc_host or aligned_alloc)
   int64_t buffer_bytes_ = 0;
   NvmeTierStats stats_;
+  // Update's state for PeekNext: its read tickets, the chunk fn is on, and
+  // the chunk read early by PeekNext with that read's status.
+  std::vector<Aio::Ticket>* update_rd_ = nullptr;
+  size_t update_k_ = 0;
+  size_t peeked_ = static_cast<size_t>(-1);
+  absl::Status peek_status_;
 };
 
 }  // namespace offload
