@@ -54,7 +54,78 @@ EXAMPLES = os.path.join(os.path.dirname(HERE), "examples", "python")
 sys.path.insert(0, HERE)
 from torch_compare import free_port, peak_rss_mb, rss_mb  # noqa: E402
 
-MODES = ["zero1", "zero2", "zero3", "ddp", "ddp_zero_redundancy"]
+MODES = ["zero1", "zero2", "zero3", "zero3_wrap", "ddp", "ddp_zero_redundancy"]
+
+
+class Attribution:
+    """Where a zero.torch step's time goes, by self time (a region's time
+    less that of regions entered inside it): ``zero_python`` (zero.torch's
+    own Python: engine.forward/backward/step and its hooks), ``runtime``
+    (calls into the C runtime, ``zero._zero_c``) and ``torch`` (the model's
+    forward and autograd's backward). zero.torch's hooks run inside torch's
+    regions and are counted as zero_python there. The stage-3 guard (a
+    TorchFunctionMode) runs inside the model's torch functions and is not
+    separated. Times are the calling thread's CPU time (time.thread_time),
+    which other load on the machine disturbs far less than wall time; each
+    wrapped call adds two clock reads."""
+
+    def __init__(self) -> None:
+        self.stack: List[list] = []
+        self.self_s: Dict[str, float] = {}
+        self.calls: Dict[str, int] = {}
+
+    def wrap(self, cat: str, f):
+        stack, self_s, calls = self.stack, self.self_s, self.calls
+
+        def wrapped(*a, **k):
+            now = time.thread_time()
+            if stack:
+                top = stack[-1]
+                self_s[top[0]] = self_s.get(top[0], 0.0) + now - top[1]
+            stack.append([cat, now])
+            try:
+                return f(*a, **k)
+            finally:
+                end = time.thread_time()
+                c, t = stack.pop()
+                self_s[c] = self_s.get(c, 0.0) + end - t
+                calls[c] = calls.get(c, 0) + 1
+                if stack:
+                    stack[-1][1] = end
+        return wrapped
+
+    def take(self) -> Dict[str, float]:
+        out = {f"{k}_ms": v * 1e3 for k, v in self.self_s.items()}
+        out.update({f"{k}_calls": v for k, v in self.calls.items()})
+        self.self_s.clear()
+        self.calls.clear()
+        return out
+
+
+def instrument_zero_torch(att: Attribution) -> None:
+    """Before initialize: zero.torch's entry points and hooks (class level,
+    so the hooks registered at setup are the wrapped ones) and autograd."""
+    import torch
+    import zero.torch as zt
+
+    cls = zt.ZeroTorchEngine
+    for name in ("forward", "backward", "step", "_pre_forward", "_post_forward",
+                 "_gather_module", "_release_module", "_release_param",
+                 "_hand_in", "_on_param_use"):
+        setattr(cls, name, att.wrap("zero_python", getattr(cls, name)))
+    torch.autograd.backward = att.wrap("torch", torch.autograd.backward)
+
+
+class RuntimeProxy:
+    """Stands in for a zero.Engine's C module: each call is a runtime region."""
+
+    def __init__(self, inner, att: Attribution) -> None:
+        self._inner = inner
+        self._att = att
+
+    def __getattr__(self, name):
+        f = getattr(self._inner, name)
+        return self._att.wrap("runtime", f) if callable(f) else f
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -67,7 +138,8 @@ def worker(args: argparse.Namespace) -> None:
 
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
     world = int(os.environ["OMPI_COMM_WORLD_SIZE"])
-    mode = args.worker
+    full_mode = args.worker  # "MODE" or "MODE@LABEL" (--zero-path LABEL=DIR)
+    mode = full_mode.split("@")[0]
     if mode.startswith("zero"):
         import zero.torch as ds
     elif mode == "compute_only" or mode.startswith("comm_only"):
@@ -84,21 +156,24 @@ def worker(args: argparse.Namespace) -> None:
     n_params = sum(p.numel() for p in model.parameters())
     times: List[float] = []
     cpu_times: List[float] = []
+    thread_times: List[float] = []  # the calling thread's CPU time
     losses: List[float] = []
     extra: Dict[str, float] = {}
 
     if mode == "compute_only":
         for i, (x, y) in enumerate(data):
             xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
             loss = model(xs, ys)
             loss.backward()
             model.zero_grad(set_to_none=True)
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            dh = time.thread_time() - h0
             losses.append(loss.item())
             if i >= args.warmup:
                 times.append(dt)
                 cpu_times.append(dc)
+                thread_times.append(dh)
     elif mode.startswith("comm_only"):
         extra.update(comm_only(args, model, int(mode[-1]), world, times, cpu_times))
     elif mode.startswith("zero"):
@@ -121,23 +196,40 @@ def worker(args: argparse.Namespace) -> None:
                                 cfg, ranks_per_node=world, gpu=False)
             extra["estimated"] = {k: est[k] for k in MODEL_STATE}
         breakdowns: List[Dict[str, float]] = []
+        att = Attribution() if args.overhead else None
+        if att is not None:
+            instrument_zero_torch(att)
         engine, _, _, _ = ds.initialize(model=model,
                                         model_parameters=model.parameters(),
                                         config=cfg, wrap_policy=wrap)
         assert engine.world_size == world
+        if att is not None:
+            engine.zero._c = RuntimeProxy(engine.zero._c, att)
+            model.forward = att.wrap("torch", model.forward)
+            att.take()
+        parts: List[Dict[str, float]] = []
         for i, (x, y) in enumerate(data):
             xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
             loss = engine(xs, ys)
             engine.backward(loss)
             engine.step()
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            dh = time.thread_time() - h0
             losses.append(loss.item())
+            part = att.take() if att is not None else {}
             if i >= args.warmup:
                 times.append(dt)
                 cpu_times.append(dc)
+                thread_times.append(dh)
+                if att is not None:
+                    parts.append(part)
                 if args.observe:
                     breakdowns.append(engine.zero.step_breakdown())
+        if parts:
+            extra["overhead_per_step"] = {
+                k: round(statistics.median(p.get(k, 0) for p in parts), 3)
+                for k in sorted(set().union(*parts))}
         stats = engine.stats()
         extra["model_state_mb"] = (stats["master_bytes"] + stats["optimizer_bytes"]
                                    + stats["grad_bytes"] + stats["param_bytes"]) / 2**20
@@ -161,26 +253,30 @@ def worker(args: argparse.Namespace) -> None:
                                           **opt_args)
         for i, (x, y) in enumerate(data):
             xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
             opt.zero_grad(set_to_none=True)
             loss = ddp(xs, ys)
             loss.backward()
             opt.step()
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            dh = time.thread_time() - h0
             losses.append(loss.item())
             if i >= args.warmup:
                 times.append(dt)
                 cpu_times.append(dc)
+                thread_times.append(dh)
         dist.barrier()
         dist.destroy_process_group()
 
     peak = peak_rss_mb()
-    out = {"ranks": world, "mode": mode, "rank": rank, "params": n_params,
+    out = {"ranks": world, "mode": full_mode, "rank": rank, "params": n_params,
            "step_ms": statistics.median(times) * 1e3,
            "step_cpu_ms": statistics.median(cpu_times) * 1e3,
+           "step_thread_cpu_ms": (statistics.median(thread_times) * 1e3
+                                  if thread_times else None),
            "peak_rss_mb": peak, "baseline_rss_mb": baseline,
            "rss_growth_mb": peak - baseline, "losses": losses, **extra}
-    with open(os.path.join(args.outdir, f"{world}.{mode}.{rank}.json"), "w") as f:
+    with open(os.path.join(args.outdir, f"{world}.{full_mode}.{rank}.json"), "w") as f:
         json.dump(out, f)
 
 
@@ -243,8 +339,12 @@ def run_mode(args: argparse.Namespace, mpirun: str, ranks: int, mode: str,
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if args.mmap_threshold > 0:
         env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
+    # MODE@LABEL: zero from --zero-path LABEL=DIR (e.g. an older build), for
+    # side-by-side comparisons of two zero.torch versions in one run.
+    label = mode.split("@")[1] if "@" in mode else None
+    front = [dict(kv.split("=", 1) for kv in args.zero_path)[label]] if label else []
     env["PYTHONPATH"] = os.pathsep.join(
-        p for p in [env.get("PYTHONPATH", "")] + sys.path if p)
+        p for p in front + [env.get("PYTHONPATH", "")] + sys.path if p)
     cmd = [mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
            "--mca", "btl", "self,vader",
            "-x", "PYTHONPATH", "-x", "BENCH_PORT", "-x", "OMP_NUM_THREADS",
@@ -254,7 +354,8 @@ def run_mode(args: argparse.Namespace, mpirun: str, ranks: int, mode: str,
            "--heads", str(args.heads), "--ctx", str(args.ctx),
            "--batch", str(args.batch), "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--bucket", str(args.bucket),
-           *(["--observe"] if args.observe else [])]
+           *(["--observe"] if args.observe else []),
+           *(["--overhead"] if args.overhead else [])]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                               timeout=args.timeout)
@@ -278,6 +379,7 @@ def summary(rows: List[dict]) -> dict:
     return {"run": rows[0]["run"],
             "step_ms_max": max(r["step_ms"] for r in rows),
             "step_cpu_ms_max": max(r["step_cpu_ms"] for r in rows),
+            "step_thread_cpu_ms_max": max(r.get("step_thread_cpu_ms") or 0 for r in rows),
             "peak_rss_mb_max": max(r["peak_rss_mb"] for r in rows),
             "rss_growth_mb_max": max(r["rss_growth_mb"] for r in rows)}
 
@@ -321,9 +423,22 @@ def driver(args: argparse.Namespace) -> int:
         for mode, rows in results.items():
             s = {"summary": mode, "ranks": ranks, "params": rows[0]["params"],
                  **summary(rows)}
+            oh = [r["overhead_per_step"] for r in rows if "overhead_per_step" in r]
+            if oh:
+                s["overhead_per_step_max"] = {k: max(o.get(k, 0) for o in oh)
+                                              for k in sorted(set().union(*oh))}
+            zr = results.get("ddp_zero_redundancy")
+            if zr:
+                s["step_time_vs_ddp_zero_redundancy"] = (
+                    s["step_ms_max"] / summary(zr)["step_ms_max"])
+                s["step_cpu_vs_ddp_zero_redundancy"] = (
+                    s["step_cpu_ms_max"] / summary(zr)["step_cpu_ms_max"])
             if bsum:
                 s["step_time_vs_ddp"] = s["step_ms_max"] / bsum["step_ms_max"]
                 s["step_cpu_vs_ddp"] = s["step_cpu_ms_max"] / bsum["step_cpu_ms_max"]
+                if bsum["step_thread_cpu_ms_max"]:
+                    s["step_thread_cpu_vs_ddp"] = (s["step_thread_cpu_ms_max"]
+                                                   / bsum["step_thread_cpu_ms_max"])
                 s["peak_rss_vs_ddp"] = s["peak_rss_mb_max"] / bsum["peak_rss_mb_max"]
                 s["rss_growth_vs_ddp"] = s["rss_growth_mb_max"] / bsum["rss_growth_mb_max"]
                 s["loss_max_abs_diff_vs_ddp"] = max(
@@ -359,6 +474,11 @@ def main() -> int:
                     help="also compute_only, comm_only0..3, zero0")
     ap.add_argument("--observe", action="store_true",
                     help="zero modes: step breakdown, measured and estimated memory")
+    ap.add_argument("--overhead", action="store_true",
+                    help="zero modes: per step, the self time of zero.torch's own Python, "
+                         "of runtime calls and of torch (class Attribution)")
+    ap.add_argument("--zero-path", action="append", default=[], metavar="LABEL=DIR",
+                    help="a mode MODE@LABEL imports zero from DIR (repeatable)")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per run")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--outdir", help=argparse.SUPPRESS)

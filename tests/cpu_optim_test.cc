@@ -383,6 +383,31 @@ TEST(SumSquaresTest, DeterministicBlockedOrderAcrossTargetsAndThreads) {
       cpu::SetThreads(0);
     });
   }
+  // ScaleSumSquares (stage 1's averaging folded into pass 1): the same bits
+  // as the scale pass followed by SumSquares, in the array and the sum.
+  for (int64_t n : {int64_t{1}, int64_t{4097}, int64_t{32769}, int64_t{300007}}) {
+    for (float scale : {0.5f, 1.0f / 3.0f, 1.0f}) {
+      std::vector<float> x(n);
+      for (auto& v : x) v = nd(rng);
+      std::vector<float> want_x = x;
+      ForEachTarget([&] {
+        for (int threads : {1, 3}) {
+          cpu::SetThreads(threads);
+          std::vector<float> got_x = x;
+          cpu::ToF32(want_x.data(), DType::kF32, want_x.data(), n, scale);
+          const double want = cpu::SumSquares(want_x.data(), DType::kF32, n);
+          want_x = x;
+          const double got = cpu::ScaleSumSquares(got_x.data(), n, scale);
+          cpu::ToF32(want_x.data(), DType::kF32, want_x.data(), n, scale);
+          ASSERT_EQ(0, std::memcmp(&got, &want, sizeof(double))) << "n " << n << " scale " << scale;
+          ASSERT_EQ(0, std::memcmp(got_x.data(), want_x.data(), n * sizeof(float)))
+              << "n " << n << " scale " << scale;
+          want_x = x;
+        }
+        cpu::SetThreads(0);
+      });
+    }
+  }
   // A non-finite element anywhere makes the sum non-finite.
   std::vector<float> y(100000, 1.0f);
   y[77777] = std::numeric_limits<float>::infinity();

@@ -2,8 +2,9 @@
 # CPU dry run of tools/device_check.sh (issue 15): with a fake nvcc and no
 # GPU, the check's control flow holds: every step is capped by the deadline
 # (ZERO_DEVICE_CHECK_SECONDS) so the whole check ends in time, a step with no
-# time left prints FAILED, and GPU tests that cannot be built for want of
-# GoogleTest print FAILED instead of being skipped silently.
+# time left prints FAILED, GPU tests that cannot be built for want of
+# GoogleTest print FAILED instead of being skipped silently, and the figures
+# run first while one slow test gets only its share of the time left (S).
 set -uo pipefail
 CHECK="$1"
 T="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -105,7 +106,9 @@ cat > "$PY" <<'SH'
 #!/usr/bin/env bash
 case "$*" in
   "-m pybind11 --includes") echo "-I/fake/include";;
-  -m\ pytest*) echo "7 passed, 2 skipped in 0.1s";;
+  -m\ pytest*) [ -n "${ZERO_TORCH_TIMING_OUT:-}" ] &&
+               echo '{"kind":"torch_gpt_vs_torch","stage":3,"ratio":1.5}' >> "$ZERO_TORCH_TIMING_OUT"
+               echo "7 passed, 2 skipped in 0.1s";;
   -c*) echo ".so";;
 esac
 SH
@@ -114,6 +117,7 @@ run ZERO_DEVICE_CHECK_SECONDS=60 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SAN
     CXX="$GOODCXX" PYTHON="$PY" ZERO_DEVICE_CHECK_NO_GPU_OK=1
 check "E: exit 0" $([ $rc -eq 0 ]; echo $?)
 check "E: python tests PASSED" $(grep -q '"target":"python device_test + torch_device_test","status":"PASSED","result":"7 passed' "$T/out"; echo $?)
+check "E: zero.torch GPT step times passed on" $(grep -q '^{"kind":"torch_gpt_vs_torch","stage":3' "$T/out"; echo $?)
 check "E: summary not failed" $(grep -q '"kind":"summary".*"built_with":"bundle","failed":false' "$T/out"; echo $?)
 
 # E2: a Python without pytest gets the bundle's (and only then).
@@ -157,6 +161,40 @@ check "H: GPU seen" $(grep -q '"kind":"gpu","present":true' "$T/out"; echo $?)
 check "H: engine np 2 and 4 PASSED" $([ "$(grep -cE '"target":"mpi_engine_main_cuda_np[24]","status":"PASSED"' "$T/out")" -eq 2 ]; echo $?)
 check "H: NCCL dead peer PASSED" $(grep -q '"target":"nccl_dead_peer_test","status":"PASSED"' "$T/out"; echo $?)
 check "H: dead peer at 2 ranks, its cases only" $(grep -qE -- "-np 2 .*/bin/nccl_communicator_test --gtest_filter=NcclDeadPeer\.\*" "$T/mpirun.log"; echo $?)
+
+# S: one slow step (gpu_engine_test hangs under memcheck) in a 40 s check
+# on a GPU: the figures (kernel GB/s, the engine's step and offload
+# pipelines, zero.torch against torch) ran first, the slow step got only
+# its share of what was left and timed out, and every step after it (the
+# racecheck, the MPI runs) still ran and passed, all within the deadline.
+for f in cuda_kernels_bench device_step_bench; do
+  cat > "$B/bin/$f" <<SH
+#!/bin/sh
+echo '{"kind":"bench_fake","what":"$f"}'
+SH
+  chmod +x "$B/bin/$f"
+done
+SLOWSAN="$T/slow-sanitizer"
+cat > "$SLOWSAN" <<'SH'
+#!/usr/bin/env bash
+case "$2 ${*: -1}" in "memcheck "*/gpu_engine_test) exec sleep 1000;; esac
+exec "${@: -1}"
+SH
+chmod +x "$SLOWSAN"
+run ZERO_DEVICE_CHECK_SECONDS=40 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SLOWSAN" \
+    CXX="$GOODCXX" PYTHON="$PY" MPIRUN_LOG="$T/mpirun.log" PATH="$FAKEBIN:$PATH"
+check "S: exit 1 (the timed-out test)" $([ $rc -eq 1 ]; echo $?)
+check "S: ended within the deadline: ${secs}s" $([ "$secs" -le 43 ]; echo $?)
+check "S: kernel and step figures reported" $([ "$(grep -c '"kind":"bench_fake"' "$T/out")" -eq 2 ]; echo $?)
+check "S: zero.torch figures reported" $(grep -q '^{"kind":"torch_gpt_vs_torch"' "$T/out"; echo $?)
+first_fig=$(grep -n '"kind":"bench_fake"' "$T/out" | head -1 | cut -d: -f1)
+first_test=$(grep -n '"kind":"test","target":"cuda_kernels_test"' "$T/out" | head -1 | cut -d: -f1)
+check "S: figures before the GPU tests" $([ -n "$first_fig" ] && [ -n "$first_test" ] && [ "$first_fig" -lt "$first_test" ]; echo $?)
+st=$(grep -oE '"target":"gpu_engine_test","status":"TIMEOUT",[^}]*"seconds":[0-9]+' "$T/out" | grep -oE '[0-9]+$')
+check "S: the slow step timed out within its share: ${st:-none}s" $([ -n "$st" ] && [ "$st" -le 12 ]; echo $?)
+n=$(grep -cE '"target":"(cuda_kernels_test_racecheck|mpi_engine_main_cuda_np2|mpi_engine_main_cuda_np4|nccl_dead_peer_test)","status":"PASSED"' "$T/out")
+check "S: the 4 steps after it ran and passed ($n)" $([ "$n" -eq 4 ]; echo $?)
+check "S: no step starved" $(! grep -q 'no time left' "$T/out"; echo $?)
 
 # F: a bundle without libzero_c.so is a FAILED build, not a fallback.
 rm "$B/bin/libzero_c.so"

@@ -315,6 +315,61 @@ TEST(StandinDevice, CheckpointWithOffloadedStateResumesBitwise) {
   }
 }
 
+// Checkpoints of device state across devices, every stage x fp32/bf16 x
+// offload_optimizer none/cpu, 2 ranks on the NCCL-shaped communicator: a
+// tag saved on the stand-in resumes there bit for bit, and the plain CPU
+// engine resumes it bit for bit too (the files hold the device's values,
+// read through Download); a tag saved by the CPU engine resumes on the
+// stand-in the same way.
+TEST(StandinDevice, CheckpointsMoveBetweenStandinAndCpuBitwise) {
+  const std::string dir =
+      absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
+                   "/standin_ckpt_cross");
+  std::filesystem::remove_all(dir);
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      for (bool offload : {false, true}) {
+        Config c = Cfg(stage, t);
+        if (offload) c.offload_optimizer.device = OffloadDevice::kCpu;
+        const std::string what = absl::StrCat("stage ", stage, " ", DTypeName(t),
+                                              offload ? " offload_optimizer cpu" : "");
+        const std::string tag = absl::StrCat("s", stage, DTypeName(t), offload);
+        // The CPU engine: the whole run, saving at step 3 (offload_optimizer
+        // cpu is in memory there).
+        MlpSpec cpu_full;
+        cpu_full.steps = 6;
+        cpu_full.ckpt_dir = dir;
+        cpu_full.save_after = 3;
+        cpu_full.save_tag = "cpu" + tag;
+        std::vector<MlpResult> ref = TrainAll(Cfg(stage, t), 2, cpu_full);
+        MlpSpec dev_full = StandinSpec();
+        dev_full.ckpt_dir = dir;
+        dev_full.save_after = 3;
+        dev_full.save_tag = "dev" + tag;
+        ExpectSame(TrainOn(c, 2, dev_full, CommKind::kNcclShaped), ref, what + " whole");
+        for (const char* from : {"dev", "cpu"}) {
+          MlpSpec on_dev = StandinSpec();
+          on_dev.resume_dir = dir;
+          on_dev.resume_tag = from + tag;
+          auto got = TrainOn(c, 2, on_dev, CommKind::kNcclShaped);
+          MlpSpec on_cpu;
+          on_cpu.steps = 6;
+          on_cpu.resume_dir = dir;
+          on_cpu.resume_tag = from + tag;
+          std::vector<MlpResult> cpu_resumed = TrainAll(Cfg(stage, t), 2, on_cpu);
+          for (int r = 0; r < 2; ++r) {
+            ASSERT_TRUE(got[r].ok()) << what << " from " << from << ": " << got[r].status();
+            EXPECT_EQ(MaxRelDiff(*got[r], ref[r]), 0.0)
+                << what << ": " << from << " tag resumed on the stand-in, rank " << r;
+            EXPECT_EQ(MaxRelDiff(cpu_resumed[r], ref[r]), 0.0)
+                << what << ": " << from << " tag resumed on the CPU, rank " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 // offload_param "cpu" with device state (stage 3): the own working shard in
 // host memory, uploaded for each gather, written back through device
 // staging after the update. Bitwise equal to the plain CPU engine at every
@@ -338,6 +393,44 @@ TEST(StandinDevice, OffloadParamCpuEqualsPlainCpuEngineBitwise) {
               pin ? " pinned" : "", k == CommKind::kStaging ? " staging" : " nccl-shaped");
           ExpectSame(TrainOn(c, world, StandinSpec(), k), ref, what);
         }
+      }
+    }
+  }
+}
+
+// offload_param "cpu" along the prefetch trace: a prefetched gather's own
+// slice goes up on the stand-in's copy stream when the prefetch is
+// scheduled, and the gather waits for its event. The copy queue runs only
+// when the compute queue reaches that wait, so a gather that did not wait
+// all-gathers unwritten bytes and the copies land later in freed device
+// memory (checked: without the wait this test dies, SIGSEGV); bitwise equal to the plain CPU
+// engine, with async uploads actually issued (none before: the upload was a
+// synchronous Copy on the comm-stream thread).
+TEST(StandinDevice, OffloadParamCpuUploadsOnTheCopyStreamAlongThePrefetchTrace) {
+  for (int world : {1, 2}) {
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      MlpSpec plain;
+      plain.steps = 6;
+      std::vector<MlpResult> ref = TrainAll(Cfg(3, t), world, plain);
+      Config c = Cfg(3, t);
+      c.offload_param.device = OffloadDevice::kCpu;
+      c.offload_param.pin_memory = true;
+      for (CommKind k : {CommKind::kStaging, CommKind::kNcclShaped}) {
+        MlpSpec spec = StandinSpec();
+        std::mutex mu;
+        std::vector<int64_t> issued(world, -1);
+        spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
+          if (step == 5 && index == -1) {
+            auto* g = dynamic_cast<GuardedDevice*>(e->device());
+            std::lock_guard<std::mutex> l(mu);
+            issued[e->Stats().rank] = g ? g->async_uploads_issued() : -1;
+          }
+          return absl::OkStatus();
+        };
+        const std::string what = absl::StrCat("world ", world, " ", DTypeName(t),
+                                              k == CommKind::kStaging ? " staging" : " nccl-shaped");
+        ExpectSame(TrainOn(c, world, spec, k), ref, what);
+        for (int r = 0; r < world; ++r) EXPECT_GT(issued[r], 0) << what << " rank " << r;
       }
     }
   }
@@ -510,6 +603,65 @@ TEST(StandinDevice, NvmeOptimizerStateEqualsPlainCpuEngineBitwise) {
     ASSERT_TRUE(whole[r].ok()) << whole[r].status();
     ASSERT_TRUE(resumed[r].ok()) << resumed[r].status();
     EXPECT_EQ(MaxRelDiff(*resumed[r], *whole[r]), 0.0) << "rank " << r;
+  }
+}
+
+// offload_optimizer "nvme" with device state and pin_memory: the tier's
+// O_DIRECT buffers are the host staging, page-locked through the device
+// (NVMe <-> pinned host <-> device): the device's stats count them (they
+// were plain aligned_alloc, 0 pinned bytes), without pin_memory nothing is
+// pinned, and both stay bitwise equal to the plain CPU engine. Piece k+1
+// goes up on the copy stream while piece k is updated.
+TEST(StandinDevice, NvmeOptimizerStagingIsPinnedThroughTheDevice) {
+  const std::string root =
+      absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
+                   "/standin_nvme_pinned");
+  for (int world : {1, 2}) {
+    for (bool pin : {false, true}) {
+      Config c = Cfg(2, DType::kBF16);
+      c.offload_optimizer.device = OffloadDevice::kNvme;
+      c.offload_optimizer.pin_memory = pin;
+      c.sub_group_size = 37;  // several pieces, buffer_count buffers
+      const std::string tag = absl::StrCat("w", world, pin ? "pin" : "plain");
+      Config pc = c;
+      pc.offload_optimizer.nvme_path = absl::StrCat(root, "/cpu_", tag);
+      std::filesystem::create_directories(pc.offload_optimizer.nvme_path);
+      MlpSpec plain;
+      plain.steps = 6;
+      std::vector<MlpResult> ref = TrainAll(pc, world, plain);
+      c.offload_optimizer.nvme_path = absl::StrCat(root, "/", tag);
+      std::filesystem::create_directories(c.offload_optimizer.nvme_path);
+      MlpSpec spec = StandinSpec();
+      std::mutex mu;
+      int checked = 0;
+      spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
+        if (step == 2 && index == -1) {
+          const int64_t staging = e->Stats().optimizer_bytes;  // the tier's buffers
+          const int64_t pinned = e->device()->memory_stats().pinned_host_bytes;
+          auto* g = dynamic_cast<GuardedDevice*>(e->device());
+          std::lock_guard<std::mutex> l(mu);
+          ++checked;
+          EXPECT_GT(staging, 0);
+          // Pieces after the first went up on the copy stream while the
+          // one before was updated (NVMe <-> pinned host <-> device,
+          // pipelined); a piece that did not wait for its upload would
+          // update stale bytes (the copy queue runs only at the wait).
+          EXPECT_GT(g ? g->async_uploads_issued() : -1, 0) << "rank " << e->Stats().rank;
+          if (pin) {
+            // Each buffer is asked for with 4 KiB to spare, for O_DIRECT's
+            // alignment.
+            EXPECT_GE(pinned, staging) << "rank " << e->Stats().rank;
+            EXPECT_LE(pinned, staging + c.offload_optimizer.buffer_count * 4096);
+          } else {
+            EXPECT_EQ(pinned, 0) << "rank " << e->Stats().rank;
+          }
+        }
+        return absl::OkStatus();
+      };
+      ExpectSame(TrainOn(c, world, spec, CommKind::kNcclShaped), ref,
+                 absl::StrCat("nvme staging world ", world, pin ? " pinned" : " plain"));
+      EXPECT_EQ(checked, world);
+    }
   }
 }
 

@@ -8,17 +8,20 @@
 #      device_bundle/ when it exists): binaries and every library the GPU
 #      machine lacks, with that machine's CUDA runtime and the NCCL wheel's
 #      library; else build the kernel test and benchmark with nvcc alone;
-#   2. run the GPU tests (kernels, CudaDevice, NCCL, the 2-rank dead-peer;
-#      from the bundle under compute-sanitizer memcheck, racecheck on the
-#      kernels, when the toolkit has it), the engine over MPI at 2 and 4
-#      ranks on the GPU, and (bundle) the Python extension built there from
-#      its one source file with that machine's pybind11 and Python, running
-#      the device tests and zero.torch on a CUDA model against plain torch;
-#   3. benchmark every kernel against a device-to-device cudaMemcpy in the
-#      same run (bench/cuda/cuda_kernels_bench.cc; fused Adam and casts
-#      target >= 85% of the copy's GB/s), and the engine's step per stage
-#      and the offload pipelines against host<->device copy bandwidth
-#      (bench/device_step_bench.cc).
+#   2. the figures first, so no slow test can leave them without time:
+#      every kernel against a device-to-device cudaMemcpy in the same run
+#      (bench/cuda/cuda_kernels_bench.cc; fused Adam and casts target >= 85%
+#      of the copy's GB/s), the engine's step per stage and the offload
+#      pipelines against host<->device copy bandwidth
+#      (bench/device_step_bench.cc), and (bundle) the Python extension built
+#      there from its one source file with that machine's pybind11 and
+#      Python, running the device tests and zero.torch on a CUDA model (and
+#      a GPT-shaped one, step times against plain torch on the same GPU);
+#   3. the GPU tests (kernels, CudaDevice, NCCL, the 2-rank dead-peer; from
+#      the bundle under compute-sanitizer memcheck, racecheck on the
+#      kernels, when the toolkit has it) and the engine over MPI at 2 and 4
+#      ranks on the GPU; from the bundle each gets at most an equal share of
+#      the time left, so one slow sanitizer run cannot starve the rest.
 # Everything it learns is a JSON line on stdout and, when $OUT is set, in
 # $OUT/device_check.jsonl (logs of each step go to $OUT/logs/).
 #
@@ -57,6 +60,16 @@ budget() {
   local left=$(( DEADLINE - $(elapsed) ))
   local b=$1
   [ "$left" -lt "$b" ] && b=$left
+  [ "$b" -lt 1 ] && b=1
+  echo "$b"
+}
+# share WANT N: budget WANT, but at most an equal share of what is left
+# among the N steps still to run (this one included), so one slow step (a
+# compute-sanitizer run) cannot leave the steps after it no time.
+share() {
+  local left=$(( DEADLINE - $(elapsed) )) b
+  b=$(budget "$1")
+  [ "$2" -gt 1 ] && [ $(( left / $2 )) -lt "$b" ] && b=$(( left / $2 ))
   [ "$b" -lt 1 ] && b=1
   echo "$b"
 }
@@ -140,30 +153,7 @@ elif [ -z "$built_with" ]; then
   [ "$ok" = true ] || failed=1
 fi
 
-# --- Tests ----------------------------------------------------------------
-count_cases() {  # log -> "passed skipped failed"
-  local r s f
-  r=$(grep -cE '^\[       OK \] .* \([0-9]+ ms\)$' "$1" || true)
-  s=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$1" || true)
-  f=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$1" || true)
-  echo "$r $s $f"
-}
-
-# run_case NAME TIMEOUT CMD...: one test binary, its cases counted.
-run_case() {
-  local name=$1 want=$2 t0 rc r s f st
-  shift 2
-  if ! time_left; then no_time "$name"; return; fi
-  t0=$(date +%s)
-  timeout "$(budget "$want")" "$@" > "$LOGDIR/$name.log" 2>&1
-  rc=$?
-  read -r r s f < <(count_cases "$LOGDIR/$name.log")
-  st=$([ $rc -eq 0 ] && echo PASSED || echo FAILED)
-  [ $rc -eq 124 ] && st=TIMEOUT
-  emit "{\"kind\":\"test\",\"target\":\"$name\",\"status\":\"$st\",\"passed\":$r,\"skipped\":$s,\"failed\":$f,\"seconds\":$(( $(date +%s) - t0 ))}"
-  [ $rc -eq 0 ] || failed=1
-}
-
+# --- Bundle environment ---------------------------------------------------
 if [ "$built_with" = bundle ]; then
   # The GPU machine's CUDA runtime and the NCCL wheel's libnccl.so.2; the
   # bundle's libraries and OpenMPI prefix (tools/device_bundle.sh).
@@ -174,9 +164,124 @@ if [ "$built_with" = bundle ]; then
   export OPAL_PREFIX="$BUNDLE/ompi" PMIX_INSTALL_PREFIX="$BUNDLE/ompi"
   export PATH="$BUNDLE/ompi/bin:$PATH"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=""
+fi
+
+# --- Benchmark ------------------------------------------------------------
+bench_rc=-1
+missed=""
+if [ -n "$BENCH" ] && [ -x "$BENCH" ] && ! time_left; then
+  no_time "cuda_kernels_bench"
+elif [ -n "$BENCH" ] && [ -x "$BENCH" ]; then
+  timeout "$(budget 75)" "$BENCH" > "$WORK/bench.jsonl" 2> "$LOGDIR/bench.stderr"
+  bench_rc=$?
+  while IFS= read -r line; do
+    emit "$line"
+    case "$line" in
+      *'"pass":false'*) missed="$missed $(echo "$line" | grep -oE '"(kernel|what)":"[^"]*"' | cut -d'"' -f4)";;
+    esac
+  done < "$WORK/bench.jsonl"
+  # 2 = no device (already reported as skip); 1 = a bit-exact check failed.
+  if [ $bench_rc -ne 0 ] && [ $bench_rc -ne 2 ]; then failed=1; fi
+fi
+
+# The engine's step per stage and the offload pipelines vs copy bandwidth.
+if [ -n "${DSTEP:-}" ] && [ -x "$DSTEP" ] && [ "$gpu" = true ]; then
+  if ! time_left; then
+    no_time "device_step_bench"
+  else
+    timeout "$(budget 75)" "$DSTEP" cuda "${ZERO_DEVICE_STEP_PARAMS:-32e6}" 5 bf16 \
+      > "$WORK/dstep.jsonl" 2> "$LOGDIR/device_step_bench.stderr"
+    rc=$?
+    while IFS= read -r line; do emit "$line"; done < "$WORK/dstep.jsonl"
+    if [ $rc -ne 0 ]; then
+      emit "{\"kind\":\"step\",\"name\":\"device_step_bench\",\"status\":\"FAILED\",\"rc\":$rc}"
+      failed=1
+    fi
+  fi
+fi
+
+# --- Tests ----------------------------------------------------------------
+count_cases() {  # log -> "passed skipped failed"
+  local r s f
+  r=$(grep -cE '^\[       OK \] .* \([0-9]+ ms\)$' "$1" || true)
+  s=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$1" || true)
+  f=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$1" || true)
+  echo "$r $s $f"
+}
+
+# run_case NAME TIMEOUT CMD...: one test binary, its cases counted; its
+# timeout is its share (share) of what is left among the REMAINING cases.
+REMAINING=1
+run_case() {
+  local name=$1 want=$2 t0 rc r s f st n=$REMAINING
+  shift 2
+  [ "$REMAINING" -gt 1 ] && REMAINING=$(( REMAINING - 1 ))
+  if ! time_left; then no_time "$name"; return; fi
+  t0=$(date +%s)
+  timeout "$(share "$want" "$n")" "$@" > "$LOGDIR/$name.log" 2>&1
+  rc=$?
+  read -r r s f < <(count_cases "$LOGDIR/$name.log")
+  st=$([ $rc -eq 0 ] && echo PASSED || echo FAILED)
+  [ $rc -eq 124 ] && st=TIMEOUT
+  emit "{\"kind\":\"test\",\"target\":\"$name\",\"status\":\"$st\",\"passed\":$r,\"skipped\":$s,\"failed\":$f,\"seconds\":$(( $(date +%s) - t0 ))}"
+  [ $rc -eq 0 ] || failed=1
+}
+
+if [ "$built_with" = bundle ]; then
+  # The Python extension from its one source file, with this machine's
+  # pybind11 and Python, then the device tests and zero.torch on CUDA.
+  CXX="${CXX:-c++}"
+  PYDIR="$WORK/py"
+  mkdir -p "$PYDIR/zero"
+  cp bindings/python/zero/*.py bindings/python/zero/py.typed "$PYDIR/zero/" 2>/dev/null
+  ext="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or ".so")' 2>/dev/null || echo .so)"
+  # pybind11's own flags (pip), else its headers in /usr/include beside
+  # Python's (Debian's pybind11-dev has no module).
+  incs="$("$PYTHON" -m pybind11 --includes 2>/dev/null ||
+          "$PYTHON" -c 'import sysconfig; print("-I" + sysconfig.get_paths()["include"])' 2>/dev/null ||
+          true)"
+  if ! time_left; then
+    no_time "python extension"
+  else
+    t0=$(date +%s)
+    # shellcheck disable=SC2086  # $incs is several -I flags
+    if timeout "$(budget 90)" "$CXX" -O2 -std=c++17 -shared -fPIC $incs -Icapi/include \
+         bindings/python/src/zero_c_module.cc -L"$BUNDLE/bin" -lzero_c \
+         -Wl,-rpath,"$BUNDLE/bin" -o "$PYDIR/zero/_zero_c$ext" > "$LOGDIR/python_ext.log" 2>&1 &&
+       [ -n "$incs" ]; then
+      emit "{\"kind\":\"build\",\"tool\":\"c++\",\"target\":\"python extension\",\"ok\":true,\"seconds\":$(( $(date +%s) - t0 ))}"
+      if ! time_left; then
+        no_time "python device tests"
+      else
+        t0=$(date +%s)
+        pypath="$PYDIR:bindings/python/tests"
+        # The bundle's pytest only where this Python has none.
+        if ! "$PYTHON" -c 'import pytest' > /dev/null 2>&1 && [ -d "$BUNDLE/python" ]; then
+          pypath="$pypath:$BUNDLE/python"
+        fi
+        # zero.torch on a CUDA GPT-shaped model against plain torch on the
+        # same GPU writes its step times there (torch_device_test.py).
+        : > "$WORK/torch_timing.jsonl"
+        PYTHONPATH="$pypath" ZERO_TORCH_CUDA=1 ZERO_TORCH_TIMING_OUT="$WORK/torch_timing.jsonl" \
+          timeout "$(budget 150)" "$PYTHON" -m pytest -q -rs \
+          bindings/python/tests/device_test.py bindings/python/tests/torch_device_test.py \
+          > "$LOGDIR/python_device_tests.log" 2>&1
+        rc=$?
+        line=$(grep -E '(passed|failed)' "$LOGDIR/python_device_tests.log" | tail -1)
+        emit "{\"kind\":\"test\",\"target\":\"python device_test + torch_device_test\",\"status\":\"$([ $rc -eq 0 ] && echo PASSED || echo FAILED)\",\"result\":\"$(json_str "$line")\",\"seconds\":$(( $(date +%s) - t0 ))}"
+        while IFS= read -r tl; do emit "$tl"; done < "$WORK/torch_timing.jsonl"
+        [ $rc -eq 0 ] || failed=1
+      fi
+    else
+      emit "{\"kind\":\"build\",\"tool\":\"c++\",\"target\":\"python extension\",\"ok\":false,\"why\":\"$(json_str "${incs:-no pybind11 for $PYTHON}; $(tail -c 600 "$LOGDIR/python_ext.log")")\"}"
+      failed=1
+    fi
+  fi
   SAN="${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}"
   san=()
   if [ -x "$SAN" ]; then san=("$SAN" --tool memcheck --error-exitcode 1); fi
+  # Cases still to run: 4 tests, racecheck, and on a GPU 3 MPI runs.
+  REMAINING=$(( 4 + $([ ${#san[@]} -gt 0 ] && echo 1 || echo 0) + $([ "$gpu" = true ] && echo 3 || echo 0) ))
   emit "{\"kind\":\"sanitizer\",\"memcheck\":$([ ${#san[@]} -gt 0 ] && echo true || echo false)}"
   for t in cuda_kernels_test cuda_device_test nccl_communicator_test gpu_engine_test; do
     run_case "$t" 90 "${san[@]}" "$BUNDLE/bin/$t"
@@ -197,51 +302,6 @@ if [ "$built_with" = bundle ]; then
     run_case nccl_dead_peer_test 60 "$BUNDLE/ompi/bin/mpirun" --oversubscribe \
       -np 2 -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX \
       --mca btl self,vader "$BUNDLE/bin/nccl_communicator_test" --gtest_filter='NcclDeadPeer.*'
-  fi
-  # The Python extension from its one source file, with this machine's
-  # pybind11 and Python, then the device tests and zero.torch on CUDA.
-  CXX="${CXX:-c++}"
-  PYDIR="$WORK/py"
-  mkdir -p "$PYDIR/zero"
-  cp bindings/python/zero/*.py bindings/python/zero/py.typed "$PYDIR/zero/" 2>/dev/null
-  ext="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or ".so")' 2>/dev/null || echo .so)"
-  # pybind11's own flags (pip), else its headers in /usr/include beside
-  # Python's (Debian's pybind11-dev has no module).
-  incs="$("$PYTHON" -m pybind11 --includes 2>/dev/null ||
-          "$PYTHON" -c 'import sysconfig; print("-I" + sysconfig.get_paths()["include"])' 2>/dev/null ||
-          true)"
-  if ! time_left; then
-    no_time "python extension"
-  else
-    t0=$(date +%s)
-    # shellcheck disable=SC2086  # $incs is several -I flags
-    if timeout "$(budget 120)" "$CXX" -O2 -std=c++17 -shared -fPIC $incs -Icapi/include \
-         bindings/python/src/zero_c_module.cc -L"$BUNDLE/bin" -lzero_c \
-         -Wl,-rpath,"$BUNDLE/bin" -o "$PYDIR/zero/_zero_c$ext" > "$LOGDIR/python_ext.log" 2>&1 &&
-       [ -n "$incs" ]; then
-      emit "{\"kind\":\"build\",\"tool\":\"c++\",\"target\":\"python extension\",\"ok\":true,\"seconds\":$(( $(date +%s) - t0 ))}"
-      if ! time_left; then
-        no_time "python device tests"
-      else
-        t0=$(date +%s)
-        pypath="$PYDIR:bindings/python/tests"
-        # The bundle's pytest only where this Python has none.
-        if ! "$PYTHON" -c 'import pytest' > /dev/null 2>&1 && [ -d "$BUNDLE/python" ]; then
-          pypath="$pypath:$BUNDLE/python"
-        fi
-        PYTHONPATH="$pypath" ZERO_TORCH_CUDA=1 \
-          timeout "$(budget 150)" "$PYTHON" -m pytest -q -rs \
-          bindings/python/tests/device_test.py bindings/python/tests/torch_device_test.py \
-          > "$LOGDIR/python_device_tests.log" 2>&1
-        rc=$?
-        line=$(grep -E '(passed|failed)' "$LOGDIR/python_device_tests.log" | tail -1)
-        emit "{\"kind\":\"test\",\"target\":\"python device_test + torch_device_test\",\"status\":\"$([ $rc -eq 0 ] && echo PASSED || echo FAILED)\",\"result\":\"$(json_str "$line")\",\"seconds\":$(( $(date +%s) - t0 ))}"
-        [ $rc -eq 0 ] || failed=1
-      fi
-    else
-      emit "{\"kind\":\"build\",\"tool\":\"c++\",\"target\":\"python extension\",\"ok\":false,\"why\":\"$(json_str "${incs:-no pybind11 for $PYTHON}; $(tail -c 600 "$LOGDIR/python_ext.log")")\"}"
-      failed=1
-    fi
   fi
 elif [ "$built_with" = bazel ] && ! time_left; then
   no_time "gpu tests"
@@ -302,40 +362,6 @@ if [ "$built_with" = bazel ] && [ "$gpu" = true ]; then
     emit "{\"kind\":\"test\",\"target\":\"mpi_engine_main --device cuda\",\"np\":$np,\"status\":\"$([ $rc -eq 0 ] && echo PASSED || echo FAILED)\",\"result\":\"$(json_str "$line")\",\"seconds\":$(( $(date +%s) - t0 ))}"
     [ $rc -eq 0 ] || failed=1
   done
-fi
-
-# --- Benchmark ------------------------------------------------------------
-bench_rc=-1
-missed=""
-if [ -n "$BENCH" ] && [ -x "$BENCH" ] && ! time_left; then
-  no_time "cuda_kernels_bench"
-elif [ -n "$BENCH" ] && [ -x "$BENCH" ]; then
-  timeout "$(budget 90)" "$BENCH" > "$WORK/bench.jsonl" 2> "$LOGDIR/bench.stderr"
-  bench_rc=$?
-  while IFS= read -r line; do
-    emit "$line"
-    case "$line" in
-      *'"pass":false'*) missed="$missed $(echo "$line" | grep -oE '"(kernel|what)":"[^"]*"' | cut -d'"' -f4)";;
-    esac
-  done < "$WORK/bench.jsonl"
-  # 2 = no device (already reported as skip); 1 = a bit-exact check failed.
-  if [ $bench_rc -ne 0 ] && [ $bench_rc -ne 2 ]; then failed=1; fi
-fi
-
-# The engine's step per stage and the offload pipelines vs copy bandwidth.
-if [ -n "${DSTEP:-}" ] && [ -x "$DSTEP" ] && [ "$gpu" = true ]; then
-  if ! time_left; then
-    no_time "device_step_bench"
-  else
-    timeout "$(budget 90)" "$DSTEP" cuda "${ZERO_DEVICE_STEP_PARAMS:-32e6}" 5 bf16 \
-      > "$WORK/dstep.jsonl" 2> "$LOGDIR/device_step_bench.stderr"
-    rc=$?
-    while IFS= read -r line; do emit "$line"; done < "$WORK/dstep.jsonl"
-    if [ $rc -ne 0 ]; then
-      emit "{\"kind\":\"step\",\"name\":\"device_step_bench\",\"status\":\"FAILED\",\"rc\":$rc}"
-      failed=1
-    fi
-  fi
 fi
 
 emit "{\"kind\":\"summary\",\"gpu\":$gpu,\"built_with\":\"${built_with:-none}\",\"failed\":$([ $failed -eq 0 ] && echo false || echo true),\"bench_rc\":$bench_rc,\"below_target_or_failed\":\"$(json_str "${missed# }")\",\"seconds\":$(elapsed)}"

@@ -3,7 +3,10 @@
 # C ABI, MPI under mpirun -np 2/3/4, Python, Rust), then the CUDA build, then
 # the C/C++ test binaries under AddressSanitizer + UBSan with leaks checked
 # (`tools/san_run.sh asan cc`; ZERO_TEST_ASAN=0 skips it; tests/README.md,
-# "Sanitizers", says what runs and what does not, and why).
+# "Sanitizers", says what runs and what does not, and why), then every fuzz
+# target for a short time (`tools/fuzz.sh run 10`: libFuzzer + ASan/UBSan
+# from the seed corpus; ZERO_TEST_FUZZ=0 skips it; the long runs are
+# bench/fuzz_bench.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
@@ -31,6 +34,19 @@ if [ "${ZERO_TEST_ASAN:-1}" != 0 ]; then
  $(count 'FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD' "$alog") failed"
 else
   summary="$summary; asan: skipped (ZERO_TEST_ASAN=0)"
+fi
+if [ "${ZERO_TEST_FUZZ:-1}" != 0 ]; then
+  flog=$(mktemp)
+  trap 'rm -f "$log" "${alog:-}" "$flog"' EXIT
+  set +e
+  bash tools/fuzz.sh run "${ZERO_TEST_FUZZ_SECONDS:-10}" 2>&1 | tee "$flog"
+  frc=${PIPESTATUS[0]}
+  set -e
+  [ "$frc" -eq 0 ] || rc=$frc
+  summary="$summary; fuzz: $(grep -c '"ok": true' "$flog" || true) passed,\
+ $(grep -c '"ok": false' "$flog" || true) failed, $(grep -c '"skipped"' "$flog" || true) skipped"
+else
+  summary="$summary; fuzz: skipped (ZERO_TEST_FUZZ=0)"
 fi
 echo "$summary"
 exit "$rc"

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <mutex>
 #include <thread>
@@ -98,6 +99,19 @@ std::string MpiError(int code) {
   return std::string(buf, len);
 }
 
+// One blocking collective, described by value: posting it allocates
+// nothing (a std::function holding the counts did, per call).
+struct Job {
+  enum Op { kAllGather, kAllGatherV, kAllReduce, kBcast, kBarrier, kReduceScatterBlock } op;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  int count = 0;  // per rank (all-gather, reduce-scatter) or in total
+  MPI_Datatype type = MPI_BYTE;
+  MPI_Op mop = MPI_OP_NULL;
+  int root = 0;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
 // Runs blocking MPI collectives for one communicator on its own thread
 // (docs/ARCHITECTURE.md, "Failures"). Blocking collectives take MPI's tuned
 // algorithms, which are faster than the non-blocking ones (libnbc) at most
@@ -105,22 +119,26 @@ std::string MpiError(int code) {
 // and return a timeout when a peer is dead or stuck, while this thread stays
 // inside MPI (it is detached then: the communicator is broken, and the job
 // ends without MPI_Finalize). Shared with the communicator by a shared_ptr,
-// so a stuck worker never outlives what it touches.
+// so a stuck worker never outlives what it touches: the all-gather-v counts
+// live here too (written only while no job runs).
 class BlockingWorker {
  public:
-  static std::shared_ptr<BlockingWorker> Start() {
+  // `thread`: false in direct mode, where the caller runs every job.
+  static std::shared_ptr<BlockingWorker> Start(bool thread) {
     auto w = std::shared_ptr<BlockingWorker>(new BlockingWorker());
-    std::thread([w] { w->Loop(); }).detach();
+    if (thread) std::thread([w] { w->Loop(); }).detach();
     return w;
   }
 
-  // Runs `job` (returns an MPI error code) on the worker; waits until it
-  // returns or `deadline` passes. false: timed out (the job still runs).
-  bool Run(std::function<int()> job, Clock::time_point deadline, int* rc) {
+  std::vector<int> counts, displs;
+
+  // Runs `job` on the worker; waits until it returns or `deadline`
+  // passes. false: timed out (the job still runs).
+  bool Run(const Job& job, Clock::time_point deadline, int* rc) {
     const uint64_t seq = posted_.load(std::memory_order_relaxed) + 1;
     {
       std::lock_guard<std::mutex> l(mu_);
-      job_ = std::move(job);
+      job_ = job;
       posted_.store(seq, std::memory_order_release);
       if (worker_sleeping_) cv_job_.notify_one();
     }
@@ -129,7 +147,7 @@ class BlockingWorker {
     const auto spin_until = Clock::now() + std::chrono::microseconds(200);
     for (unsigned i = 0;; ++i) {
       if (finished_.load(std::memory_order_acquire) >= seq) {
-        *rc = rc_;
+        *rc = rc_.load(std::memory_order_relaxed);
         return true;
       }
       if ((i & 15) == 15 && Clock::now() > spin_until) break;
@@ -140,7 +158,7 @@ class BlockingWorker {
     const bool done = cv_done_.wait_until(
         l, deadline, [&] { return finished_.load(std::memory_order_acquire) >= seq; });
     caller_sleeping_ = false;
-    if (done) *rc = rc_;
+    if (done) *rc = rc_.load(std::memory_order_relaxed);
     return done;
   }
 
@@ -153,47 +171,162 @@ class BlockingWorker {
  private:
   BlockingWorker() = default;
 
+ public:
+  // Runs `j` on the calling thread (the worker's loop, or a direct call).
+  int Execute(const Job& j) {
+    switch (j.op) {
+      case Job::kAllGather:
+        return MPI_Allgather(j.send, j.count, j.type, j.recv, j.count, j.type, j.comm);
+      case Job::kAllGatherV:
+        return MPI_Allgatherv(j.send, j.count, j.type, j.recv, counts.data(), displs.data(),
+                              j.type, j.comm);
+      case Job::kAllReduce:
+        return MPI_Allreduce(MPI_IN_PLACE, j.recv, j.count, j.type, j.mop, j.comm);
+      case Job::kBcast:
+        return MPI_Bcast(j.recv, j.count, j.type, j.root, j.comm);
+      case Job::kBarrier:
+        return MPI_Barrier(j.comm);
+      case Job::kReduceScatterBlock:
+        return MPI_Reduce_scatter_block(j.send, j.recv, j.count, j.type, j.mop, j.comm);
+    }
+    return MPI_ERR_OTHER;
+  }
+
+ private:
   void Loop() {
     uint64_t seq = 0;
     for (;;) {
       // A burst of collectives follows one another closely: spin a little
-      // for the next one before sleeping.
+      // for the next one before sleeping (the job is read without the lock
+      // then: posted_'s release store orders it).
       const auto spin_until = Clock::now() + std::chrono::microseconds(100);
       for (unsigned i = 0; posted_.load(std::memory_order_acquire) <= seq; ++i) {
         if ((i & 15) == 15 && Clock::now() > spin_until) break;
         std::this_thread::yield();
       }
-      std::function<int()> job;
+      Job job;
       {
         std::unique_lock<std::mutex> l(mu_);
-        worker_sleeping_ = true;
-        cv_job_.wait(l, [&] { return stop_ || posted_.load(std::memory_order_acquire) > seq; });
-        worker_sleeping_ = false;
+        if (posted_.load(std::memory_order_acquire) <= seq && !stop_) {
+          worker_sleeping_ = true;
+          cv_job_.wait(l, [&] { return stop_ || posted_.load(std::memory_order_acquire) > seq; });
+          worker_sleeping_ = false;
+        }
         if (stop_) return;
-        job = std::move(job_);
+        job = job_;
         ++seq;
       }
       int rc;
-      if (g_serialize.load()) {
+      if (g_serialize.load(std::memory_order_relaxed)) {
         std::lock_guard<std::mutex> serial(g_serial_mu);
-        rc = job();
+        rc = Execute(job);
       } else {
-        rc = job();
+        rc = Execute(job);
       }
-      std::lock_guard<std::mutex> l(mu_);
-      rc_ = rc;
+      rc_.store(rc, std::memory_order_relaxed);
       finished_.store(seq, std::memory_order_release);
+      // The caller sets caller_sleeping_ under mu_ and then re-checks
+      // finished_ before sleeping: taking mu_ here closes that window.
+      std::lock_guard<std::mutex> l(mu_);
       if (caller_sleeping_) cv_done_.notify_one();
     }
   }
 
   std::mutex mu_;
   std::condition_variable cv_job_, cv_done_;
-  std::function<int()> job_;
+  Job job_{Job::kBarrier};
   std::atomic<uint64_t> posted_{0}, finished_{0};
-  int rc_ = MPI_SUCCESS;
+  std::atomic<int> rc_{MPI_SUCCESS};
   bool stop_ = false, worker_sleeping_ = false, caller_sleeping_ = false;
 };
+
+// Direct mode (ZERO_MPI_WATCHDOG=1, docs/ARCHITECTURE.md "Failures"): the
+// calling thread makes the blocking MPI call itself, which costs what raw
+// MPI costs (handing each call to the worker costs 3-4 us, most of a 64K
+// element all-gather on shared memory). A call stuck in MPI cannot be made
+// to return, so the deadline is enforced by this process-wide thread, as
+// PyTorch's NCCL watchdog does: past it, the rank prints the timeout
+// (rank, collective, seconds) and ends the job. Each communicator in
+// direct mode holds a slot; a call arms it with its deadline and disarms
+// it when MPI returns: two clock reads and two stores per call.
+struct WatchSlot {
+  std::atomic<int64_t> deadline_ns{0};  // 0: no call in MPI
+  std::atomic<const char*> what{""};
+  int rank = 0, world = 1;
+  std::atomic<double> timeout_s{0};
+};
+
+class Watchdog {
+ public:
+  static Watchdog& Get() {
+    static Watchdog* w = new Watchdog();  // never destroyed: it may be firing
+    return *w;
+  }
+  void Add(const std::shared_ptr<WatchSlot>& slot) {
+    std::lock_guard<std::mutex> l(mu_);
+    slots_.push_back(slot);
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { Loop(); }).detach();
+    }
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      // Ten checks a second at most, and at least four per shortest timeout.
+      double period = 0.1;
+      std::shared_ptr<WatchSlot> late;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        const int64_t now = NowNs();
+        for (auto it = slots_.begin(); it != slots_.end();) {
+          auto s = it->lock();
+          if (!s) {
+            it = slots_.erase(it);
+            continue;
+          }
+          period = std::min(period, std::max(0.001, s->timeout_s.load() / 4));
+          const int64_t d = s->deadline_ns.load(std::memory_order_acquire);
+          if (d != 0 && now > d && !late) late = s;
+          ++it;
+        }
+      }
+      if (late) Fire(*late);
+      std::this_thread::sleep_for(std::chrono::duration<double>(period));
+    }
+  }
+
+  [[noreturn]] static void Fire(const WatchSlot& s) {
+    g_broken = true;
+    std::fprintf(stderr,
+                 "[zero] DEADLINE_EXCEEDED: mpi communicator: %s timed out after %g s on rank "
+                 "%d of %d: a peer is dead or stuck (comm_timeout_seconds); the call blocks in "
+                 "MPI (ZERO_MPI_WATCHDOG=1), so the job is ended\n",
+                 s.what.load(), s.timeout_s.load(), s.rank, s.world);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    // The peers that waited on the same collective time out within the
+    // same moment: let them say so before the abort ends every rank.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    if (!g_serialize.load()) MPI_Abort(MPI_COMM_WORLD, 1);
+    std::_Exit(1);  // mpirun ends the job when a rank exits without finalizing
+  }
+
+  static int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               Clock::now().time_since_epoch()).count();
+  }
+
+  std::mutex mu_;
+  std::vector<std::weak_ptr<WatchSlot>> slots_;
+  bool started_ = false;
+};
+
+bool DirectModeFromEnv() {
+  const char* e = std::getenv("ZERO_MPI_WATCHDOG");
+  return e != nullptr && std::strcmp(e, "1") == 0;
+}
 
 class MpiCommunicator : public Communicator {
  public:
@@ -206,6 +339,12 @@ class MpiCommunicator : public Communicator {
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     const unsigned local_ranks = local ? static_cast<unsigned>(std::atoi(local)) : 1;
     oversubscribed_ = 2 * local_ranks > std::max(1u, std::thread::hardware_concurrency());
+    if (DirectModeFromEnv()) {
+      slot_ = std::make_shared<WatchSlot>();
+      slot_->rank = rank_;
+      slot_->world = world_;
+      Watchdog::Get().Add(slot_);
+    }
   }
   ~MpiCommunicator() override {
     if (worker_) worker_->Stop();  // a stuck one never reads it; it is detached
@@ -221,25 +360,27 @@ class MpiCommunicator : public Communicator {
   absl::Status AllGatherV(const void* send, void* recv,
                           const std::vector<int64_t>& counts,
                           DType dtype) override {
-    std::vector<int> c, d;
+    if (broken_) return Broken("all-gather");
+    // The counts go to the worker's own vectors: it is idle between calls.
+    Worker();
+    std::vector<int>& c = worker_->counts;
+    std::vector<int>& d = worker_->displs;
     if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
-    MPI_Datatype t = dtype == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T;
+    Job j{Job::kAllGather};
+    j.type = dtype == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T;
     const size_t es = DTypeSize(dtype);
-    const void* sbuf = send;
+    j.send = send;
     // In place when the caller's piece already sits in recv.
     if (static_cast<const char*>(send) ==
         static_cast<char*>(recv) + static_cast<size_t>(d[rank_]) * es) {
-      sbuf = MPI_IN_PLACE;
+      j.send = MPI_IN_PLACE;
     }
+    j.recv = recv;
+    j.count = c[rank_];
     // Equal pieces (every shard-sized gather) take the regular collective,
     // whose algorithms are faster than the v-variant's.
-    MPI_Comm comm = comm_;
-    const int rank = rank_;
-    auto s = Blocking("all-gather", [=, c = std::move(c), d = std::move(d)] {
-      return Equal(c) ? MPI_Allgather(sbuf, c[rank], t, recv, c[rank], t, comm)
-                      : MPI_Allgatherv(sbuf, c[rank], t, recv, c.data(), d.data(), t, comm);
-    });
-    if (!s.ok()) return s;
+    if (!Equal(c)) j.op = Job::kAllGatherV;
+    if (auto s = Blocking("all-gather", j); !s.ok()) return s;
     Count(CollectiveKind::kAllGather, AllGatherSent(counts, rank_), DTypeSize(dtype));
     return absl::OkStatus();
   }
@@ -248,9 +389,21 @@ class MpiCommunicator : public Communicator {
                               const std::vector<int64_t>& counts) override {
     std::vector<int> c, d;
     if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
-    // Stays non-blocking and polled: it is at or above raw MPI speed that
-    // way, and the blocking (tuned) algorithms sum in another order at 3+
-    // ranks, which would change every fp32 result recorded so far.
+    // Stays non-blocking and polled: the blocking (tuned) algorithms sum in
+    // another order at 3+ ranks, which would change every fp32 result
+    // recorded so far. At 2 ranks each element is one addition, the same
+    // bits in either order: direct mode takes the blocking call there.
+    if (DirectPair(c)) {
+      Job j{Job::kReduceScatterBlock};
+      j.send = send;
+      j.recv = recv;
+      j.count = c[0];
+      j.type = MPI_FLOAT;
+      j.mop = MPI_SUM;
+      if (auto s = Blocking("reduce-scatter", j); !s.ok()) return s;
+      Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
+      return absl::OkStatus();
+    }
     MPI_Request req;
     int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_FLOAT,
                                                   MPI_SUM, comm_, &req)
@@ -265,8 +418,19 @@ class MpiCommunicator : public Communicator {
                                   const std::vector<int64_t>& counts, DType dtype) override {
     std::vector<int> c, d;
     if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
-    MPI_Request req;
     const MPI_Op op = HalfSum(dtype);
+    if (DirectPair(c)) {  // as ReduceScatterV: one fp32 sum per element
+      Job j{Job::kReduceScatterBlock};
+      j.send = send;
+      j.recv = recv;
+      j.count = c[0];
+      j.type = MPI_UINT16_T;
+      j.mop = op;
+      if (auto s = Blocking("reduce-scatter", j); !s.ok()) return s;
+      Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), 2);
+      return absl::OkStatus();
+    }
+    MPI_Request req;
     int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_UINT16_T, op, comm_, &req)
                       : MPI_Ireduce_scatter(send, recv, c.data(), MPI_UINT16_T, op, comm_, &req);
     if (auto s = Wait(rc, &req, "reduce-scatter"); !s.ok()) return s;
@@ -293,18 +457,17 @@ class MpiCommunicator : public Communicator {
 
   absl::Status Broadcast(void* data, int64_t bytes, int root) override {
     if (bytes > INT_MAX) return absl::InvalidArgumentError("Broadcast: too large");
-    MPI_Comm comm = comm_;
-    auto s = Blocking("broadcast", [=] {
-      return MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm);
-    });
-    if (!s.ok()) return s;
+    Job j{Job::kBcast};
+    j.recv = data;
+    j.count = static_cast<int>(bytes);
+    j.root = root;
+    if (auto s = Blocking("broadcast", j); !s.ok()) return s;
     Count(CollectiveKind::kBroadcast, rank_ == root ? bytes : 0, 1);
     return absl::OkStatus();
   }
 
   absl::Status Barrier() override {
-    MPI_Comm comm = comm_;
-    return Blocking("barrier", [=] { return MPI_Barrier(comm); });
+    return Blocking("barrier", Job{Job::kBarrier});
   }
 
   // MPI_Comm_split has no non-blocking form; it meets no timeout.
@@ -347,6 +510,10 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
+  bool DirectPair(const std::vector<int>& c) const {
+    return slot_ != nullptr && world_ == 2 && Equal(c);
+  }
+
   static bool Equal(const std::vector<int>& c) {
     for (int x : c) {
       if (x != c[0]) return false;
@@ -357,12 +524,12 @@ class MpiCommunicator : public Communicator {
   template <typename T>
   absl::Status AllReduceT(T* data, int64_t count, MPI_Datatype t, ReduceOp op) {
     if (count > INT_MAX) return absl::InvalidArgumentError("AllReduce: too large");
-    MPI_Comm comm = comm_;
-    const MPI_Op mop = op == ReduceOp::kSum ? MPI_SUM : MPI_MAX;
-    auto s = Blocking("all-reduce", [=] {
-      return MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), t, mop, comm);
-    });
-    if (!s.ok()) return s;
+    Job j{Job::kAllReduce};
+    j.recv = data;
+    j.count = static_cast<int>(count);
+    j.type = t;
+    j.mop = op == ReduceOp::kSum ? MPI_SUM : MPI_MAX;
+    if (auto s = Blocking("all-reduce", j); !s.ok()) return s;
     Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_), sizeof(T));
     return absl::OkStatus();
   }
@@ -372,6 +539,8 @@ class MpiCommunicator : public Communicator {
     if (static_cast<int>(counts.size()) != world_) {
       return absl::InvalidArgumentError("mpi communicator: counts size != world");
     }
+    c->clear();
+    d->clear();
     int64_t off = 0;
     for (int64_t n : counts) {
       if (n > INT_MAX || off > INT_MAX) {
@@ -404,19 +573,51 @@ class MpiCommunicator : public Communicator {
   // A blocking collective on the worker thread, waited for until the
   // timeout: a peer that never arrives becomes DeadlineExceeded here (and
   // the communicator is broken) while the worker stays inside MPI.
-  absl::Status Blocking(const char* what, std::function<int()> job) {
+  absl::Status Blocking(const char* what, Job job) {
     if (broken_) return Broken(what);
-    if (!worker_) worker_ = BlockingWorker::Start();
+    Worker();
+    job.comm = comm_;
+    if (slot_) return Direct(what, job);
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(timeout_seconds_));
     int rc = MPI_SUCCESS;
-    if (!worker_->Run(std::move(job), deadline, &rc)) {
+    if (!worker_->Run(job, deadline, &rc)) {
       broken_ = true;
       g_broken = true;
       return absl::DeadlineExceededError(absl::StrCat(
           "mpi communicator: ", what, " timed out after ", timeout_seconds_, " s on rank ",
           rank_, " of ", world_, ": a peer is dead or stuck (comm_timeout_seconds)"));
     }
+    if (rc != MPI_SUCCESS) {
+      broken_ = true;
+      g_broken = true;
+      return absl::AbortedError(
+          absl::StrCat("mpi communicator: ", what, " failed: ", MpiError(rc)));
+    }
+    return absl::OkStatus();
+  }
+
+  // Direct mode: the blocking call on this thread, the watchdog armed.
+  absl::Status Direct(const char* what, const Job& job) {
+    return DirectCall(what, [&] { return worker_->Execute(job); });
+  }
+
+  template <typename F>
+  absl::Status DirectCall(const char* what, F call) {
+    slot_->timeout_s.store(timeout_seconds_, std::memory_order_relaxed);
+    slot_->what.store(what, std::memory_order_relaxed);
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            Clock::now().time_since_epoch()).count();
+    slot_->deadline_ns.store(now + static_cast<int64_t>(timeout_seconds_ * 1e9),
+                             std::memory_order_release);
+    int rc;
+    if (g_serialize.load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> serial(g_serial_mu);
+      rc = call();
+    } else {
+      rc = call();
+    }
+    slot_->deadline_ns.store(0, std::memory_order_release);
     if (rc != MPI_SUCCESS) {
       broken_ = true;
       g_broken = true;
@@ -434,6 +635,9 @@ class MpiCommunicator : public Communicator {
       return absl::InternalError(
           absl::StrCat("mpi communicator: ", what, ": ", MpiError(rc)));
     }
+    // Direct mode: MPI_Wait, the watchdog keeping the deadline (the same
+    // request, so the same algorithm and bits; no polling, yields or sleeps).
+    if (slot_) return DirectCall(what, [&] { return MPI_Wait(req, MPI_STATUS_IGNORE); });
     const auto start = Clock::now();
     bool backoff = false;
     const auto deadline =
@@ -478,7 +682,13 @@ class MpiCommunicator : public Communicator {
   int rank_ = 0, world_ = 1;
   bool broken_ = false;
   bool oversubscribed_ = false;
+  BlockingWorker& Worker() {
+    if (!worker_) worker_ = BlockingWorker::Start(/*thread=*/!slot_);
+    return *worker_;
+  }
+
   std::shared_ptr<BlockingWorker> worker_;  // started by the first collective
+  std::shared_ptr<WatchSlot> slot_;  // direct mode only
 };
 
 }  // namespace

@@ -80,14 +80,30 @@ class ThreadCommunicator : public Communicator {
     g_->send[rank_] = send;
     if (auto s = Meet("reduce-scatter"); !s.ok()) return s;
     const int64_t n = counts[rank_];
-    // Sum in rank order so every run gives the same bits.
-    std::vector<float> acc(n, 0.0f);
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    // Sum in rank order so every run gives the same bits (0 + x first, as
+    // into a zeroed accumulator: -0 becomes +0 alike). Straight into recv
+    // unless recv lies in some rank's send buffer, which a peer may still
+    // be reading: then through a scratch copy, written after the second
+    // meeting.
+    bool overlaps = false;
+    for (int r = 0; r < g_->world; ++r) {
+      const float* b = static_cast<const float*>(g_->send[r]);
+      overlaps |= n > 0 && recv < b + total && b < recv + n;
+    }
+    std::vector<float> scratch(overlaps ? n : 0);
+    float* acc = overlaps ? scratch.data() : recv;
     for (int r = 0; r < g_->world; ++r) {
       const float* src = static_cast<const float*>(g_->send[r]) + offset;
-      for (int64_t i = 0; i < n; ++i) acc[i] += src[i];
+      if (r == 0) {
+        for (int64_t i = 0; i < n; ++i) acc[i] = 0.0f + src[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) acc[i] += src[i];
+      }
     }
     if (auto s = Meet("reduce-scatter"); !s.ok()) return s;
-    if (n > 0) std::memcpy(recv, acc.data(), n * sizeof(float));
+    if (overlaps && n > 0) std::memcpy(recv, acc, n * sizeof(float));
     Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
     return absl::OkStatus();
   }

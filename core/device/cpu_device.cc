@@ -107,6 +107,9 @@ class CpuDevice : public Device {
   void AccumulateF32(void* dst, const float* src, float scale, DType t, int64_t n) override {
     cpu::AccumulateF32(dst, src, scale, t, n);
   }
+  double ScaleSumSquares(float* x, int64_t n, float scale) override {
+    return cpu::ScaleSumSquares(x, n, scale);
+  }
   double SumSquares(const void* x, DType t, int64_t n) override {
     return cpu::SumSquares(x, t, n);
   }

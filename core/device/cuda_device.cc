@@ -111,6 +111,12 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal) {
                    "create comm stream");
   }
   d->comm_ = comm;
+  cudaStream_t copy = nullptr;
+  if (s.ok()) {
+    s = CudaStatus(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking),
+                   "create copy stream");
+  }
+  d->copy_ = copy;
   if (s.ok()) {
     s = CudaStatus(cudaEventCreateWithFlags(&a, cudaEventDisableTiming),
                    "create event");
@@ -139,6 +145,7 @@ CudaDevice::~CudaDevice() {
   DeviceGuard g(ordinal_);
   if (compute_) cudaStreamSynchronize(S(compute_));
   if (comm_) cudaStreamSynchronize(S(comm_));
+  if (copy_) cudaStreamSynchronize(S(copy_));
   if (norm_workspace_) cudaFree(norm_workspace_);
   memory_.reset();  // returns segments through cudaFree
   pinned_.reset();
@@ -146,6 +153,7 @@ CudaDevice::~CudaDevice() {
   if (comm_done_) cudaEventDestroy(E(comm_done_));
   if (compute_) cudaStreamDestroy(S(compute_));
   if (comm_) cudaStreamDestroy(S(comm_));
+  if (copy_) cudaStreamDestroy(S(copy_));
 }
 
 std::string CudaDevice::name() const { return absl::StrCat("cuda:", ordinal_); }
@@ -220,11 +228,44 @@ absl::Status CudaDevice::CommWaitsForCompute() {
                     "comm waits for compute");
 }
 
+void* CudaDevice::UploadAsync(void* dst, const void* src, size_t bytes) {
+  DeviceGuard g(ordinal_);
+  cudaEvent_t after = nullptr, done = nullptr;
+  absl::Status s = CudaStatus(cudaEventCreateWithFlags(&after, cudaEventDisableTiming),
+                              "UploadAsync: create event");
+  if (s.ok()) s = CudaStatus(cudaEventRecord(after, S(compute_)), "UploadAsync: record");
+  if (s.ok()) s = CudaStatus(cudaStreamWaitEvent(S(copy_), after, 0), "UploadAsync: wait");
+  if (s.ok() && bytes > 0) {
+    s = CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, S(copy_)),
+                   "UploadAsync: copy");
+  }
+  if (s.ok()) {
+    s = CudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+                   "UploadAsync: create event");
+  }
+  if (s.ok()) s = CudaStatus(cudaEventRecord(done, S(copy_)), "UploadAsync: record");
+  if (after) cudaEventDestroy(after);  // released once the wait on it is done
+  if (!s.ok()) {
+    Note(s);  // sticky: the engine fails instead of gathering garbage
+    if (done) cudaEventDestroy(done);
+    return nullptr;
+  }
+  return done;
+}
+
+void CudaDevice::WaitForUpload(void* event) {
+  if (event == nullptr) return;
+  DeviceGuard g(ordinal_);
+  Note(CudaStatus(cudaStreamWaitEvent(S(compute_), E(event), 0), "WaitForUpload"));
+  cudaEventDestroy(E(event));
+}
+
 void CudaDevice::Synchronize() {
   DeviceGuard g(ordinal_);
   Note(CudaStatus(cudaStreamSynchronize(S(compute_)),
                   "synchronize compute stream"));
   Note(CudaStatus(cudaStreamSynchronize(S(comm_)), "synchronize comm stream"));
+  Note(CudaStatus(cudaStreamSynchronize(S(copy_)), "synchronize copy stream"));
 }
 
 void CudaDevice::AdamStep(const math::AdamScalars& s, const float* g, float* p,

@@ -1,5 +1,5 @@
 // The CUDA device: device memory from a caching allocator over cudaMalloc,
-// a compute stream and a comm stream joined by events, and cached pinned host
+// a compute stream, a comm stream and a copy stream joined by events, and cached pinned host
 // memory for staging. Built only under --config=cuda; no CUDA types here.
 //
 // Ordering contract: Allocate's zero fill, Memset0, CopyAsync and the
@@ -75,6 +75,12 @@ class CudaDevice : public Device {
   absl::Status ComputeWaitsForComm();
   absl::Status CommWaitsForCompute();
   absl::Status CopyAsync(void* dst, const void* src, size_t bytes);
+  // On the copy stream, after the work queued so far on the compute stream
+  // (dst's zero fill, an earlier user of its block); the event is recorded
+  // there, and WaitForUpload makes the compute stream wait for it.
+  bool async_uploads() const override { return true; }
+  void* UploadAsync(void* dst, const void* src, size_t bytes) override;
+  void WaitForUpload(void* event) override;
 
   absl::StatusOr<void*> AllocateHost(size_t bytes, bool pinned) override {
     return pinned ? AllocatePinned(bytes) : Device::AllocateHost(bytes, false);
@@ -110,6 +116,7 @@ class CudaDevice : public Device {
   const int ordinal_;
   void* compute_ = nullptr;  // cudaStream_t
   void* comm_ = nullptr;
+  void* copy_ = nullptr;  // uploads (UploadAsync)
   void* compute_done_ = nullptr;  // cudaEvent_t
   void* comm_done_ = nullptr;
   double* norm_workspace_ = nullptr;  // kSquaredNormWorkspace + 1 doubles

@@ -88,6 +88,32 @@ TEST_F(CudaDeviceTest, StreamsJoinThroughEvents) {
   dev_->Free(*b, bytes);
 }
 
+// UploadAsync on the copy stream (offload_param cpu's prefetch, the NVMe
+// store's next piece): ordered after the compute stream's work so far (a
+// fresh block's zero fill must not land over it), and seen by compute work
+// after WaitForUpload; from pinned memory, so the copy is truly async.
+TEST_F(CudaDeviceTest, UploadsOnTheCopyStreamOrderWithComputeThroughEvents) {
+  ASSERT_TRUE(dev_->async_uploads());
+  const size_t bytes = 32 << 20;
+  auto h = dev_->AllocateHost(bytes, /*pinned=*/true);
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::memset(*h, 7, bytes);
+  for (int round = 0; round < 3; ++round) {
+    auto a = dev_->Allocate(bytes);  // zero fill queued on the compute stream
+    ASSERT_TRUE(a.ok());
+    void* ev = dev_->UploadAsync(*a, *h, bytes);
+    ASSERT_NE(ev, nullptr);
+    dev_->WaitForUpload(ev);
+    std::vector<char> back(bytes, 0);
+    dev_->Copy(back.data(), *a, bytes);  // compute stream, after the wait
+    EXPECT_EQ(back, std::vector<char>(bytes, 7)) << "round " << round;
+    dev_->Free(*a, bytes);
+  }
+  dev_->Synchronize();
+  EXPECT_TRUE(dev_->sticky_error().ok()) << dev_->sticky_error();
+  dev_->FreeHost(*h, true);
+}
+
 TEST_F(CudaDeviceTest, PinnedStagingIsCachedAndPageLocked) {
   auto p = dev_->AllocatePinned(1 << 20);
   ASSERT_TRUE(p.ok()) << p.status();

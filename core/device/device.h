@@ -102,11 +102,32 @@ class Device {
                           bool accumulate) = 0;
   // Sum of squares in double; waits for the result.
   virtual double SumSquares(const void* x, DType t, int64_t n) = 0;
+  // ToF32(x, kF32, x, n, scale) then SumSquares(x, kF32, n), the same bits;
+  // the CPU device does both in one pass.
+  virtual double ScaleSumSquares(float* x, int64_t n, float scale) {
+    ToF32(x, DType::kF32, x, n, scale);
+    return SumSquares(x, DType::kF32, n);
+  }
   // Host fp32 <-> device values of dtype t (uploads and downloads).
   virtual void UploadF32(const float* host, void* dst, DType t, int64_t n) = 0;
   virtual void DownloadF32(const void* src, DType t, float* host,
                            int64_t n) = 0;
   virtual void Synchronize() = 0;
+
+  // Host -> device bytes on the device's copy stream (docs/ARCHITECTURE.md,
+  // "Offload": offload_param cpu uploads a slice along the prefetch trace),
+  // returning an event for WaitForUpload; nothing waits for the copy until
+  // then. `src` must stay unchanged and `dst` allocated until the event was
+  // waited for, and every event must be waited for exactly once. Default
+  // (async_uploads() false): a synchronous Copy and no event.
+  virtual bool async_uploads() const { return false; }
+  virtual void* UploadAsync(void* dst, const void* src, size_t bytes) {
+    Copy(dst, src, bytes);
+    return nullptr;
+  }
+  // Later work on the compute stream, and a communicator waiting on
+  // stream_handle(), see the upload of `event` (null: nothing to wait for).
+  virtual void WaitForUpload(void* event) { (void)event; }
 
   // The first error asynchronous work met (a failed kernel launch, a fault
   // on the device); OK if none. Errors are sticky: the engine turns one into

@@ -70,15 +70,18 @@ class Queue : public GuardedStream {
     cv_.notify_all();
     worker_.join();
   }
-  void Enqueue(std::function<void()> fn) {
+  // Returns how many operations were ever queued, this one included.
+  int64_t Enqueue(std::function<void()> fn) {
     std::lock_guard<std::mutex> l(mu_);
     q_.push_back(std::move(fn));
-    ++enqueued_;
+    return ++enqueued_;
   }
-  void Flush() override {
+  void Flush() override { FlushTo(-1); }
+  // Runs the first `target` operations ever queued (-1: all so far).
+  void FlushTo(int64_t target) {
     std::unique_lock<std::mutex> l(mu_);
     if (std::this_thread::get_id() == worker_.get_id()) return;
-    const int64_t target = enqueued_;
+    if (target < 0 || target > enqueued_) target = enqueued_;
     if (target > flush_to_) flush_to_ = target;
     cv_.notify_all();
     done_cv_.wait(l, [&] { return done_ >= target; });
@@ -182,6 +185,24 @@ class Guarded : public GuardedDevice {
     queue_.Enqueue([d, s, bytes] { std::memmove(d, s, bytes); });
     queue_.Flush();
   }
+
+  // The copy stream: the bytes are read from `src` when the copy queue
+  // runs, which is only when the compute queue reaches the WaitForUpload.
+  bool async_uploads() const override { return true; }
+  void* UploadAsync(void* dst, const void* src, size_t bytes) override {
+    ++async_uploads_;
+    char* d = Dev(dst, "UploadAsync");
+    if (d == nullptr || bytes == 0) return nullptr;
+    const int64_t at = copy_.Enqueue([d, src, bytes] { std::memcpy(d, src, bytes); });
+    return new int64_t(at);
+  }
+  void WaitForUpload(void* event) override {
+    if (event == nullptr) return;
+    const int64_t at = *static_cast<int64_t*>(event);
+    delete static_cast<int64_t*>(event);
+    queue_.Enqueue([this, at] { copy_.FlushTo(at); });
+  }
+  int64_t async_uploads_issued() const override { return async_uploads_; }
 
   void CallerCopy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
@@ -367,7 +388,11 @@ class Guarded : public GuardedDevice {
     if (sticky_.ok()) sticky_ = s;
   }
 
+  // Before queue_: its operations (WaitForUpload) reach copy_, so copy_ is
+  // built first and destroyed last.
+  Queue copy_;
   Queue queue_;
+  std::atomic<int64_t> async_uploads_{0};
   std::atomic<size_t> allocated_{0};
   std::atomic<size_t> peak_{0};
   void NotePeak() {

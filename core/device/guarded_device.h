@@ -55,6 +55,10 @@ class GuardedDevice : public Device {
   virtual void FailNextKernel(const std::string& what) = 0;
   // Operations queued and not yet run.
   virtual int64_t pending() const = 0;
+  // UploadAsync calls so far: each queued on the stand-in's copy stream, a
+  // second queue that runs only when the compute queue reaches a
+  // WaitForUpload of it (a missing wait leaves the bytes unwritten).
+  virtual int64_t async_uploads_issued() const = 0;
 };
 
 std::unique_ptr<GuardedDevice> MakeGuardedDevice();

@@ -445,8 +445,12 @@ absl::Status GradientReducer::ReduceLeftoversStage0() {
 }
 
 absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>& g32,
-                                                      bool zero_grads) {
+                                                      bool zero_grads, float* deferred_scale) {
   Device* d = ctx_->device;
+  // With a reduce-scatter the post-scale is a pass of its own over the
+  // shard: the caller may fold it into its next one instead.
+  const bool defer = deferred_scale != nullptr && ctx_->config.reduce_scatter;
+  if (deferred_scale != nullptr) *deferred_scale = defer ? post_scale_ : 1.0f;
   const DType t = ctx_->dtype();
   const size_t es = ctx_->es();
   const int world = ctx_->world;
@@ -456,6 +460,23 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
     const int64_t chunk = std::max<int64_t>(1, pack_cap_ / world);
     float* out = g32[g];
     const char* grads = sharded_->group(g).grads.data<char>();
+    // fp32 gradients, nothing to pre-scale, an fp32 reduction and one
+    // chunk: the pack would be a plain copy of the local gradient (the
+    // shards lie back to back in rank order already), so the reduce-scatter
+    // reads the gradient itself: the same call on the same values, one
+    // full-size write pass fewer (docs/ARCHITECTURE.md, "One training
+    // step").
+    if (t == DType::kF32 && pre_scale_ == 1.0f && shard <= chunk &&
+        ctx_->config.reduce_scatter && ctx_->config.communication_data_type == DType::kF32) {
+      float* local = const_cast<float*>(reinterpret_cast<const float*>(grads));
+      RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(local, out, std::vector<int64_t>(world, shard)));
+      if (ctx_->replicas > 1) {
+        RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(out, shard, ReduceOp::kSum));
+      }
+      if (!defer) d->ToF32(out, DType::kF32, out, shard, post_scale_);
+      if (zero_grads) d->Memset0(local, static_cast<size_t>(world) * shard * es);
+      continue;
+    }
     for (int64_t a = 0; a < shard; a += chunk) {
       const int64_t len = std::min(chunk, shard - a);
       for (int r = 0; r < world; ++r) {
@@ -478,7 +499,7 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
         if (ctx_->replicas > 1) {  // hybrid sharding: over the groups too
           RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(out + a, len, ReduceOp::kSum));
         }
-        d->ToF32(out + a, DType::kF32, out + a, len, post_scale_);
+        if (!defer) d->ToF32(out + a, DType::kF32, out + a, len, post_scale_);
       } else {
         // All-reduce the chunk of every shard; keep this rank's.
         RETURN_IF_ERROR(AllReducePack(pack, world * len));

@@ -69,8 +69,13 @@ class GradientReducer {
   // Stage 1: the full local gradients reduce-scattered (reduce_scatter
   // false: all-reduced) into `g32` (fp32, this rank's shard of each group),
   // averaged. `zero_grads`: the full local gradients are zeroed as they are
-  // packed (the boundary's fused update then has nothing else to zero).
-  absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32, bool zero_grads);
+  // packed, or after the reduce-scatter when fp32 needs no pack (the
+  // boundary's fused update then has nothing else to zero).
+  // `deferred_scale` (may be null): with a reduce-scatter, the averaging
+  // scale is left to the caller (set here; 1 when nothing is left), who
+  // applies it in its pass over the shard (the boundary's sum of squares).
+  absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32, bool zero_grads,
+                                       float* deferred_scale = nullptr);
   // Stage1ReduceIsIdentity for this engine.
   bool Stage1IsIdentity() const;
 

@@ -31,14 +31,23 @@ absl::Status NvmeStateStore::Create(const std::vector<int64_t>& owned_lens) {
   o.aio.block_size = ctx_->config.aio.block_size;
   o.aio.recorder = ctx_->recorder;
   o.progress = ctx_->progress;
+  if (staged()) {
+    // NVMe <-> host staging <-> device: the tier's buffers are the staging,
+    // page-locked through the device when pin_memory, so the copies to and
+    // from the GPU run at the link's speed (docs/ARCHITECTURE.md, "Offload").
+    Device* d = ctx_->device;
+    const bool pin = oc.pin_memory;
+    o.alloc_host = [d, pin](size_t bytes) { return d->AllocateHost(bytes, pin); };
+    o.free_host = [d, pin](void* p) { d->FreeHost(p, pin); };
+  }
   ASSIGN_OR_RETURN(tier_, offload::NvmeTier::Create(o, owned_lens));
-  if (staged()) {  // the device buffer of the largest piece, for Update
+  if (staged()) {  // two device buffers of the largest piece, for Update
     int64_t piece = 0;
     for (int64_t len : owned_lens) {
       piece = std::max(piece, std::min<int64_t>(std::max<int64_t>(1, o.chunk_elems), len));
     }
-    ASSIGN_OR_RETURN(up_, DeviceBuffer::Make(ctx_->device, std::max<int64_t>(1, piece) * 4 *
-                                                               StateArrays(ctx_->config)));
+    half_floats_ = std::max<int64_t>(1, piece) * StateArrays(ctx_->config);
+    ASSIGN_OR_RETURN(up_, DeviceBuffer::Make(ctx_->device, 2 * half_floats_ * 4));
   }
   const offload::NvmeTierStats st = tier_->stats();
   if (!st.note.empty()) {
@@ -60,28 +69,65 @@ absl::Status NvmeStateStore::Initialize(const InitVisitor& init) {
 absl::Status NvmeStateStore::Update(const OptimizerUpdate& u) {
   const int arrays = StateArrays(ctx_->config);
   Device* d = ctx_->device;
-  return tier_->Update(
+  // A GPU: piece k's state up into half k % 2 of up_, the device's kernels
+  // (the same bits as in memory), the state back down for the tier to
+  // write. With async_uploads(), once k's kernels are queued, piece k+1
+  // (waited for from NVMe meanwhile) goes up into the other half on the
+  // copy stream, overlapping k's download; piece k+1 waits for its events
+  // (docs/ARCHITECTURE.md, "Offload").
+  size_t k = 0;
+  struct Pending {
+    bool on = false;
+    int group = -1;
+    int64_t begin = -1;
+    void* events[3] = {nullptr, nullptr, nullptr};
+  } pending;
+  auto wait_pending = [&] {
+    for (void*& e : pending.events) {
+      d->WaitForUpload(e);
+      e = nullptr;
+    }
+    pending.on = false;
+  };
+  absl::Status s = tier_->Update(
       [&](const offload::NvmeTier::Chunk& c, float* const* arr) -> absl::Status {
         if (!staged()) {
           return u.on_device(c.group, c.begin, c.len, arr[0], arrays > 1 ? arr[1] : nullptr,
                              arrays > 2 ? arr[2] : nullptr);
         }
-        // A GPU: the piece's state up, the device's kernels (the same bits
-        // as in memory), the state back down for the tier to write.
         const size_t bytes = static_cast<size_t>(c.len) * 4;
-        if (up_.bytes() < bytes * arrays) {
-          ASSIGN_OR_RETURN(up_, DeviceBuffer::Make(d, bytes * arrays));
+        if (c.len * arrays > half_floats_) {
+          return absl::InternalError("nvme state: a piece larger than its device buffer");
         }
+        float* base = up_.data<float>() + static_cast<int64_t>(k % 2) * half_floats_;
         float* dev[3] = {nullptr, nullptr, nullptr};
-        for (int a = 0; a < arrays; ++a) {
-          dev[a] = up_.data<float>() + a * c.len;
-          d->Copy(dev[a], arr[a], bytes);
+        for (int a = 0; a < arrays; ++a) dev[a] = base + a * c.len;
+        const bool uploaded = pending.on && pending.group == c.group && pending.begin == c.begin;
+        wait_pending();
+        if (!uploaded) {
+          for (int a = 0; a < arrays; ++a) d->Copy(dev[a], arr[a], bytes);
         }
         RETURN_IF_ERROR(u.on_device(c.group, c.begin, c.len, dev[0], dev[1], dev[2]));
+        if (d->async_uploads()) {
+          const offload::NvmeTier::Next next = tier_->PeekNext();
+          if (next.chunk != nullptr) {
+            float* nb = up_.data<float>() + static_cast<int64_t>((k + 1) % 2) * half_floats_;
+            for (int a = 0; a < arrays; ++a) {
+              pending.events[a] = d->UploadAsync(nb + a * next.chunk->len, next.arrays[a],
+                                                 static_cast<size_t>(next.chunk->len) * 4);
+            }
+            pending.on = true;
+            pending.group = next.chunk->group;
+            pending.begin = next.chunk->begin;
+          }
+        }
         for (int a = 0; a < arrays; ++a) d->Copy(arr[a], dev[a], bytes);
+        ++k;
         return d->status();
       },
       u.agree);
+  wait_pending();  // a step that stopped early: every event waited for once
+  return s;
 }
 
 std::vector<UpdatePiece> NvmeStateStore::UpdateOrder() const {

@@ -43,7 +43,10 @@ class NvmeStateStore : public OptimizerStateStore {
   bool staged() const { return !ctx_->device->host_accessible(); }
 
   EngineContext* ctx_;
-  DeviceBuffer up_;  // staged(): [master | m | v] of the largest piece
+  // staged(): two halves of half_floats_, each [master | m | v] of the
+  // largest piece: piece k's update in one while k+1 goes up into the other.
+  DeviceBuffer up_;
+  int64_t half_floats_ = 0;
   std::unique_ptr<offload::NvmeTier> tier_;
   std::vector<int64_t> lens_;
 };

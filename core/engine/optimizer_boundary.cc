@@ -94,6 +94,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     if (!raw || in_place) g32[g] = static_cast<float*>(src[g]);
   }
   double sumsq = 0.0;
+  float post_scale = 1.0f;  // stage 1's averaging, applied in pass 1
   auto reduce = [&]() -> absl::Status {
     if (stage == 0 && world > 1) {
       ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
@@ -101,7 +102,7 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     }
     if (scatter) {
       ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
-      RETURN_IF_ERROR(reducer_->ReduceScatterFlatStage1(g32, /*zero_grads=*/fused));
+      RETURN_IF_ERROR(reducer_->ReduceScatterFlatStage1(g32, /*zero_grads=*/fused, &post_scale));
     }
     ScopedPhase norm(ctx_->recorder, Phase::kNorm);
     if (streamed) {
@@ -118,8 +119,12 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     }
     // Same elements, same order and precision as a sum over the fp32 cast
     // (float(x) * 1.0f is x): the norm's bits do not depend on the path.
+    // Stage 1's averaging scale goes into the same pass (scaled in place
+    // tile by tile, then squared): the same bits as a pass of its own.
     for (int g = 0; g < groups && !streamed; ++g) {
-      sumsq += device->SumSquares(src[g], src_t, sharded_->group(g).owned_len);
+      const int64_t n = sharded_->group(g).owned_len;
+      sumsq += post_scale != 1.0f ? device->ScaleSumSquares(g32[g], n, post_scale)
+                                  : device->SumSquares(src[g], src_t, n);
     }
     // Norm and overflow in one all-reduce: a non-finite gradient anywhere
     // makes the global sum of squares non-finite.

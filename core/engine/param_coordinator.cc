@@ -1,6 +1,8 @@
 #include "core/engine/param_coordinator.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
@@ -112,9 +114,29 @@ void ParamCoordinator::Prefetch(int id) {
     l.buf = std::move(*buf);
     void* dst = l.buf.data();
     const int li = p.li;
-    l.pending = ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kGather,
-                                           [this, li, dst] { return GatherOnStream(li, dst); },
-                                           "prefetch"));
+    if (ctx_->device->async_uploads() && sharded_->params_on_host() && !zpp_.enabled()) {
+      // offload_param "cpu" on a GPU: the slice goes up on the copy stream
+      // now, along the prefetch trace; the gather waits for its event
+      // (docs/ARCHITECTURE.md, "Offload").
+      auto up = std::make_shared<Upload>();
+      up->device = ctx_->device;
+      auto event = sharded_->UploadSlice(li, &up->buf);
+      if (!event.ok()) break;
+      up->event = *event;
+      l.pending = ctx_->stream->Submit(Timed(
+          ctx_->recorder, Phase::kGather,
+          [this, li, dst, up]() mutable {
+            absl::Status s = sharded_->GatherUploaded(li, dst, up->buf.data(),
+                                                      std::exchange(up->event, nullptr));
+            up.reset();  // freed after the all-gather, as GatherInto frees its upload
+            return s;
+          },
+          "prefetch"));
+    } else {
+      l.pending = ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kGather,
+                                             [this, li, dst] { return GatherOnStream(li, dst); },
+                                             "prefetch"));
+    }
     live_[q] = std::move(l);
     live_bytes_ += p.numel * es;
     live_high_water_ = std::max(live_high_water_, live_bytes_);

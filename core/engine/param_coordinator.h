@@ -8,6 +8,7 @@
 #define ZERO_CORE_ENGINE_PARAM_COORDINATOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -75,6 +76,19 @@ class ParamCoordinator {
     DeviceBuffer buf;
     int refs = 0;
     CommStream::Handle pending;  // prefetch in flight
+  };
+  // offload_param "cpu" on a device with async_uploads(): this rank's slice,
+  // uploaded on the copy stream when the prefetch was scheduled, and its
+  // event. The gather task owns it and frees it once the all-gather
+  // returned; a task dropped unrun still waits for the event (destructor)
+  // before the buffer is freed, stream-ordered.
+  struct Upload {
+    Device* device = nullptr;
+    DeviceBuffer buf;
+    void* event = nullptr;
+    ~Upload() {
+      if (event != nullptr) device->WaitForUpload(event);
+    }
   };
   absl::Status EnsureBudget(int64_t need, int id);
   void Prefetch(int id);

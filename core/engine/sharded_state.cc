@@ -336,6 +336,19 @@ absl::Status ShardedState::GatherInto(int li, void* dst) {
   return ctx_->comm->AllGatherV(send, dst, ctx_->layout.Counts(li), ctx_->dtype());
 }
 
+absl::StatusOr<void*> ShardedState::UploadSlice(int li, DeviceBuffer* up) {
+  const Slice s = ctx_->layout.SliceOn(li, ctx_->rank);
+  const size_t bytes = s.numel * ctx_->es();
+  ASSIGN_OR_RETURN(*up, DeviceBuffer::Make(ctx_->device, std::max<size_t>(1, bytes)));
+  const char* src = groups_[ctx_->layout.place(li).group].host_working + s.shard_offset * ctx_->es();
+  return ctx_->device->UploadAsync(up->data(), src, bytes);
+}
+
+absl::Status ShardedState::GatherUploaded(int li, void* dst, const void* up, void* event) {
+  ctx_->device->WaitForUpload(event);
+  return ctx_->comm->AllGatherV(up, dst, ctx_->layout.Counts(li), ctx_->dtype());
+}
+
 absl::Status ShardedState::PutOwnedF32(char* dst, const float* src, int64_t n) {
   Device* d = ctx_->device;
   if (!shard_on_host()) {

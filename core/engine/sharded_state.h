@@ -99,6 +99,13 @@ class ShardedState {
   // Stage 3: param `li` all-gathered from every rank's shard into `dst`
   // (device memory). Collective; runs on the comm stream.
   absl::Status GatherInto(int li, void* dst);
+  // The same with this rank's slice already on its way up (offload_param
+  // "cpu" on a device with async_uploads(): UploadSlice at prefetch time):
+  // the device waits for `event` before the all-gather reads `up`.
+  absl::Status GatherUploaded(int li, void* dst, const void* up, void* event);
+  // Starts the upload of this rank's host slice of `li` (params_on_host()
+  // on a GPU) into `*up` on the copy stream; returns its event.
+  absl::StatusOr<void*> UploadSlice(int li, DeviceBuffer* up);
   // Stage 3: this rank's slice of param `li` in the working copy (device
   // memory), or read from its param file into `into` when not null (host
   // accessible memory), else into `*scratch`.

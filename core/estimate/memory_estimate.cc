@@ -198,14 +198,14 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     e.scratch_bytes = owned_total * 4;
   }
   // NvmeStateStore on a GPU: the largest piece's master and moments on the
-  // device for its update.
+  // device, twice (piece k's update while k+1 goes up).
   int64_t nvme_up_bytes = 0;
   if (topo.gpu && nvme_optim) {
     int64_t piece = 0;
     for (int64_t len : owned) {
       piece = std::max(piece, std::min<int64_t>(std::max<int64_t>(1, c.sub_group_size), len));
     }
-    nvme_up_bytes = std::max<int64_t>(1, piece) * 4 * arrays;
+    nvme_up_bytes = 2 * std::max<int64_t>(1, piece) * 4 * arrays;
   }
   e.buffer_bytes = e.bucket_bytes + e.pack_bytes + e.recv_bytes + e.staging_bytes +
                    e.scratch_bytes + e.large_grad_bytes + nvme_up_bytes;

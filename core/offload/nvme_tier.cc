@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -94,12 +95,28 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
   const int nbuf = std::max<int>(
       1, std::min<int64_t>(std::max(2, options.buffer_count), static_cast<int64_t>(t->chunks_.size())));
   for (int i = 0; i < nbuf; ++i) {
-    void* p = std::aligned_alloc(kAlign, static_cast<size_t>(t->buffer_bytes_));
+    void* p = nullptr;
+    char* aligned = nullptr;
+    if (options.alloc_host) {
+      absl::StatusOr<void*> h = options.alloc_host(static_cast<size_t>(t->buffer_bytes_ + kAlign));
+      if (!h.ok()) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "nvme offload: cannot allocate a ", t->buffer_bytes_, "-byte host buffer: ",
+            h.status().message()));
+      }
+      p = *h;
+      const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+      aligned = reinterpret_cast<char*>((a + kAlign - 1) / kAlign * kAlign);
+    } else {
+      p = std::aligned_alloc(kAlign, static_cast<size_t>(t->buffer_bytes_));
+      aligned = static_cast<char*>(p);
+    }
     if (p == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "nvme offload: cannot allocate a ", t->buffer_bytes_, "-byte host buffer"));
     }
-    t->buffers_.push_back(static_cast<char*>(p));
+    t->raw_buffers_.push_back(p);
+    t->buffers_.push_back(aligned);
   }
   t->stats_.host_bytes = t->stats_.host_high_water = nbuf * t->buffer_bytes_;
   if (direct && !t->fds_.empty()) {
@@ -132,7 +149,13 @@ NvmeTier::~NvmeTier() {
   aio_.reset();  // waits for IO in flight into the buffers
   for (int fd : fds_) ::close(fd);
   for (const std::string& p : paths_) ::unlink(p.c_str());
-  for (char* b : buffers_) std::free(b);
+  for (void* b : raw_buffers_) {
+    if (options_.free_host) {
+      options_.free_host(b);
+    } else {
+      std::free(b);
+    }
+  }
   claim_.reset();  // the lock file last
 }
 
@@ -207,8 +230,27 @@ absl::Status NvmeTier::Initialize(const ChunkFn& fn) {
   return first;
 }
 
+NvmeTier::Next NvmeTier::PeekNext() {
+  Next next;
+  const size_t j = update_k_ + 1;
+  if (update_rd_ == nullptr || j >= chunks_.size() || (*update_rd_)[j] == 0) return next;
+  // Read ahead keeps chunk k+1's read issued while fn(k) runs (ahead >= 1).
+  peeked_ = j;
+  peek_status_ = aio_->Wait((*update_rd_)[j]);
+  (*update_rd_)[j] = 0;
+  if (!peek_status_.ok()) return next;
+  const Chunk& c = chunks_[j];
+  char* buf = buffers_[j % buffers_.size()];
+  next.chunk = &c;
+  for (int a = 0; a < options_.num_arrays; ++a) {
+    next.arrays[a] = reinterpret_cast<float*>(buf + a * region_bytes(c));
+  }
+  return next;
+}
+
 absl::Status NvmeTier::Update(
     const ChunkFn& fn, const std::function<absl::StatusOr<bool>(bool)>& agree) {
+  peeked_ = static_cast<size_t>(-1);
   absl::Status first = CheckSizes();
   const size_t n = chunks_.size();
   const size_t B = buffers_.size();
@@ -228,8 +270,12 @@ absl::Status NvmeTier::Update(
       rd[j] = Io(chunks_[j], rslot, buffers_[j % B], false);
     }
     if (!first.ok()) break;
-    first.Update(aio_->Wait(rd[k]));
-    rd[k] = 0;
+    if (rd[k]) {
+      first.Update(aio_->Wait(rd[k]));
+      rd[k] = 0;
+    } else if (peeked_ == k) {
+      first.Update(peek_status_);  // read already waited for by PeekNext
+    }
     if (!first.ok()) break;
     const Chunk& c = chunks_[k];
     stats_.bytes_read += chunk_bytes(c);
@@ -238,7 +284,10 @@ absl::Status NvmeTier::Update(
     for (int a = 0; a < options_.num_arrays; ++a) {
       arrays[a] = reinterpret_cast<float*>(buf + a * region_bytes(c));
     }
+    update_rd_ = &rd;
+    update_k_ = k;
     first.Update(fn(c, arrays));
+    update_rd_ = nullptr;
     if (!first.ok()) break;
     wr[k] = Io(c, wslot, buf, true);
     stats_.bytes_written += chunk_bytes(c);

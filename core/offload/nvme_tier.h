@@ -51,6 +51,12 @@ struct NvmeTierOptions {
   int64_t chunk_elems = 1;  // sub_group_size
   bool try_direct = true;   // O_DIRECT unless the file system refuses it
   AioOptions aio;
+  // Where the host buffers come from (null: aligned_alloc): with state on a
+  // GPU the engine's device, page-locked when pin_memory (NVMe <-> pinned
+  // host <-> device, docs/ARCHITECTURE.md "Offload"). The tier asks for
+  // 4 KiB more than it needs and aligns for O_DIRECT itself.
+  std::function<absl::StatusOr<void*>(size_t bytes)> alloc_host;
+  std::function<void(void* p)> free_host;
   // "nvme preallocate" after each file's blocks are reserved (Create),
   // "nvme initialize" after each chunk's first write (Initialize); false
   // cancels: the call fails with Cancelled.
@@ -97,6 +103,17 @@ class NvmeTier {
   absl::Status Update(const ChunkFn& fn,
                       const std::function<absl::StatusOr<bool>(bool)>& agree);
 
+  // Only inside Update's fn for chunk k: chunk k+1 once its read completed
+  // (waits for it) and its arrays, the buffer fn gets next, so a caller can
+  // start moving it (an upload to a GPU) while chunk k is updated. `chunk`
+  // is null for the last chunk, outside Update, or when the read failed
+  // (Update returns that error at chunk k+1).
+  struct Next {
+    const Chunk* chunk = nullptr;
+    float* arrays[3] = {nullptr, nullptr, nullptr};
+  };
+  Next PeekNext();
+
   // Whether a failed step left the files partly updated (one slot): every
   // later call fails.
   bool damaged() const { return !damaged_.ok(); }
@@ -130,9 +147,16 @@ class NvmeTier {
   int committed_ = 0;  // the slot holding the last completed step
   absl::Status damaged_;  // set by a failed in-place step
   std::unique_ptr<SwapDir> claim_;
-  std::vector<char*> buffers_;
+  std::vector<char*> buffers_;  // 4 KiB-aligned, inside raw_buffers_
+  std::vector<void*> raw_buffers_;  // as allocated (alloc_host or aligned_alloc)
   int64_t buffer_bytes_ = 0;
   NvmeTierStats stats_;
+  // Update's state for PeekNext: its read tickets, the chunk fn is on, and
+  // the chunk read early by PeekNext with that read's status.
+  std::vector<Aio::Ticket>* update_rd_ = nullptr;
+  size_t update_k_ = 0;
+  size_t peeked_ = static_cast<size_t>(-1);
+  absl::Status peek_status_;
 };
 
 }  // namespace offload

@@ -68,7 +68,7 @@ class Block(torch.nn.Module):
         k = k.view(b, t, heads, hs).transpose(1, 2)
         v = v.view(b, t, heads, hs).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
-        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         att = att.masked_fill(~causal, float("-inf")).softmax(-1)
         y = (att @ v).transpose(1, 2).reshape(b, t, c)
         x = x + self.proj(y)
@@ -95,7 +95,7 @@ class TinyGPT(torch.nn.Module):
 
     def forward(self, idx: torch.Tensor,
                 targets: Optional[torch.Tensor] = None) -> torch.Tensor:
-        pos = torch.arange(idx.shape[1])
+        pos = torch.arange(idx.shape[1], device=idx.device)  # a CUDA model too
         x = self.wte(idx) + self.wpe(pos)
         for block in self.blocks:
             x = block(x)

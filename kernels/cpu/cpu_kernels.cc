@@ -191,6 +191,37 @@ void AccumulateF32(void* dst, const float* src, float scale, DType t,
   }
 }
 
+namespace {
+// SquaresBlock over x[a, a+len) scaled in place first, tile by tile.
+double ScaledSquaresBlock(float* x, int64_t a, int64_t len, float scale) {
+  alignas(64) double acc[kSquareLanes] = {};
+  alignas(64) float tile[kTile];
+  for (int64_t b = a; b < a + len; b += kTile) {
+    const int64_t m = std::min(kTile, a + len - b);
+    const float* t = F32Tile(x, DType::kF32, b, m, tile, scale);
+    if (t != x + b) std::memcpy(x + b, t, m * sizeof(float));
+    AccumulateSquares(x + b, static_cast<size_t>(m), acc);
+  }
+  double s = 0.0;
+  for (double v : acc) s += v;
+  return s;
+}
+}  // namespace
+
+double ScaleSumSquares(float* x, int64_t n, float scale) {
+  const int64_t blocks = (n + kSquareBlock - 1) / kSquareBlock;
+  if (blocks <= 1) return n > 0 ? ScaledSquaresBlock(x, 0, n, scale) : 0.0;
+  std::vector<double> partial(blocks);
+#pragma omp parallel for schedule(static) num_threads(Threads())
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t a = b * kSquareBlock;
+    partial[b] = ScaledSquaresBlock(x, a, std::min(kSquareBlock, n - a), scale);
+  }
+  double s = 0.0;
+  for (double p : partial) s += p;
+  return s;
+}
+
 double SumSquares(const void* x, DType t, int64_t n) {
   const int64_t blocks = (n + kSquareBlock - 1) / kSquareBlock;
   if (blocks <= 1) return n > 0 ? SquaresBlock(x, t, 0, n) : 0.0;

@@ -49,6 +49,10 @@ void AccumulateF32(void* dst, const float* src, float scale, DType t,
 // kSquareLanes partial sums (widen_simd.h), added in order, then the blocks'
 // sums in order — the same bits whatever the thread count or SIMD target.
 double SumSquares(const void* x, DType t, int64_t n);
+// x[i] *= scale in place, then SumSquares(x): the same bits as ToF32(x, kF32,
+// x, n, scale) followed by SumSquares, in one pass (each tile squared while
+// in cache).
+double ScaleSumSquares(float* x, int64_t n, float scale);
 
 }  // namespace cpu
 }  // namespace zero

@@ -1,6 +1,9 @@
-// A stand-in for a GPU on the CPU: ordinary host memory that claims to be
-// off-host (host_accessible() false), so the engine takes its device paths
-// (staged collectives, ZeRO-Offload). Counts the bytes copied through it.
+// A stand-in for a GPU on the CPU that counts the bytes copied through it,
+// so the engine takes its device paths (staged collectives, ZeRO-Offload).
+// Its memory is the guarded stand-in's (core/device/guarded_device.h, issue
+// 15): mapped PROT_NONE, work run by a worker when waited for, so a host
+// dereference of its "device" memory crashes here as on a GPU (it was
+// ordinary host memory, which let such a dereference pass).
 #ifndef ZERO_TESTS_TESTING_OFF_HOST_DEVICE_H_
 #define ZERO_TESTS_TESTING_OFF_HOST_DEVICE_H_
 
@@ -9,14 +12,15 @@
 #include <string>
 
 #include "core/device/device.h"
+#include "core/device/guarded_device.h"
 
 namespace zero {
 namespace testing {
 
-// CPU memory that claims to be off-host, counting the bytes copied through it.
+// The guarded stand-in, counting the bytes copied through it.
 class OffHostDevice : public Device {
  public:
-  OffHostDevice() : d_(MakeCpuDevice()) {}
+  OffHostDevice() : d_(MakeGuardedDevice()) {}
   std::string name() const override { return "offhost"; }
   bool host_accessible() const override { return false; }
   absl::StatusOr<void*> Allocate(size_t b) override { return d_->Allocate(b); }
@@ -47,7 +51,14 @@ class OffHostDevice : public Device {
   double SumSquares(const void* x, DType t, int64_t n) override { return d_->SumSquares(x, t, n); }
   void UploadF32(const float* h, void* d, DType t, int64_t n) override { d_->UploadF32(h, d, t, n); }
   void DownloadF32(const void* s, DType t, float* h, int64_t n) override { d_->DownloadF32(s, t, h, n); }
-  void Synchronize() override {}
+  void Synchronize() override { d_->Synchronize(); }
+  absl::Status status() const override { return d_->status(); }
+  void* stream_handle() const override { return d_->stream_handle(); }
+  DeviceMemoryStats memory_stats() const override { return d_->memory_stats(); }
+  absl::StatusOr<void*> AllocateHost(size_t bytes, bool pinned) override {
+    return d_->AllocateHost(bytes, pinned);
+  }
+  void FreeHost(void* p, bool pinned) override { d_->FreeHost(p, pinned); }
   static inline std::atomic<int64_t> copied{0};
 
  private:

@@ -22,6 +22,11 @@ import zero  # noqa: E402
 import zero.torch as zt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# examples/python (gpt_train) from the source tree, as tools/device_check.sh
+# runs this file; under Bazel //examples/python:gpt_train_lib puts it on the path.
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "examples", "python"))
+import gpt_train  # noqa: E402
 import torch_model  # noqa: E402
 
 GAS = 2
@@ -188,3 +193,95 @@ def test_two_ranks_on_comm_nccl_equal_comm_mpi_on_the_cpu(tmp_path):
             assert res["dn"] == res["cn"] and len(res["dn"]) == 3, key
             for name in res["cpu"]:
                 assert torch.equal(res["dev"][name], res["cpu"][name]), (r, key, name)
+
+
+# A GPT-shaped model (examples/python/gpt_train.py: token and position
+# embeddings, causal attention, a head tied to the token embedding) through
+# zero.torch's device path against plain torch AdamW on the same device. On
+# a GPU (ZERO_TORCH_CUDA=1, tools/device_check.sh) both train on cuda:0 at a
+# size worth timing, and each one's median step time is appended as a JSON
+# line to $ZERO_TORCH_TIMING_OUT (the device check prints them); here the
+# runtime is on the stand-in and the reference on the CPU.
+def _cuda_run():
+    return torch.cuda.is_available() and os.environ.get("ZERO_TORCH_CUDA") == "1"
+
+
+def _gpt_sizes():
+    if _cuda_run():
+        return dict(ctx=128, dim=512, layers=4, heads=8), 8
+    return dict(ctx=16, dim=32, layers=2, heads=2), 3
+
+
+def _gpt_train(stage, sizes, steps, use_zero):
+    import time
+
+    dev = torch.device("cuda:0") if _cuda_run() else torch.device("cpu")
+    model = gpt_train.make_model(**sizes).to(dev)
+    data = gpt_train.batches(steps, ctx=sizes["ctx"])
+    if use_zero:
+        engine = zt.initialize(model, gpt_train.ds_config(stage), comm=zero.Comm.self_(),
+                               device="cuda:0")
+        kind = engine.zero.device.type
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=gpt_train.LR, betas=(0.9, 0.999),
+                                eps=1e-8, weight_decay=0.0)
+        kind = dev.type
+    times, losses = [], []
+    try:
+        for x, y in data:
+            x, y = x.to(dev), y.to(dev)
+            t0 = time.perf_counter()
+            if use_zero:
+                loss = engine(x, y)
+                engine.backward(loss)
+                engine.step()
+            else:
+                opt.zero_grad()
+                loss = model(x, y)
+                loss.backward()
+                opt.step()
+            losses.append(loss.item())  # waits for the device
+            times.append(time.perf_counter() - t0)
+        if use_zero:
+            params = engine.full_state_dict()
+        else:
+            params = {k: v.detach().cpu() for k, v in model.named_parameters()}
+    finally:
+        if use_zero:
+            engine.close()
+    n = sum(p.numel() for p in params.values())
+    return params, losses, sorted(times[1:])[len(times[1:]) // 2], kind, n
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_gpt_on_the_device_matches_plain_torch_on_the_same_device(stage):
+    cuda = _cuda_run()
+    os.environ["ZERO_GPU_STANDIN"] = "0" if cuda else "1"
+    try:
+        sizes, steps = _gpt_sizes()
+        got, got_losses, zero_s, kind, n = _gpt_train(stage, sizes, steps, True)
+        want, want_losses, torch_s, _, _ = _gpt_train(stage, sizes, steps, False)
+    finally:
+        os.environ["ZERO_GPU_STANDIN"] = "1"
+    assert kind == ("cuda" if cuda else "standin")
+    # Within fp32 rounding of plain torch: 1e-5 of each tensor's magnitude,
+    # plus 0.1 % of one step's Adam update per step for the elements whose
+    # gradient is rounding noise (the key bias: softmax ignores a shift of
+    # every key, so its exact gradient is 0, and Adam scales noise of 1e-10
+    # up to lr * g / eps, which differs between two correct runs).
+    atol = 1e-3 * gpt_train.LR * steps
+    assert sorted(got) == sorted(want)
+    for name in want:
+        err = (got[name].float() - want[name].float()).abs().max().item()
+        scale = want[name].float().abs().max().item()
+        assert err <= 1e-5 * scale + atol, f"stage {stage} {name}: max abs err {err} vs scale {scale}"
+    assert np.allclose(got_losses, want_losses, rtol=1e-5, atol=0), (got_losses, want_losses)
+    out = os.environ.get("ZERO_TORCH_TIMING_OUT")
+    if cuda and out:
+        import json
+
+        with open(out, "a") as f:
+            f.write(json.dumps({
+                "kind": "torch_gpt_vs_torch", "stage": stage, "params": n, "steps": steps,
+                "device": torch.cuda.get_device_name(0), "zero_step_ms": 1e3 * zero_s,
+                "torch_step_ms": 1e3 * torch_s, "ratio": zero_s / torch_s}) + "\n")

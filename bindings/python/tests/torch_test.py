@@ -92,6 +92,49 @@ def test_stage3_wrap_policy_gathers_per_block_with_fewer_hooks():
         zt.initialize(model(), torch_model.ds_config(3), wrap_policy="Block")
 
 
+@pytest.mark.parametrize("stage,policy", [(1, None), (2, None), (3, None),
+                                          (3, torch.nn.Linear)])
+def test_steady_steps_make_no_placeholders_or_gradient_views(stage, policy,
+                                                             monkeypatch):
+    """Issue 18: once warm, a step registers no hook (they are registered
+    at initialize), makes no placeholder (stage 3: each param's is made
+    once) and no new view of a gradient buffer (their
+    addresses repeat, so the cached tensors are reused); training stays that
+    of plain torch (gradients written anywhere but the runtime's buffers
+    would not train)."""
+    model = torch_model.make_model()
+    data = torch_model.make_data(torch_model.STEPS)
+    with zt.initialize(model, torch_model.ds_config(stage), wrap_policy=policy) as engine:
+        def run(batches):
+            for x, y in batches:
+                engine.backward(torch_model.loss_fn(engine(x), y))
+                engine.step()
+
+        run(data[:2])
+        made = engine._grad_views.made
+        assert made == sum(engine._trainable)  # one view per trainable param so far
+
+        def no_placeholder(*a, **k):
+            raise AssertionError("a placeholder made during a steady step")
+
+        def no_hook(*a, **k):
+            raise AssertionError("a hook registered during a steady step")
+
+        monkeypatch.setattr(zt, "_placeholder", no_placeholder)
+        hooks = len(engine._hooks)
+        for owner, name in ((torch.nn.Module, "register_forward_pre_hook"),
+                            (torch.nn.Module, "register_forward_hook"),
+                            (torch.nn.Module, "register_full_backward_hook"),
+                            (torch.Tensor, "register_hook")):
+            monkeypatch.setattr(owner, name, no_hook)
+        run(data[2:])
+        assert len(engine._hooks) == hooks
+        assert engine._grad_views.made == made
+        monkeypatch.undo()
+        params = engine.full_state_dict()
+    torch_model.assert_params_close(params, REFERENCE)
+
+
 @pytest.mark.parametrize("stage", [1, 2])
 def test_gradient_accumulation_matches_torch(stage):
     params, _, infos = torch_model.train_zero(stage, gas=2)

@@ -371,6 +371,15 @@ class Engine:
         info = self.param(p)
         return self._view(self._c.gather(info.id), info, readonly=not writable)
 
+    def _gather_address(self, pid: int) -> int:
+        """:meth:`gather` of param id ``pid`` without a view: the working
+        copy's address (zero.torch keeps its own views, see ViewCache)."""
+        return self._c.gather(pid)
+
+    def _grad_buffer_address(self, pid: int) -> int:
+        """:meth:`grad_buffer` of param id ``pid`` without a view."""
+        return self._c.grad_buffer(pid)
+
     def release(self, p: ParamRef) -> None:
         """Ends one :meth:`gather` of ``p``."""
         self._c.release(self.param(p).id)

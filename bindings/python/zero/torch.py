@@ -722,6 +722,17 @@ class ZeroTorchEngine(torch.nn.Module):
             self._drop_originals()
         _live.add(self)
 
+    # Set in every hook (hundreds of times a step): stored directly, not
+    # through nn.Module.__setattr__'s parameter/buffer/module checks (they
+    # are plain ints and lists).
+    _HOT_ATTRS = frozenset({"_busy", "_handed", "_fwd_stack"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ZeroTorchEngine._HOT_ATTRS:
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
     def _replace_meta_params(self, model: torch.nn.Module) -> None:
         """Meta params cannot take CPU storage (``p.data = ...`` refuses the
         device change), so each becomes a new CPU Parameter (a one-element
@@ -852,6 +863,16 @@ class ZeroTorchEngine(torch.nn.Module):
         # Stages 0-2: the resident gathered buffers (refreshed from after
         # each optimizer step when the bridge copies instead of aliasing).
         self._bufs: List[Any] = [None] * len(self._params)
+        # Host memory: tensors over the runtime's gradient buffers and (stage
+        # 3) gathered copies, kept per param and reused while the address
+        # repeats (_torch_bridge.ViewCache); None on a device bridge.
+        host = type(self._bridge) is _torch_bridge.Bridge
+        n = len(self._params)
+        self._grad_views = _torch_bridge.ViewCache(self.zero, self._bridge, n) if host else None
+        self._gather_views = _torch_bridge.ViewCache(self.zero, self._bridge, n) if host else None
+        # Stage 3: each param's placeholder, made once (a release is then
+        # one ``p.data =``, no allocation).
+        self._placeholders: List[Optional[torch.Tensor]] = [None] * n
 
         if self.stage < 3:
             for i, p in enumerate(self._params):
@@ -866,7 +887,9 @@ class ZeroTorchEngine(torch.nn.Module):
                     p.data = t
         else:
             for i, p in enumerate(self._params):
-                p.data = _placeholder(p.shape, self.compute_dtype, self._bridge.torch_device)
+                self._placeholders[i] = _placeholder(p.shape, self.compute_dtype,
+                                                     self._bridge.torch_device)
+                p.data = self._placeholders[i]
             self._install_stage3_hooks()
         if self.stage == 3 or self._upcast:
             self._install_state_dict_hooks()
@@ -1240,6 +1263,9 @@ class ZeroTorchEngine(torch.nn.Module):
                     p.data = self._bridge.tensor(view, self.zero.dtype).clone()
                     self._bridge.torch_done()
                     self.zero.release(self._ids[i])
+        for cache in (getattr(self, "_grad_views", None), getattr(self, "_gather_views", None)):
+            if cache is not None:
+                cache.clear()
         self.zero.close()
         _live.discard(self)
 
@@ -1369,6 +1395,15 @@ class ZeroTorchEngine(torch.nn.Module):
         p = self._params[i]
         pid = self._ids[i]
         grad = p.grad
+        if self._grad_views is not None:  # host: the cached tensor over the buffer
+            t = self._grad_views.tensor(i, pid, self.zero._grad_buffer_address(pid))
+            if grad is not None:
+                with torch.no_grad():
+                    t.copy_(grad)
+                p.grad = None
+            self.zero.grad_ready(pid)
+            self._handed[i] = True
+            return
         buf = self.zero.grad_buffer(pid)
         if grad is not None:
             self._bridge.write(buf, self.zero.dtype, grad)
@@ -1491,6 +1526,15 @@ class ZeroTorchEngine(torch.nn.Module):
             self._busy -= 1
 
     def _gather_param(self, i: int) -> None:
+        if self._gather_views is not None:  # host: no view object per gather
+            pid = self._ids[i]
+            address = self.zero._gather_address(pid)
+            self._gather_count[i] += 1
+            if self._gather_count[i] == 1:
+                # A torch-owned copy: autograd may keep views of it.
+                self._params[i].data = self._gather_views.tensor(i, pid, address).to(
+                    self.compute_dtype, copy=True)
+            return
         view = self.zero.gather(self._ids[i], writable=True)
         self._gather_count[i] += 1
         if self._gather_count[i] == 1:
@@ -1515,8 +1559,7 @@ class ZeroTorchEngine(torch.nn.Module):
             p = self._params[i]
             self._busy += 1
             try:
-                p.data = _placeholder(p.shape, self.compute_dtype,
-                                      self._bridge.torch_device)
+                p.data = self._placeholders[i]
             finally:
                 self._busy -= 1
 
