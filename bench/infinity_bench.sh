@@ -31,16 +31,14 @@ run() {  # layers pipeline
   bazel-bin/tests/infinity_rss_main --layers "$1" --hidden 8192 --nvme "$dir" \
     --dtype bf16 --steps 1 --breakdown "${BREAKDOWN:-0}" --pipeline "$2"
 }
-if [ -n "${AB:-}" ]; then
-  last=${sizes##* }
-  for rep in $(seq "$AB"); do
-    for p in 0 1; do
-      echo "{\"bench\": \"infinity_ab\", \"rep\": $rep, \"pipeline\": $p, \"loadavg\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
-      run "$last" "$p" | grep '^{' > "$out"
-      cat "$out"
-      python3 - "$out" "$dir" <<'PY'
+# Raw sequential O_DIRECT write then read of the step's volume (capped at
+# 8 GiB) right after the run in $1 (its last infinity_rss line), against the step's
+# own IO rate.
+raw_vs_step() {
+  python3 - "$1" "$dir" <<'PY'
 import json, mmap, os, sys, time
-b = json.loads(open(sys.argv[1]).readline())
+b = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.startswith("{"))
+     if r.get("bench") == "infinity_rss"][-1]
 vol = min(b["step_disk_bytes"], 8 << 30) // 2
 path = os.path.join(sys.argv[2], "raw.bin")
 blk = 8 << 20
@@ -61,8 +59,18 @@ raw = 2 * vol / (tw + tr)
 step_rate = b["step_disk_bytes"] / max(b["step_s"], 1e-9)
 print(json.dumps({"bench": "infinity_io", "raw_odirect_bytes_per_s": int(raw),
                   "raw_write_bytes_per_s": int(vol / tw), "raw_read_bytes_per_s": int(vol / tr),
-                  "step_io_bytes_per_s": int(step_rate), "ratio": round(step_rate / raw, 3)}))
+                  "step_io_bytes_per_s": int(step_rate), "ratio": round(step_rate / raw, 3),
+                  "note": "step time includes the CPU optimizer and the gathers; noisy shared machine"}))
 PY
+}
+if [ -n "${AB:-}" ]; then
+  last=${sizes##* }
+  for rep in $(seq "$AB"); do
+    for p in 0 1; do
+      echo "{\"bench\": \"infinity_ab\", \"rep\": $rep, \"pipeline\": $p, \"loadavg\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+      run "$last" "$p" | grep '^{' > "$out"
+      cat "$out"
+      raw_vs_step "$out"
     done
   done
   exit 0
@@ -70,34 +78,14 @@ fi
 for layers in $sizes; do
   run "$layers" "${PIPELINE:-1}" | tee -a "$out"
 done
-python3 - "$out" "$dir" <<'PY'
-import json, mmap, os, sys, time
-runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+python3 - "$out" <<'PY'
+import json, sys
+runs = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.startswith("{"))
+        if r.get("bench") == "infinity_rss"]
 a, b = runs[0], runs[-1]
 for key in ("rss_after_finalize_kib", "rss_after_step_kib", "peak_rss_kib") if len(runs) > 1 else ():
     slope = (b[key] - a[key]) * 1024.0 / (b["params"] - a["params"])
     print(json.dumps({"bench": "infinity_rss_slope", "what": key, "bytes_per_param": round(slope, 4),
                       "from_params": a["params"], "to_params": b["params"]}))
-# Raw sequential O_DIRECT write then read of the largest step's volume (capped at 8 GiB).
-vol = min(b["step_disk_bytes"], 8 << 30) // 2
-path = os.path.join(sys.argv[2], "raw.bin")
-blk = 8 << 20
-buf = mmap.mmap(-1, blk)
-fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o600)
-t = time.time()
-for off in range(0, vol, blk):
-    os.pwrite(fd, buf, off)
-os.fsync(fd)
-tw = time.time() - t
-t = time.time()
-for off in range(0, vol, blk):
-    os.preadv(fd, [buf], off)
-tr = time.time() - t
-os.close(fd)
-os.unlink(path)
-raw = 2 * vol / (tw + tr)
-step_rate = b["step_disk_bytes"] / max(b["step_s"], 1e-9)
-print(json.dumps({"bench": "infinity_io", "raw_odirect_bytes_per_s": int(raw),
-                  "step_io_bytes_per_s": int(step_rate), "ratio": round(step_rate / raw, 3),
-                  "note": "step time includes the CPU optimizer and the gathers; noisy shared machine"}))
 PY
+raw_vs_step "$out"

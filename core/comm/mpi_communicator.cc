@@ -168,10 +168,6 @@ class BlockingWorker {
     cv_job_.notify_one();
   }
 
- private:
-  BlockingWorker() = default;
-
- public:
   // Runs `j` on the calling thread (the worker's loop, or a direct call).
   int Execute(const Job& j) {
     switch (j.op) {
@@ -193,6 +189,8 @@ class BlockingWorker {
   }
 
  private:
+  BlockingWorker() = default;
+
   void Loop() {
     uint64_t seq = 0;
     for (;;) {
@@ -394,15 +392,7 @@ class MpiCommunicator : public Communicator {
     // recorded so far. At 2 ranks each element is one addition, the same
     // bits in either order: direct mode takes the blocking call there.
     if (DirectPair(c)) {
-      Job j{Job::kReduceScatterBlock};
-      j.send = send;
-      j.recv = recv;
-      j.count = c[0];
-      j.type = MPI_FLOAT;
-      j.mop = MPI_SUM;
-      if (auto s = Blocking("reduce-scatter", j); !s.ok()) return s;
-      Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
-      return absl::OkStatus();
+      return DirectReduceScatter(send, recv, counts, MPI_FLOAT, MPI_SUM, sizeof(float));
     }
     MPI_Request req;
     int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_FLOAT,
@@ -420,15 +410,7 @@ class MpiCommunicator : public Communicator {
     if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
     const MPI_Op op = HalfSum(dtype);
     if (DirectPair(c)) {  // as ReduceScatterV: one fp32 sum per element
-      Job j{Job::kReduceScatterBlock};
-      j.send = send;
-      j.recv = recv;
-      j.count = c[0];
-      j.type = MPI_UINT16_T;
-      j.mop = op;
-      if (auto s = Blocking("reduce-scatter", j); !s.ok()) return s;
-      Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), 2);
-      return absl::OkStatus();
+      return DirectReduceScatter(send, recv, counts, MPI_UINT16_T, op, 2);
     }
     MPI_Request req;
     int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_UINT16_T, op, comm_, &req)
@@ -512,6 +494,21 @@ class MpiCommunicator : public Communicator {
  private:
   bool DirectPair(const std::vector<int>& c) const {
     return slot_ != nullptr && world_ == 2 && Equal(c);
+  }
+
+  // Direct mode's blocking reduce-scatter of equal pieces (see DirectPair).
+  absl::Status DirectReduceScatter(const void* send, void* recv,
+                                   const std::vector<int64_t>& counts, MPI_Datatype type,
+                                   MPI_Op mop, size_t elem_bytes) {
+    Job j{Job::kReduceScatterBlock};
+    j.send = send;
+    j.recv = recv;
+    j.count = static_cast<int>(counts[0]);
+    j.type = type;
+    j.mop = mop;
+    if (auto s = Blocking("reduce-scatter", j); !s.ok()) return s;
+    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), elem_bytes);
+    return absl::OkStatus();
   }
 
   static bool Equal(const std::vector<int>& c) {
