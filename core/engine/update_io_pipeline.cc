@@ -8,50 +8,15 @@
 
 namespace zero {
 
-IoLane::IoLane() : thread_([this] { Loop(); }) {}
-
-IoLane::~IoLane() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
-  }
-  work_cv_.notify_all();
-  thread_.join();
-}
-
-int64_t IoLane::Submit(std::function<absl::Status()> job) {
-  std::lock_guard<std::mutex> l(mu_);
-  jobs_.emplace_back(++next_, std::move(job));
-  work_cv_.notify_one();
-  return next_;
-}
-
-absl::Status IoLane::Wait(int64_t t) {
-  if (t <= 0) return absl::OkStatus();
-  std::unique_lock<std::mutex> l(mu_);
-  done_cv_.wait(l, [&] { return done_ >= t; });
-  auto it = failed_.find(t);
-  if (it == failed_.end()) return absl::OkStatus();
-  absl::Status s = std::move(it->second);
-  failed_.erase(it);
+namespace {
+// The status of `h` (none: OK), which is then cleared.
+absl::Status WaitFor(CommStream& lane, CommStream::Handle& h) {
+  if (h == nullptr) return absl::OkStatus();
+  absl::Status s = lane.Wait(h);
+  h.reset();
   return s;
 }
-
-void IoLane::Loop() {
-  std::unique_lock<std::mutex> l(mu_);
-  for (;;) {
-    work_cv_.wait(l, [&] { return stop_ || !jobs_.empty(); });
-    if (jobs_.empty()) return;  // stop_, nothing queued
-    auto job = std::move(jobs_.front());
-    jobs_.pop_front();
-    l.unlock();
-    absl::Status s = job.second();
-    l.lock();
-    if (!s.ok()) failed_[job.first] = std::move(s);
-    done_ = job.first;
-    done_cv_.notify_all();
-  }
-}
+}  // namespace
 
 UpdateIoPipeline::UpdateIoPipeline(ShardedState* sharded, Device* device, size_t es, int depth,
                                    int64_t piece)
@@ -60,8 +25,8 @@ UpdateIoPipeline::UpdateIoPipeline(ShardedState* sharded, Device* device, size_t
       es_(es),
       depth_(std::max(2, depth)),
       piece_(std::max<int64_t>(1, piece)),
-      read_ticket_(depth_, 0),
-      write_ticket_(depth_, 0) {}
+      read_ticket_(depth_),
+      write_ticket_(depth_) {}
 
 absl::Status UpdateIoPipeline::Begin(std::vector<UpdatePiece> order, bool write_params) {
   RETURN_IF_ERROR(Finish());  // nothing of a previous step in flight
@@ -107,10 +72,7 @@ absl::StatusOr<char*> UpdateIoPipeline::Grads(int g, int64_t begin, int64_t len)
     // Not the order announced: no more reading ahead this step (correct,
     // only slower); the reads in flight are of pieces not asked for yet.
     in_order_ = false;
-    for (int64_t& t : read_ticket_) {
-      (void)reader_.Wait(t);
-      t = 0;
-    }
+    for (CommStream::Handle& t : read_ticket_) (void)WaitFor(reader_, t);
     char* buf = grad_bufs_[0].data<char>();
     absl::Status s = sharded_->ReadGradsRaw(g, begin, len, buf);
     first_.Update(s);
@@ -125,8 +87,7 @@ absl::StatusOr<char*> UpdateIoPipeline::Grads(int g, int64_t begin, int64_t len)
         [this, p, buf] { return sharded_->ReadGradsRaw(p.group, p.begin, p.len, buf); });
   }
   const size_t b = k % depth_;
-  absl::Status s = reader_.Wait(read_ticket_[b]);
-  read_ticket_[b] = 0;
+  absl::Status s = WaitFor(reader_, read_ticket_[b]);
   first_.Update(s);
   if (!s.ok()) return s;
   return grad_bufs_[b].data<char>();
@@ -135,8 +96,7 @@ absl::StatusOr<char*> UpdateIoPipeline::Grads(int g, int64_t begin, int64_t len)
 absl::StatusOr<char*> UpdateIoPipeline::WorkBuffer() {
   if (work_bufs_.empty()) return absl::InternalError("update pipeline: no working-copy buffers");
   const size_t b = writes_ % depth_;
-  absl::Status s = writer_.Wait(write_ticket_[b]);  // the write of piece writes_-D
-  write_ticket_[b] = 0;
+  absl::Status s = WaitFor(writer_, write_ticket_[b]);  // the write of piece writes_-D
   first_.Update(s);
   if (!s.ok()) return s;
   return work_bufs_[b].data<char>();
@@ -153,14 +113,12 @@ void UpdateIoPipeline::Land(int g, int64_t begin, int64_t len) {
 }
 
 absl::Status UpdateIoPipeline::Finish() {
-  for (int64_t& t : read_ticket_) {
-    first_.Update(reader_.Wait(t));
-    t = 0;
-  }
-  for (int64_t& t : write_ticket_) {
-    first_.Update(writer_.Wait(t));
-    t = 0;
-  }
+  for (CommStream::Handle& t : read_ticket_) first_.Update(WaitFor(reader_, t));
+  for (CommStream::Handle& t : write_ticket_) first_.Update(WaitFor(writer_, t));
+  // Every job has run; Drain forgets them. Its status is not the step's:
+  // a read ahead of a piece never asked for (out of order) does not count.
+  (void)reader_.Drain();
+  (void)writer_.Drain();
   return first_;
 }
 

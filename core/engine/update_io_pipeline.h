@@ -13,45 +13,18 @@
 #ifndef ZERO_CORE_ENGINE_UPDATE_IO_PIPELINE_H_
 #define ZERO_CORE_ENGINE_UPDATE_IO_PIPELINE_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
-#include <mutex>
-#include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/comm/comm_stream.h"
 #include "core/device/device.h"
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/sharded_state.h"
 
 namespace zero {
-
-// One thread running blocking jobs in submission order.
-class IoLane {
- public:
-  IoLane();
-  ~IoLane();  // runs what is queued, then joins
-  IoLane(const IoLane&) = delete;
-  IoLane& operator=(const IoLane&) = delete;
-  int64_t Submit(std::function<absl::Status()> job);
-  // Blocks until job `t` ran; its status (0: nothing to wait for).
-  absl::Status Wait(int64_t t);
-
- private:
-  void Loop();
-  std::mutex mu_;
-  std::condition_variable work_cv_, done_cv_;
-  std::deque<std::pair<int64_t, std::function<absl::Status()>>> jobs_;
-  std::unordered_map<int64_t, absl::Status> failed_;  // only errors are kept
-  int64_t next_ = 0, done_ = 0;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 class UpdateIoPipeline {
  public:
@@ -84,9 +57,11 @@ class UpdateIoPipeline {
   size_t es_;
   int depth_;
   int64_t piece_;
-  IoLane reader_, writer_;
+  // One in-order thread per direction (CommStream is the engine's
+  // in-order task thread; nothing here is a collective).
+  CommStream reader_{/*asynchronous=*/true}, writer_{/*asynchronous=*/true};
   std::vector<DeviceBuffer> grad_bufs_, work_bufs_;
-  std::vector<int64_t> read_ticket_, write_ticket_;  // by buffer
+  std::vector<CommStream::Handle> read_ticket_, write_ticket_;  // by buffer; null: none
   std::vector<UpdatePiece> order_;
   size_t next_ = 0;      // index in order_ of the piece Grads expects next
   size_t issued_ = 0;    // reads issued: order_[0, issued_)
