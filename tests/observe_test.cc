@@ -148,7 +148,10 @@ TEST_P(BreakdownTest, PhasesSumToTheStepTime) {
       EXPECT_NEAR(b.step_ms, wall, 0.05 * wall) << "rank " << r << " step " << s;
       // The compute the caller did in each phase is inside it.
       EXPECT_GE(b.at(Phase::kForward), 2 * 2 * kLayers * 0.3 * 0.95);
-      EXPECT_GE(b.at(Phase::kBackward), 2 * 2 * kLayers * 0.3 * 0.95);
+      // Backward begins at the first gradient handed in (the recorder cannot
+      // know earlier), so the first backward param's compute of each
+      // micro-step falls in forward.
+      EXPECT_GE(b.at(Phase::kBackward), 2 * (2 * kLayers - 1) * 0.3 * 0.95);
       // Pieces of the step lie inside it; reductions happened.
       EXPECT_GT(b.at(Phase::kReduce), 0);
       EXPECT_LE(b.at(Phase::kUpdate) + b.at(Phase::kPublish) + b.at(Phase::kNorm),
