@@ -42,6 +42,15 @@ void FinalizeAtExit() {
   if (!finalized && !g_broken.load()) MPI_Finalize();
 }
 
+// Whether this node's ranks, each with a compute thread and a comm thread
+// that waits in MPI, outnumber its cores (OpenMPI tells the ranks per node;
+// else one per node is assumed).
+bool ThreadsOutnumberCores() {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const unsigned local_ranks = local ? static_cast<unsigned>(std::atoi(local)) : 1;
+  return 2 * local_ranks > std::max(1u, std::thread::hardware_concurrency());
+}
+
 absl::Status EnsureMpi() {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -57,9 +66,21 @@ absl::Status EnsureMpi() {
     }
     return absl::OkStatus();
   }
+  // OpenMPI's blocking calls spin in their progress loop while they wait
+  // (for a peer, or for a peer's comm thread to get a core mid-transfer);
+  // with more threads than cores that spin is taken from the compute
+  // threads. mpi_yield_when_idle makes the loop yield the core when it
+  // made no progress: OpenMPI sets it itself only when the ranks outnumber
+  // the node's slots, not when their threads do (bench/README.md, "Waiting
+  // without spinning"). The user's own setting wins; an application that
+  // initialized MPI itself keeps its own.
+  const bool yield = ThreadsOutnumberCores() &&
+                     std::getenv("OMPI_MCA_mpi_yield_when_idle") == nullptr;
+  if (yield) setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
   int provided = 0;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) !=
-      MPI_SUCCESS) {
+  const int init_rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  if (yield) unsetenv("OMPI_MCA_mpi_yield_when_idle");  // not inherited by children
+  if (init_rc != MPI_SUCCESS) {
     return absl::InternalError("mpi communicator: MPI_Init_thread failed");
   }
   g_we_initialized = true;
@@ -349,11 +370,7 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &world_);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    // Ranks on this node (OpenMPI tells; else assume one per node), each
-    // with a compute thread and a comm thread that polls here.
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    const unsigned local_ranks = local ? static_cast<unsigned>(std::atoi(local)) : 1;
-    oversubscribed_ = 2 * local_ranks > std::max(1u, std::thread::hardware_concurrency());
+    oversubscribed_ = ThreadsOutnumberCores();
     if (DirectModeFromEnv()) {
       slot_ = std::make_shared<WatchSlot>();
       slot_->rank = rank_;
