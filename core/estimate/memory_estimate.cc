@@ -163,13 +163,15 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
       }
     }
   }
-  // GradientReducer::Allocate: two buckets, the fp32 pack, the receive, and
-  // one gradient buffer for params larger than a bucket.
+  // GradientReducer::Allocate: two buckets, the fp32 pack (with fp16/bf16
+  // reductions also its 2-byte send and receive), the receive, and one
+  // gradient buffer for params larger than a bucket.
   if (!lps.empty()) {
     const int64_t cap = std::max<int64_t>(1, std::min(c.reduce_bucket_size, e.padded_numel));
     const int64_t pack = std::max<int64_t>(cap, world);
     e.bucket_bytes = 2 * cap * es;
     e.pack_bytes = pack * 4;
+    if (c.CommDType() != DType::kF32) e.pack_bytes += pack * 2 * 2;
     if (stage >= 2 && c.reduce_scatter) e.recv_bytes = pack * 4;
     if (largest > cap) e.large_grad_bytes = largest * es;
   }
