@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Dict, List
 
@@ -55,6 +56,31 @@ sys.path.insert(0, HERE)
 from torch_compare import free_port, peak_rss_mb, rss_mb  # noqa: E402
 
 MODES = ["zero1", "zero2", "zero3", "zero3_wrap", "ddp", "ddp_zero_redundancy"]
+
+
+def threads_cpu_s() -> Dict[str, float]:
+    """CPU seconds so far of this process's threads other than the calling
+    one, summed by thread name (/proc/self/task/*/comm; zero names its own
+    threads zero-*). Read with clock_gettime on each thread's CPU clock
+    (nanoseconds; /proc's utime counts 10 ms ticks)."""
+    me = threading.get_native_id()
+    out: Dict[str, float] = {}
+    for t in os.listdir("/proc/self/task"):
+        tid = int(t)
+        if tid == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                name = f.read().strip()
+            cpu = time.clock_gettime(((~tid) << 3) | 6)  # CPUCLOCK_SCHED of tid
+        except OSError:
+            continue  # the thread ended meanwhile
+        out[name] = out.get(name, 0.0) + cpu
+    return out
+
+
+def threads_delta(before: Dict[str, float], after: Dict[str, float]) -> Dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items()}
 
 
 class Attribution:
@@ -157,23 +183,27 @@ def worker(args: argparse.Namespace) -> None:
     times: List[float] = []
     cpu_times: List[float] = []
     thread_times: List[float] = []  # the calling thread's CPU time
+    others: List[Dict[str, float]] = []  # other threads' CPU by name
     losses: List[float] = []
     extra: Dict[str, float] = {}
 
     if mode == "compute_only":
         for i, (x, y) in enumerate(data):
             xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
+            o0 = threads_cpu_s()
             t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
             loss = model(xs, ys)
             loss.backward()
             model.zero_grad(set_to_none=True)
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
             dh = time.thread_time() - h0
+            od = threads_delta(o0, threads_cpu_s())
             losses.append(loss.item())
             if i >= args.warmup:
                 times.append(dt)
                 cpu_times.append(dc)
                 thread_times.append(dh)
+                others.append(od)
     elif mode.startswith("comm_only"):
         extra.update(comm_only(args, model, int(mode[-1]), world, times, cpu_times))
     elif mode.startswith("zero"):
@@ -210,18 +240,21 @@ def worker(args: argparse.Namespace) -> None:
         parts: List[Dict[str, float]] = []
         for i, (x, y) in enumerate(data):
             xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
+            o0 = threads_cpu_s()
             t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
             loss = engine(xs, ys)
             engine.backward(loss)
             engine.step()
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
             dh = time.thread_time() - h0
+            od = threads_delta(o0, threads_cpu_s())
             losses.append(loss.item())
             part = att.take() if att is not None else {}
             if i >= args.warmup:
                 times.append(dt)
                 cpu_times.append(dc)
                 thread_times.append(dh)
+                others.append(od)
                 if att is not None:
                     parts.append(part)
                 if args.observe:
@@ -253,6 +286,7 @@ def worker(args: argparse.Namespace) -> None:
                                           **opt_args)
         for i, (x, y) in enumerate(data):
             xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
+            o0 = threads_cpu_s()
             t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
             opt.zero_grad(set_to_none=True)
             loss = ddp(xs, ys)
@@ -260,11 +294,13 @@ def worker(args: argparse.Namespace) -> None:
             opt.step()
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
             dh = time.thread_time() - h0
+            od = threads_delta(o0, threads_cpu_s())
             losses.append(loss.item())
             if i >= args.warmup:
                 times.append(dt)
                 cpu_times.append(dc)
                 thread_times.append(dh)
+                others.append(od)
         dist.barrier()
         dist.destroy_process_group()
 
@@ -274,6 +310,11 @@ def worker(args: argparse.Namespace) -> None:
            "step_cpu_ms": statistics.median(cpu_times) * 1e3,
            "step_thread_cpu_ms": (statistics.median(thread_times) * 1e3
                                   if thread_times else None),
+           # Per step, the other threads' CPU time by thread name (median).
+           "other_threads_cpu_ms": ({k: round(statistics.median(o.get(k, 0.0) for o in others)
+                                              * 1e3, 2)
+                                     for k in sorted(set().union(*others))}
+                                    if others else None),
            "peak_rss_mb": peak, "baseline_rss_mb": baseline,
            "rss_growth_mb": peak - baseline, "losses": losses, **extra}
     with open(os.path.join(args.outdir, f"{world}.{full_mode}.{rank}.json"), "w") as f:

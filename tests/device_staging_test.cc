@@ -7,6 +7,7 @@
 
 #include <mutex>
 
+#include "core/backend/staging_communicator.h"
 #include "core/backend/standin_comm.h"
 #include "core/comm/thread_communicator.h"
 #include "tests/testing/off_host_device.h"
@@ -101,6 +102,61 @@ TEST(DeviceStagingTest, DeviceCommunicatorWithHostDeviceIsAnError) {
   for (const auto& s : st) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_NE(s.message().find("moves GPU memory but the engine's device is cpu"), std::string::npos) << s;
+  }
+}
+
+
+// At world 1 every collective is the identity: the staging communicator
+// keeps the bytes on the device (one device copy where the output is
+// elsewhere, none in place) instead of a round trip through the host, which
+// was most of a one-GPU stage-2/3 step (issue 15, the H200 run). At world 2
+// the host staging buffers are page-locked and kept between collectives.
+TEST(DeviceStagingTest, WorldOneStaysOnTheDeviceAndStagingBuffersAreKept) {
+  constexpr int64_t n = 1000;
+  std::vector<float> host(n);
+  for (int64_t i = 0; i < n; ++i) host[i] = 0.5f * static_cast<float>(i) - 7.0f;
+  {
+    OffHostDevice dev;
+    auto comms = MakeThreadCommunicators(1);
+    auto staged = MakeStagingCommunicator(std::move(comms[0]), &dev);
+    float* a = static_cast<float*>(*dev.Allocate(n * sizeof(float)));
+    float* b = static_cast<float*>(*dev.Allocate(n * sizeof(float)));
+    dev.UploadF32(host.data(), a, DType::kF32, n);
+    const int64_t before = OffHostDevice::copied;
+    ASSERT_TRUE(staged->ReduceScatterV(a, b, {n}).ok());
+    EXPECT_EQ(OffHostDevice::copied - before, n * 4) << "one device copy, no host round trip";
+    ASSERT_TRUE(staged->AllReduce(b, n, ReduceOp::kSum).ok());
+    ASSERT_TRUE(staged->AllGatherV(b, b, {n}, DType::kF32).ok());
+    ASSERT_TRUE(staged->Broadcast(b, n * 4, 0).ok());
+    EXPECT_EQ(OffHostDevice::copied - before, n * 4) << "in-place identities copy nothing";
+    std::vector<float> out(n);
+    dev.DownloadF32(b, DType::kF32, out.data(), n);
+    EXPECT_EQ(out, host);
+    EXPECT_EQ(dev.memory_stats().pinned_host_bytes, 0);
+    dev.Free(a, n * sizeof(float));
+    dev.Free(b, n * sizeof(float));
+  }
+  std::vector<int64_t> pinned(2, -1);
+  std::vector<std::vector<float>> got(2);
+  RunThreads(2, [&](int rank, Communicator* comm) {
+    OffHostDevice dev;
+    auto dup = comm->Duplicate();
+    ASSERT_TRUE(dup.ok());
+    auto staged = MakeStagingCommunicator(std::move(*dup), &dev);
+    float* a = static_cast<float*>(*dev.Allocate(n * sizeof(float)));
+    dev.UploadF32(host.data(), a, DType::kF32, n);
+    for (int k = 0; k < 3; ++k) ASSERT_TRUE(staged->AllReduce(a, n, ReduceOp::kSum).ok());
+    got[rank].resize(n);
+    dev.DownloadF32(a, DType::kF32, got[rank].data(), n);
+    // One page-locked buffer of the collective's size, kept: not one per call.
+    pinned[rank] = dev.memory_stats().pinned_host_bytes;
+    dev.Free(a, n * sizeof(float));
+    staged.reset();
+    EXPECT_EQ(dev.memory_stats().pinned_host_bytes, 0) << "freed with the communicator";
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(pinned[r], n * 4) << "rank " << r;
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[r][i], 8.0f * host[i]) << "rank " << r << " i " << i;
   }
 }
 

@@ -14,6 +14,22 @@ fi
 if [ $((end - start)) -ge 50 ]; then
   echo "took $((end - start)) s: the stuck rank was waited for"; exit 1
 fi
+# A peer that arrives (its barrier passes the arrival gate of the others'
+# all-gather) and then stops: the others wait inside the blocking
+# collective, and must still time out (default mode: returned by the caller
+# while the worker stays in MPI; direct mode: the watchdog ends the job).
+start=$(date +%s)
+out=$("$(dirname "$0")/run_mpi.sh" "$np" "$bin" --stuck-after-arrival 2>&1)
+end=$(date +%s)
+echo "$out"
+survivors=$(echo "$out" | grep -c "DEADLINE_EXCEEDED: mpi communicator: all-gather timed out")
+if [ "$survivors" -ne $((np - 1)) ]; then
+  echo "stuck after arrival: expected $((np - 1)) ranks to report the timeout, got $survivors"
+  exit 1
+fi
+if [ $((end - start)) -ge 50 ]; then
+  echo "stuck after arrival: took $((end - start)) s"; exit 1
+fi
 # A peer that exits without MPI_Finalize: mpirun ends the job (non-zero)
 # at once rather than leaving the survivors waiting.
 start=$(date +%s)
@@ -24,4 +40,4 @@ end=$(date +%s)
 if [ $((end - start)) -ge 50 ]; then
   echo "the job with a dead rank took $((end - start)) s"; exit 1
 fi
-echo "2 passed, 0 failed"
+echo "3 passed, 0 failed"

@@ -6,6 +6,12 @@
 //                prescale_gradients, gradient_predivide_factor).
 //   --dead-peer  rank 1 stops taking part; every other rank must report a
 //                timeout within comm_timeout_seconds (then the job aborts).
+//   --stuck-after-arrival
+//                rank 1 arrives at a collective (a barrier, which passes the
+//                arrival gate of mpi_arrival_gate.h with the others' all-gather)
+//                and then stops; every other rank is left inside the
+//                all-gather and must still report a timeout (default mode:
+//                the worker thread's deadline; direct mode: the watchdog).
 //   --mismatch   rank 1 registers a different shape; every rank must fail
 //                at finalize naming the param.
 #include <chrono>
@@ -286,6 +292,25 @@ int DeadPeer(Communicator* comm) {
   return s.code() == absl::StatusCode::kDeadlineExceeded && secs < 20 ? 0 : 1;
 }
 
+int StuckAfterArrival(Communicator* comm) {
+  comm->set_timeout_seconds(2.0);
+  if (comm->rank() == 1) {
+    (void)comm->Barrier();
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
+  const int world = comm->world_size();
+  std::vector<float> send(1000, 1.0f), recv(1000 * world);
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::Status s = comm->AllGatherV(send.data(), recv.data(),
+                                    std::vector<int64_t>(world, 1000), DType::kF32);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[rank %d] all-gather after the peer stopped: %s (after %.1f s)\n", comm->rank(),
+              s.ToString().c_str(), secs);
+  std::fflush(stdout);
+  return s.code() == absl::StatusCode::kDeadlineExceeded && secs < 20 ? 0 : 1;
+}
+
 int Mismatch(Communicator* comm) {
   Config c = Cfg(1, DType::kF32);
   auto e = Engine::Create(c, comm);
@@ -320,6 +345,11 @@ int main(int argc, char** argv) {
     // ends the stuck rank) instead of waiting on it.
     std::fflush(stdout);
     std::_Exit(rc);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--stuck-after-arrival") == 0) {
+    int rc = testing::StuckAfterArrival(comm->get());
+    std::fflush(stdout);
+    std::_Exit(rc);  // as --dead-peer: the communicator is broken
   }
   if (argc > 1 && std::strcmp(argv[1], "--mismatch") == 0) {
     int rc = testing::Mismatch(comm->get());

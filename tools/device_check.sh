@@ -202,10 +202,17 @@ fi
 
 # --- Tests ----------------------------------------------------------------
 count_cases() {  # log -> "passed skipped failed"
-  local r s f
-  r=$(grep -cE '^\[       OK \] .* \([0-9]+ ms\)$' "$1" || true)
-  s=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$1" || true)
-  f=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$1" || true)
+  local r s f clean
+  # GoogleTest colours its lines under mpirun; mpi_engine_main keeps its own
+  # tally ("N passed, M failed" per rank).
+  clean=$(sed 's/\x1b\[[0-9;]*m//g' "$1")
+  r=$(grep -cE '^\[       OK \] .* \([0-9]+ ms\)$' <<< "$clean" || true)
+  s=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' <<< "$clean" || true)
+  f=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' <<< "$clean" || true)
+  if [ "$r$s$f" = 000 ]; then
+    read -r r f < <(grep -oE '[0-9]+ passed, [0-9]+ failed' <<< "$clean" |
+                    awk '{p += $1; q += $3} END {print p + 0, q + 0}')
+  fi
   echo "$r $s $f"
 }
 

@@ -1,5 +1,7 @@
 #include "core/comm/comm_stream.h"
 
+#include <pthread.h>
+
 namespace zero {
 
 CommStream::CommStream(bool asynchronous) : asynchronous_(asynchronous) {
@@ -54,6 +56,8 @@ absl::Status CommStream::Drain() {
 }
 
 void CommStream::Loop() {
+  // Named so per-thread CPU time (/proc/self/task/*/comm) can be told apart.
+  pthread_setname_np(pthread_self(), "zero-stream");
   for (;;) {
     std::pair<Handle, std::function<absl::Status()>> item;
     {

@@ -1,6 +1,7 @@
 #include "core/comm/mpi_communicator.h"
 
 #include <mpi.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/comm/mpi_arrival_gate.h"
 #include "kernels/cast_math.h"
 
 namespace zero {
@@ -110,7 +112,13 @@ struct Job {
   MPI_Op mop = MPI_OP_NULL;
   int root = 0;
   MPI_Comm comm = MPI_COMM_NULL;
+  // Until when the arrival gate waits for the peers before the call.
+  Clock::time_point deadline = Clock::time_point::max();
 };
+
+std::mutex* SerialMutex() {
+  return g_serialize.load(std::memory_order_relaxed) ? &g_serial_mu : nullptr;
+}
 
 // Runs blocking MPI collectives for one communicator on its own thread
 // (docs/ARCHITECTURE.md, "Failures"). Blocking collectives take MPI's tuned
@@ -168,7 +176,20 @@ class BlockingWorker {
     cv_job_.notify_one();
   }
 
-  // Runs `j` on the calling thread (the worker's loop, or a direct call).
+  // Runs `j` on the calling thread (the worker's loop, or a direct call)
+  // once every rank has arrived (mpi_arrival_gate.h: the blocking call
+  // itself would busy-poll through the wait). A barrier is the gate alone.
+  // kArrivalTimedOut: the peers did not arrive by the job's deadline.
+  int ExecuteGated(const Job& j) {
+    int rc = WaitForArrival(j.comm, j.deadline, SerialMutex());
+    if (rc != MPI_SUCCESS || j.op == Job::kBarrier) return rc;
+    if (std::mutex* serial = SerialMutex()) {
+      std::lock_guard<std::mutex> l(*serial);
+      return Execute(j);
+    }
+    return Execute(j);
+  }
+
   int Execute(const Job& j) {
     switch (j.op) {
       case Job::kAllGather:
@@ -192,6 +213,7 @@ class BlockingWorker {
   BlockingWorker() = default;
 
   void Loop() {
+    pthread_setname_np(pthread_self(), "zero-mpi");
     uint64_t seq = 0;
     for (;;) {
       // A burst of collectives follows one another closely: spin a little
@@ -214,13 +236,7 @@ class BlockingWorker {
         job = job_;
         ++seq;
       }
-      int rc;
-      if (g_serialize.load(std::memory_order_relaxed)) {
-        std::lock_guard<std::mutex> serial(g_serial_mu);
-        rc = Execute(job);
-      } else {
-        rc = Execute(job);
-      }
+      const int rc = ExecuteGated(job);
       rc_.store(rc, std::memory_order_relaxed);
       finished_.store(seq, std::memory_order_release);
       // The caller sets caller_sleeping_ under mu_ and then re-checks
@@ -271,6 +287,7 @@ class Watchdog {
 
  private:
   void Loop() {
+    pthread_setname_np(pthread_self(), "zero-watchdog");
     for (;;) {
       // Ten checks a second at most, and at least four per shortest timeout.
       double period = 0.1;
@@ -394,6 +411,7 @@ class MpiCommunicator : public Communicator {
     if (DirectPair(c)) {
       return DirectReduceScatter(send, recv, counts, MPI_FLOAT, MPI_SUM, sizeof(float));
     }
+    if (auto s = Gate("reduce-scatter"); !s.ok()) return s;
     MPI_Request req;
     int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_FLOAT,
                                                   MPI_SUM, comm_, &req)
@@ -412,6 +430,7 @@ class MpiCommunicator : public Communicator {
     if (DirectPair(c)) {  // as ReduceScatterV: one fp32 sum per element
       return DirectReduceScatter(send, recv, counts, MPI_UINT16_T, op, 2);
     }
+    if (auto s = Gate("reduce-scatter"); !s.ok()) return s;
     MPI_Request req;
     int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_UINT16_T, op, comm_, &req)
                       : MPI_Ireduce_scatter(send, recv, c.data(), MPI_UINT16_T, op, comm_, &req);
@@ -422,6 +441,7 @@ class MpiCommunicator : public Communicator {
 
   absl::Status AllReduceHalf(void* data, int64_t count, DType dtype) override {
     if (count > INT_MAX) return absl::InvalidArgumentError("AllReduce: too large");
+    if (auto s = Gate("all-reduce"); !s.ok()) return s;
     MPI_Request req;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_UINT16_T,
                             HalfSum(dtype), comm_, &req);
@@ -470,6 +490,7 @@ class MpiCommunicator : public Communicator {
     if (auto s = Displacements(send_counts, &sc, &sd); !s.ok()) return s;
     if (auto s = Displacements(recv_counts, &rc_, &rd); !s.ok()) return s;
     MPI_Datatype t = dtype == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T;
+    if (auto s = Gate("all-to-all"); !s.ok()) return s;
     MPI_Request req;
     int rc = MPI_Ialltoallv(send, sc.data(), sd.data(), t, recv, rc_.data(), rd.data(), t,
                             comm_, &req);
@@ -574,16 +595,14 @@ class MpiCommunicator : public Communicator {
     if (broken_) return Broken(what);
     Worker();
     job.comm = comm_;
+    const auto deadline = Deadline();
+    job.deadline = deadline;
     if (slot_) return Direct(what, job);
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(timeout_seconds_));
     int rc = MPI_SUCCESS;
-    if (!worker_->Run(job, deadline, &rc)) {
+    if (!worker_->Run(job, deadline, &rc) || rc == kArrivalTimedOut) {
       broken_ = true;
       g_broken = true;
-      return absl::DeadlineExceededError(absl::StrCat(
-          "mpi communicator: ", what, " timed out after ", timeout_seconds_, " s on rank ",
-          rank_, " of ", world_, ": a peer is dead or stuck (comm_timeout_seconds)"));
+      return TimedOut(what);
     }
     if (rc != MPI_SUCCESS) {
       broken_ = true;
@@ -594,9 +613,36 @@ class MpiCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
-  // Direct mode: the blocking call on this thread, the watchdog armed.
+  // Direct mode: the blocking call on this thread, the watchdog armed. No
+  // arrival gate: direct mode is raw MPI's speed and raw MPI's waiting
+  // (the gate's barrier would cost 1-7 us per call, bench/README.md).
   absl::Status Direct(const char* what, const Job& job) {
     return DirectCall(what, [&] { return worker_->Execute(job); });
+  }
+
+  Clock::time_point Deadline() const {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(timeout_seconds_));
+  }
+
+  // The arrival gate on the calling thread, before a non-blocking
+  // collective is posted (default mode; none in direct mode): a peer that
+  // never arrives is a timeout, and the wait sleeps instead of polling MPI.
+  absl::Status Gate(const char* what) {
+    if (broken_) return Broken(what);
+    if (slot_) return absl::OkStatus();
+    const int rc = WaitForArrival(comm_, Deadline(), SerialMutex());
+    if (rc == MPI_SUCCESS) return absl::OkStatus();
+    broken_ = true;
+    g_broken = true;
+    if (rc == kArrivalTimedOut) return TimedOut(what);
+    return absl::AbortedError(absl::StrCat("mpi communicator: ", what, " failed: ", MpiError(rc)));
+  }
+
+  absl::Status TimedOut(const char* what) const {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "mpi communicator: ", what, " timed out after ", timeout_seconds_, " s on rank ", rank_,
+        " of ", world_, ": a peer is dead or stuck (comm_timeout_seconds)"));
   }
 
   template <typename F>
@@ -653,10 +699,7 @@ class MpiCommunicator : public Communicator {
       if ((spins & 1023) == 1023 && Clock::now() > deadline) {
         broken_ = true;
         g_broken = true;
-        return absl::DeadlineExceededError(absl::StrCat(
-            "mpi communicator: ", what, " timed out after ", timeout_seconds_,
-            " s on rank ", rank_, " of ", world_,
-            ": a peer is dead or stuck (comm_timeout_seconds)"));
+        return TimedOut(what);
       }
       // Progress happens inside MPI_Test, so poll; when the node's threads
       // outnumber its cores, back off into short sleeps so the peers (and our

@@ -316,8 +316,21 @@ class NcclCommunicator : public Communicator {
     ncclComm_t sub = nullptr;
     ncclResult_t r = ncclCommSplit(comm_, color, key, &sub, &config);
     bool timed_out = false;
+    const Clock::time_point deadline = Deadline(timeout_seconds_);
+    // A nonblocking split runs as a job of the parent's group: it may return
+    // ncclSuccess with `sub` still null (NCCL 2.28 on the H200 did), and
+    // fills `sub` when the job ends. So wait on the parent (polling it
+    // completes the job), then for `sub`, then on the child's own init, as
+    // PyTorch's ProcessGroupNCCL does (NVIDIA/nccl#1472).
     if (r == ncclSuccess || r == ncclInProgress) {
-      r = WaitReady(sub, Deadline(timeout_seconds_), &timed_out);
+      r = WaitReady(comm_, deadline, &timed_out);
+      for (int spins = 0; !timed_out && r == ncclSuccess &&
+                          __atomic_load_n(&sub, __ATOMIC_ACQUIRE) == nullptr;
+           ++spins) {
+        if (Clock::now() > deadline) timed_out = true;
+        Backoff(spins);
+      }
+      if (!timed_out && r == ncclSuccess) r = WaitReady(sub, deadline, &timed_out);
     }
     int sub_rank = -1, sub_world = 0;
     if (!timed_out && r == ncclSuccess) {

@@ -42,9 +42,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Config& config,
 }
 
 Engine::Engine(const Config& config, std::unique_ptr<Communicator> comm)
-    : comm_(std::move(comm)),
-      device_(MakeCpuDevice()),
+    : device_(MakeCpuDevice()),
       host_(MakeCpuDevice()),
+      comm_(std::move(comm)),
       stream_(std::make_unique<CommStream>(config.OverlapComm())),
       params_(config.dtype) {
   ctx_.config = config;

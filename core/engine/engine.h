@@ -148,13 +148,15 @@ class Engine {
 
   // Owned resources, then the context that borrows them, then the parts.
   std::unique_ptr<Hierarchy> hier_;           // topology, sub-communicators, link counters
+  // The devices outlive the communicators: a staging communicator keeps
+  // page-locked buffers the device allocated and frees them through it.
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Device> host_;
   // The recorder and the log outlive the communicator that reports to them.
   std::unique_ptr<Recorder> recorder_;
   std::unique_ptr<CommLog> comm_log_;
   std::unique_ptr<Communicator> comm_;        // data: buffers in device memory
   std::unique_ptr<Communicator> ctrl_owned_;  // device communicators' scalar view
-  std::unique_ptr<Device> device_;
-  std::unique_ptr<Device> host_;
   std::unique_ptr<CommStream> stream_;
   EngineContext ctx_;
   bool finalized_ = false;

@@ -126,7 +126,9 @@ def test_a_standin_device_array_is_refused_by_torch():
         eng.register_param("w", np.ones(3, np.float32))
         eng.finalize()
         a = eng.gather("w")
-        with pytest.raises((RuntimeError, BufferError, TypeError)):
+        # torch 2.11 raises ModuleNotFoundError (an ImportError) for a DLPack
+        # device type it does not know; earlier versions RuntimeError.
+        with pytest.raises((RuntimeError, BufferError, TypeError, ImportError)):
             torch.utils.dlpack.from_dlpack(a)
         eng.release("w")
 
@@ -265,16 +267,33 @@ def test_gpt_on_the_device_matches_plain_torch_on_the_same_device(stage):
         os.environ["ZERO_GPU_STANDIN"] = "1"
     assert kind == ("cuda" if cuda else "standin")
     # Within fp32 rounding of plain torch: 1e-5 of each tensor's magnitude,
-    # plus 0.1 % of one step's Adam update per step for the elements whose
-    # gradient is rounding noise (the key bias: softmax ignores a shift of
-    # every key, so its exact gradient is 0, and Adam scales noise of 1e-10
-    # up to lr * g / eps, which differs between two correct runs).
+    # plus 0.1 % of one step's Adam update per step.
     atol = 1e-3 * gpt_train.LR * steps
+    # The key bias (the middle third of qkv.bias) is set apart: softmax
+    # ignores a shift of every key, so its exact gradient is 0 and each run
+    # applies Adam to its own rounding noise. Adam scales that noise up to
+    # about lr * g / eps per step, and on a GPU (other GEMM orders) g is
+    # large enough that this reaches a good fraction of lr: there the only
+    # bound that holds for two correct runs is Adam's own, |update| <= lr
+    # per step in each run (bias-corrected, beta1 < sqrt(beta2)).
+    noise_atol = 2 * gpt_train.LR * steps
+    dim = sizes["dim"]
     assert sorted(got) == sorted(want)
+    bad = []
     for name in want:
-        err = (got[name].float() - want[name].float()).abs().max().item()
-        scale = want[name].float().abs().max().item()
-        assert err <= 1e-5 * scale + atol, f"stage {stage} {name}: max abs err {err} vs scale {scale}"
+        g, w = got[name].float(), want[name].float()
+        scale = w.abs().max().item()
+        if name.endswith("qkv.bias"):
+            key = slice(dim, 2 * dim)
+            err = (g[key] - w[key]).abs().max().item()
+            if err > noise_atol:
+                bad.append(f"{name}[key]: max abs err {err} > {noise_atol}")
+            g = torch.cat([g[:dim], g[2 * dim:]])
+            w = torch.cat([w[:dim], w[2 * dim:]])
+        err = (g - w).abs().max().item()
+        if err > 1e-5 * scale + atol:
+            bad.append(f"{name}: max abs err {err} vs scale {scale}")
+    assert not bad, f"stage {stage}: " + "; ".join(bad)
     assert np.allclose(got_losses, want_losses, rtol=1e-5, atol=0), (got_losses, want_losses)
     out = os.environ.get("ZERO_TORCH_TIMING_OUT")
     if cuda and out:

@@ -683,7 +683,9 @@ class ZeroTorchEngine(torch.nn.Module):
         self._hooks: List[Any] = []
         self._grad_accs: List[Any] = []
         self._patched_linears: List[torch.nn.Module] = []
-        self._patched_dicts: List[torch.nn.Module] = []
+        # (module, the class its _parameters had: OrderedDict before torch
+        # 2.11, dict since), so release puts back what torch made.
+        self._patched_dicts: List[Tuple[torch.nn.Module, type]] = []
         # (module, its own forward attribute before wrapping, or None).
         self._checkpointed: List[Tuple[torch.nn.Module, Any]] = []
         #: Names of the modules run under activation checkpointing.
@@ -1324,9 +1326,8 @@ class ZeroTorchEngine(torch.nn.Module):
         for m in self._patched_linears:
             del m.forward  # back to torch.nn.Linear.forward
         self._patched_linears.clear()
-        for m in self._patched_dicts:
-            m.__dict__["_parameters"] = OrderedDict(
-                OrderedDict.items(m.__dict__["_parameters"]))
+        for m, cls in self._patched_dicts:
+            m.__dict__["_parameters"] = cls(dict.items(m.__dict__["_parameters"]))
         self._patched_dicts.clear()
 
     def _refresh_upcast(self) -> None:
@@ -1452,9 +1453,12 @@ class ZeroTorchEngine(torch.nn.Module):
                    if id(p) in self._index]
             self._module_params[id(unit)].extend(idx)
             if idx:
+                # dict.items, not .items(): torch 2.11 made _parameters a
+                # plain dict, and OrderedDict.items rejects one.
+                cls = type(module._parameters)
                 module.__dict__["_parameters"] = _ZeroParamDict(
-                    self, OrderedDict.items(module._parameters))
-                self._patched_dicts.append(module)
+                    self, dict.items(module._parameters))
+                self._patched_dicts.append((module, cls))
             if type(module) is torch.nn.Linear and "forward" not in vars(module):
                 module.forward = types.MethodType(_zero3_linear_forward, module)
                 self._patched_linears.append(module)

@@ -1,0 +1,40 @@
+#include "core/comm/mpi_arrival_gate.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace zero {
+
+int WaitForArrival(MPI_Comm comm, std::chrono::steady_clock::time_point deadline,
+                   std::mutex* serial, const ArrivalGateOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  auto call = [serial](auto f) {
+    if (serial == nullptr) return f();
+    std::lock_guard<std::mutex> l(*serial);
+    return f();
+  };
+  MPI_Request req;
+  int rc = call([&] { return MPI_Ibarrier(comm, &req); });
+  if (rc != MPI_SUCCESS) return rc;
+  const auto spin_until = Clock::now() + options.spin;
+  auto sleep = options.first_sleep;
+  for (;;) {
+    int done = 0;
+    rc = call([&] { return MPI_Test(&req, &done, MPI_STATUS_IGNORE); });
+    if (rc != MPI_SUCCESS) return rc;
+    if (done) return MPI_SUCCESS;
+    const auto now = Clock::now();
+    if (now > deadline) return kArrivalTimedOut;
+    if (now < spin_until) {
+      std::this_thread::yield();
+      continue;
+    }
+    // Progress of the barrier happens inside MPI_Test; between tests the
+    // thread sleeps, so an absent peer costs wake-ups, not a core.
+    std::this_thread::sleep_for(std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(
+                                                    deadline - now) + std::chrono::microseconds(1)));
+    sleep = std::min(sleep * 2, options.max_sleep);
+  }
+}
+
+}  // namespace zero

@@ -1,0 +1,43 @@
+// Waits for every rank of an MPI communicator to reach the same collective
+// without spinning through the wait. OpenMPI's blocking collectives (and
+// MPI_Wait) busy-poll shared memory until the last peer arrives: a rank
+// that reaches a collective first burns a core for as long as its peers
+// compute, which on a node with fewer cores than threads is taken from
+// those peers (bench/README.md, "Waiting without spinning"). The gate is an
+// MPI_Ibarrier tested with a short yielding spin and then sleeps that grow
+// to a cap, so a long wait costs a few wake-ups instead of a core, and the
+// collective that follows starts with every rank present.
+#ifndef ZERO_CORE_COMM_MPI_ARRIVAL_GATE_H_
+#define ZERO_CORE_COMM_MPI_ARRIVAL_GATE_H_
+
+#include <mpi.h>
+
+#include <chrono>
+#include <mutex>
+
+namespace zero {
+
+// Returned by WaitForArrival instead of an MPI error code when the
+// deadline passed first (the barrier request stays pending: the caller
+// treats the communicator as broken).
+constexpr int kArrivalTimedOut = -1;
+
+// How long the gate spins (yielding) before it sleeps, and the longest
+// sleep: a rank that arrives last waits at most about `max_sleep` for the
+// earlier ones to notice, spinning inside the collective meanwhile.
+struct ArrivalGateOptions {
+  std::chrono::microseconds spin{50};
+  std::chrono::microseconds first_sleep{20};
+  std::chrono::microseconds max_sleep{250};
+};
+
+// Posts an MPI_Ibarrier on `comm` and tests it until every rank has posted
+// theirs or `deadline` passes. `serial`: held around each MPI call when MPI
+// runs below MPI_THREAD_MULTIPLE (null otherwise); never held while
+// sleeping. Returns MPI_SUCCESS, an MPI error code, or kArrivalTimedOut.
+int WaitForArrival(MPI_Comm comm, std::chrono::steady_clock::time_point deadline,
+                   std::mutex* serial, const ArrivalGateOptions& options = {});
+
+}  // namespace zero
+
+#endif  // ZERO_CORE_COMM_MPI_ARRIVAL_GATE_H_
