@@ -76,6 +76,7 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     }
   }
   e.reduce_bucket_size = c.reduce_bucket_size;
+  e.comm_dtype = c.CommDType();
   e.prefetch_bucket_size = c.stage3_prefetch_bucket_size;
   e.persistence_threshold = c.stage3_param_persistence_threshold;
 
@@ -318,10 +319,11 @@ std::string FormatEstimate(const MemoryEstimate& e, const EstimateTopology& topo
   line("frozen params", e.frozen_bytes);
   line("buffers", e.buffer_bytes,
        absl::StrFormat("buckets %s, pack %s, receive %s, staging %s, fp32 scratch %s, "
-                       "large-param gradient %s; reduce_bucket_size %d",
+                       "large-param gradient %s; reduce_bucket_size %d, reduced in %s",
                        Bytes(e.bucket_bytes), Bytes(e.pack_bytes), Bytes(e.recv_bytes),
                        Bytes(e.staging_bytes), Bytes(e.scratch_bytes),
-                       Bytes(e.large_grad_bytes), e.reduce_bucket_size));
+                       Bytes(e.large_grad_bytes), e.reduce_bucket_size,
+                       DTypeName(e.comm_dtype)));
   if (e.stage == 3) {
     line("live gathered (max)", e.live_peak_bytes,
          absl::StrFormat("prefetch %d elements, persistence < %d", e.prefetch_bucket_size,
