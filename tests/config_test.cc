@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/config/config.h"
 
 namespace zero {
@@ -163,18 +164,50 @@ TEST(ConfigTest, ReductionKeysTakeEffect) {
   EXPECT_FALSE(k.Resolve(2).ok());
 }
 
-// A size the file names keeps its value, even DeepSpeed's default; absent
-// or "auto" is sized from the model at finalize.
-// communication_data_type takes effect (issue 15): the gradient reductions
-// dtype; absent or null is fp32; anything else is an error naming the key.
+// communication_data_type (issue 15): the gradient reductions' dtype.
+// DeepSpeed's rule (engine.communication_data_type; a null value parses to
+// None, as absent): the value where given, else fp16 with fp16 enabled, else
+// bf16 with bf16, else fp32. Explicit "fp32" forces fp32 reductions under
+// fp16/bf16. Anything else is an error naming the key.
 TEST(ConfigTest, CommunicationDataType) {
-  EXPECT_EQ(ParseDsConfig("{}")->communication_data_type, DType::kF32);
-  EXPECT_EQ(ParseDsConfig(R"({"communication_data_type": null})")->communication_data_type,
-            DType::kF32);
-  EXPECT_EQ(ParseDsConfig(R"({"communication_data_type": "fp16"})")->communication_data_type,
-            DType::kF16);
-  EXPECT_EQ(ParseDsConfig(R"({"communication_data_type": "BF16"})")->communication_data_type,
-            DType::kBF16);
+  struct Case {
+    const char* precision;  // the fp16/bf16 part of the ds_config
+    const char* comm;       // communication_data_type's value, or nullptr: absent
+    DType want;
+  };
+  const char* kF16On = R"("fp16": {"enabled": true}, )";
+  const char* kBF16On = R"("bf16": {"enabled": true}, )";
+  const Case cases[] = {
+      {"", nullptr, DType::kF32},       {"", "null", DType::kF32},
+      {kF16On, nullptr, DType::kF16},   {kF16On, "null", DType::kF16},
+      {kF16On, "\"fp32\"", DType::kF32}, {kF16On, "\"bf16\"", DType::kBF16},
+      {kBF16On, nullptr, DType::kBF16}, {kBF16On, "null", DType::kBF16},
+      {kBF16On, "\"FP32\"", DType::kF32}, {kBF16On, "\"fp16\"", DType::kF16},
+      {"", "\"fp16\"", DType::kF16},     {"", "\"BF16\"", DType::kBF16},
+  };
+  for (const Case& k : cases) {
+    const std::string text =
+        absl::StrCat("{", k.precision,
+                     k.comm ? absl::StrCat("\"communication_data_type\": ", k.comm, ", ") : "",
+                     "\"steps_per_print\": 0}");
+    auto c = ParseDsConfig(text);
+    ASSERT_TRUE(c.ok()) << text << ": " << c.status();
+    // Whether a value was given is kept until Resolve (the engine's).
+    const bool given = k.comm != nullptr && std::string(k.comm) != "null";
+    EXPECT_EQ(c->communication_data_type.has_value(), given) << text;
+    EXPECT_EQ(c->CommDType(), k.want) << text;
+    ASSERT_TRUE(c->Resolve(2).ok()) << text;
+    EXPECT_EQ(c->communication_data_type, k.want) << text;
+  }
+  // Configs built in code follow the same rule.
+  Config code;
+  code.dtype = DType::kBF16;
+  EXPECT_EQ(code.CommDType(), DType::kBF16);
+  ASSERT_TRUE(code.Resolve(1).ok());
+  EXPECT_EQ(code.communication_data_type, DType::kBF16);
+  code.dtype = DType::kF16;  // resolved already: kept
+  EXPECT_EQ(code.CommDType(), DType::kBF16);
+
   auto c = ParseDsConfig(R"({"zero_allow_untested_keys": false, "communication_data_type": "bf16"})");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->no_effect_keys.empty());
@@ -184,6 +217,8 @@ TEST(ConfigTest, CommunicationDataType) {
       << bad.status();
 }
 
+// A size the file names keeps its value, even DeepSpeed's default; absent
+// or "auto" is sized from the model at finalize.
 TEST(ConfigTest, AbsentSizesAreSizedFromTheModel) {
   Config c = Parse(R"({"zero_optimization": {"stage": 3,
     "reduce_bucket_size": 5e8, "stage3_prefetch_bucket_size": "auto"}})");

@@ -180,6 +180,10 @@ TEST_P(EstimateTest, MatchesMeasuredBytes) {
     const EngineStats& s = got[r].stats;
     EXPECT_EQ(e.trainable_numel, s.trainable_numel);
     EXPECT_EQ(e.padded_numel, s.padded_numel);
+    // DeepSpeed's default reduction dtype (the key unset): the model's,
+    // whose 2-byte send/receive buffers the estimate counts.
+    EXPECT_EQ(e.comm_dtype, dtype);
+    EXPECT_EQ(s.comm_dtype, dtype);
     ExpectNear2("param_bytes", e.param_bytes, s.param_bytes, r);
     ExpectNear2("grad_bytes", e.grad_bytes, s.grad_bytes, r);
     ExpectNear2("master_bytes", e.master_bytes, s.master_bytes, r);

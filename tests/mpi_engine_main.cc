@@ -173,6 +173,31 @@ void CommDataType(Communicator* comm) {
                rank, name + ": half the bytes");
       }
     }
+    // DeepSpeed's default with the key unset: an fp16/bf16 model reduces in
+    // its own format, at half the bytes of an explicit "fp32", within the
+    // format's rounding of it (equal bits are possible at np 4: 1/4 scales
+    // exactly).
+    for (DType t : {DType::kF16, DType::kBF16}) {
+      const Config def = Cfg(stage, t);
+      Config fp32 = def;
+      fp32.communication_data_type = DType::kF32;
+      const std::string name = "default communication_data_type, " + std::string(DTypeName(t)) +
+                               " model, stage " + std::to_string(stage);
+      auto got = TrainMlp(def, comm, MlpSpec{});
+      auto want = TrainMlp(fp32, comm, MlpSpec{});
+      Expect(got.ok() && want.ok(), rank, name + ": run failed");
+      if (!got.ok() || !want.ok()) continue;
+      Expect(got->stats.comm_dtype == t && want->stats.comm_dtype == DType::kF32, rank,
+             name + ": comm_dtype in stats");
+      const double d = MaxRelDiff(*got, *want);
+      Expect(d <= (t == DType::kBF16 ? 2e-2 : 4e-3), rank,
+             name + ": max rel diff " + std::to_string(d));
+      for (int k : {kRs, kAr}) {
+        Expect(got->stats.sent[k] == want->stats.sent[k] &&
+                   2 * got->stats.sent_bytes[k] == want->stats.sent_bytes[k],
+               rank, name + ": half the bytes");
+      }
+    }
   }
 }
 

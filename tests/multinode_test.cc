@@ -397,11 +397,18 @@ TEST(TrafficTest, PerLinkFormulas) {
   const Traffic plain = RunStep(base);
   const double psi = plain.psi, pad = plain.pad;
   // Plain stage 3: two all-gathers, each 2 (fp16) bytes x Psi(W-L)/W across
-  // nodes and Psi(L-1)/W inside; the reduce-scatter in fp32.
+  // nodes and Psi(L-1)/W inside; the reduce-scatter in fp16 too (DeepSpeed's
+  // default communication_data_type for an fp16 model), in fp32 when the
+  // config says so.
   EXPECT_NEAR(Bytes(plain.s, kAG, 1), 2 * 2 * psi * (W - L) / W, 2 * 2 * pad);
   EXPECT_NEAR(Bytes(plain.s, kAG, 0), 2 * 2 * psi * (L - 1) / W, 2 * 2 * pad);
-  EXPECT_NEAR(Bytes(plain.s, kRS, 1), 4 * psi * (W - L) / W, 4 * pad);
-  EXPECT_NEAR(Bytes(plain.s, kRS, 0), 4 * psi * (L - 1) / W, 4 * pad);
+  EXPECT_NEAR(Bytes(plain.s, kRS, 1), 2 * psi * (W - L) / W, 2 * pad);
+  EXPECT_NEAR(Bytes(plain.s, kRS, 0), 2 * psi * (L - 1) / W, 2 * pad);
+  Config fp32_comm = base;
+  fp32_comm.communication_data_type = DType::kF32;
+  const Traffic plain32 = RunStep(fp32_comm);
+  EXPECT_NEAR(Bytes(plain32.s, kRS, 1), 4 * psi * (W - L) / W, 4 * pad);
+  EXPECT_NEAR(Bytes(plain32.s, kRS, 0), 4 * psi * (L - 1) / W, 4 * pad);
   // Links partition the plain counters.
   for (int k : {kAG, kRS, kAR}) {
     EXPECT_EQ(plain.s.link_bytes[k][0] + plain.s.link_bytes[k][1], plain.s.sent_bytes[k]);
@@ -452,7 +459,7 @@ TEST(TrafficTest, PerLinkFormulas) {
     EXPECT_GE(dense / Bytes(qg.s, kRS, 1), 3.5) << bits;
     std::printf("{\"test\":\"traffic\",\"qgz_bits\":%d,\"inter_rs_bytes\":%.0f,"
                 "\"inter_rs_plain_fp32\":%.0f,\"cut_vs_dense\":%.3f}\n",
-                bits, Bytes(qg.s, kRS, 1), Bytes(plain.s, kRS, 1),
+                bits, Bytes(qg.s, kRS, 1), Bytes(plain32.s, kRS, 1),
                 dense / Bytes(qg.s, kRS, 1));
   }
 }

@@ -165,17 +165,22 @@ TEST(GradientScaling, SameTrainingUpToRounding) {
 
 // fp16 gradients each rank can hold whose sum over the ranks cannot
 // (4 x 30000 > 65504): where DeepSpeed's fp16 communication needs
-// prescale_gradients or a predivide factor to avoid an overflow. zero
-// reduces in fp32, so every setting gives the same finite average and no
-// skipped step.
-TEST(GradientScaling, Fp16SumBeyondTheRangeDoesNotOverflow) {
+// prescale_gradients or a predivide factor to avoid an overflow. With
+// "communication_data_type": "fp32" every setting gives the same finite
+// average and no skipped step. With the default (an fp16 model reduces in
+// fp16, as in DeepSpeed) the plain sum overflows and every rank skips the
+// step, while prescaling (7500 x 4) and a predivide factor of 2 (15000 x 4
+// = 60000) keep the sum in range and give the same average exactly.
+TEST(GradientScaling, Fp16SumBeyondTheRange) {
   constexpr int kWorld = 4;
   constexpr int64_t kN = 64;
+  for (bool fp32_comm : {true, false}) {
   for (int stage = 0; stage <= 3; ++stage) {
     for (int mode = 0; mode < 3; ++mode) {
       Config c;
       c.stage = stage;
       c.dtype = DType::kF16;
+      if (fp32_comm) c.communication_data_type = DType::kF32;
       c.loss_scale = 1.0;  // static: gradients as handed in
       c.optimizer = OptimizerType::kSgd;
       c.lr = 1e-5;
@@ -209,14 +214,21 @@ TEST(GradientScaling, Fp16SumBeyondTheRangeDoesNotOverflow) {
         info[rank] = *st;
         master[rank] = m;
       });
-      const std::string what = absl::StrCat("stage ", stage, " mode ", mode);
+      const std::string what =
+          absl::StrCat("stage ", stage, " mode ", mode, fp32_comm ? " fp32" : " fp16", " reduction");
       for (int r = 0; r < kWorld; ++r) {
+        ASSERT_EQ(master[r].size(), static_cast<size_t>(kN));
+        if (!fp32_comm && mode == 0) {
+          EXPECT_TRUE(info[r].skipped) << what << ": the fp16 sum 120000 should overflow";
+          for (float v : master[r]) EXPECT_EQ(v, 0.0f) << what;  // not updated
+          continue;
+        }
         EXPECT_FALSE(info[r].skipped) << what;
         EXPECT_EQ(info[r].grad_norm, 30000.0 * 8) << what;  // the average, 30000
-        ASSERT_EQ(master[r].size(), static_cast<size_t>(kN));
         for (float v : master[r]) EXPECT_FLOAT_EQ(v, -0.3f) << what;
       }
     }
+  }
   }
 }
 

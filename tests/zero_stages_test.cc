@@ -28,8 +28,9 @@ struct Case {
 class StagesTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 
 // Tolerances: fp32 1e-6 of the largest param (the bound); fp16/bf16
-// gradients are rounded per rank before the fp32 reduction, so results move
-// by about their epsilon times the step count.
+// gradients are rounded per rank and reduced in their own format
+// (DeepSpeed's default communication_data_type), so results move by about
+// their epsilon times the step count.
 double Tolerance(DType t) {
   switch (t) {
     case DType::kF32: return 1e-6;

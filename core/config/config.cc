@@ -54,6 +54,15 @@ absl::Status Config::Resolve(int world_size) {
         "gradient_predivide_factor: expected a finite number > 0, got ",
         gradient_predivide_factor));
   }
+  // DeepSpeed's engine reduces in the configured dtype, else fp16 with fp16
+  // enabled, else bf16 with bf16, else fp32 (docs/DEEPSPEED_COMPAT.md).
+  if (!communication_data_type.has_value()) communication_data_type = dtype;
+  if (*communication_data_type != DType::kF32 && *communication_data_type != DType::kF16 &&
+      *communication_data_type != DType::kBF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "communication_data_type: expected fp32, fp16 or bf16, got ",
+        DTypeName(*communication_data_type)));
+  }
   // Batch arithmetic: train = micro * gas * world; any two give the third.
   // Products are overflow-checked: huge values from a ds_config or the C
   // struct are an error, not a wrapped (undefined) product.

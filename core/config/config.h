@@ -8,6 +8,7 @@
 #define ZERO_CORE_CONFIG_CONFIG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,9 +107,11 @@ struct Config {
   // and each rank keeps its shard, instead of reduce-scattering.
   bool reduce_scatter = true;
   // communication_data_type (top level): the dtype gradients are reduced
-  // in (fp32, fp16 or bf16; GradientReducer). Absent or null: fp32, a
-  // departure from DeepSpeed, which reduces in the model's dtype.
-  DType communication_data_type = DType::kF32;
+  // in (fp32, fp16 or bf16; GradientReducer). Unset (the key absent or
+  // null): DeepSpeed's default, the working dtype (fp16 with fp16 enabled,
+  // bf16 with bf16, else fp32; docs/DEEPSPEED_COMPAT.md), which Resolve
+  // fills in. Read it through CommDType().
+  std::optional<DType> communication_data_type;
   // Stages 1-2: the all-gathers that publish the updated working copy move
   // at most this many elements each (ShardedState::AllGatherWorking).
   int64_t allgather_bucket_size = 500000000;
@@ -179,6 +182,10 @@ struct Config {
   std::vector<std::string> device_only_keys;
   // "zero_allow_untested_keys": false makes either list an error.
   bool allow_untested_keys = true;
+
+  // The dtype gradient reductions run in: communication_data_type where
+  // set, else DeepSpeed's default (the working dtype).
+  DType CommDType() const { return communication_data_type.value_or(dtype); }
 
   bool OverlapComm() const {
     return overlap_comm < 0 ? stage == 3 : overlap_comm != 0;

@@ -448,7 +448,8 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
     }
   }
   if (const json* v = r.Find("checkpoint")) RETURN_IF_ERROR(ParseCheckpoint(*v, no_effect));
-  // The dtype of gradient reductions (GradientReducer); absent: fp32.
+  // The dtype of gradient reductions (GradientReducer). Absent or null, as
+  // in DeepSpeed: left unset, Config::Resolve takes the working dtype.
   if (const json* v = r.Find("communication_data_type"); v != nullptr && !v->is_null()) {
     std::string t;
     RETURN_IF_ERROR(r.String("communication_data_type", &t, {"fp32", "fp16", "bf16"}));

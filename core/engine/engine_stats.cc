@@ -16,6 +16,7 @@ EngineStats CollectStats(const EngineParts& p) {
   s.rank = ctx.rank;
   s.world_size = ctx.world;
   s.stage = ctx.config.stage;
+  s.comm_dtype = ctx.config.CommDType();
   s.trainable_numel = ctx.layout.total_numel();
   s.padded_numel = ctx.layout.total_padded();
   if (p.sharded) {

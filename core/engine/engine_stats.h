@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/comm/communicator.h"
+#include "core/common/dtype.h"
 
 namespace zero {
 
@@ -20,6 +21,9 @@ class OptimizerBoundary;
 
 struct EngineStats {
   int rank = 0, world_size = 1, stage = 0;
+  // The dtype gradients are reduced in (communication_data_type, or
+  // DeepSpeed's default: the working dtype).
+  DType comm_dtype = DType::kF32;
   int64_t trainable_numel = 0, padded_numel = 0;
   int64_t master_bytes = 0, optimizer_bytes = 0, grad_bytes = 0;
   int64_t param_bytes = 0, frozen_bytes = 0, buffer_bytes = 0;

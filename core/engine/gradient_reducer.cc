@@ -19,7 +19,7 @@ AveragingScales AveragingScalesFor(const Config& c, int dp_world) {
 
 bool Stage1ReduceIsIdentity(const Config& c, int dp_world) {
   const AveragingScales s = AveragingScalesFor(c, dp_world);
-  const DType ct = c.communication_data_type;
+  const DType ct = c.CommDType();
   return dp_world == 1 && s.pre == 1.0f && s.post == 1.0f &&
          (ct == DType::kF32 || ct == c.dtype);
 }
@@ -48,7 +48,7 @@ absl::Status GradientReducer::Allocate() {
   if (ctx_->stage() >= 2 && ctx_->config.reduce_scatter) {
     ASSIGN_OR_RETURN(recv_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 4));
   }
-  if (ctx_->config.communication_data_type != DType::kF32) {
+  if (ctx_->config.CommDType() != DType::kF32) {
     ASSIGN_OR_RETURN(half_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 2 * 2));
   }
   reduced_at_boundary_.assign(layout.params().size(), 0);
@@ -467,7 +467,7 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
     // full-size write pass fewer (docs/ARCHITECTURE.md, "One training
     // step").
     if (t == DType::kF32 && pre_scale_ == 1.0f && shard <= chunk &&
-        ctx_->config.reduce_scatter && ctx_->config.communication_data_type == DType::kF32) {
+        ctx_->config.reduce_scatter && ctx_->config.CommDType() == DType::kF32) {
       float* local = const_cast<float*>(reinterpret_cast<const float*>(grads));
       RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(local, out, std::vector<int64_t>(world, shard)));
       if (ctx_->replicas > 1) {
@@ -520,7 +520,7 @@ bool GradientReducer::Stage1IsIdentity() const {
 
 absl::Status GradientReducer::ReduceScatterPack(const float* pack, float* recv,
                                                 const std::vector<int64_t>& counts) {
-  const DType ct = ctx_->config.communication_data_type;
+  const DType ct = ctx_->config.CommDType();
   if (ct == DType::kF32) return ctx_->comm->ReduceScatterV(pack, recv, counts);
   Device* d = ctx_->device;
   int64_t total = 0;
@@ -534,7 +534,7 @@ absl::Status GradientReducer::ReduceScatterPack(const float* pack, float* recv,
 }
 
 absl::Status GradientReducer::AllReducePack(float* pack, int64_t n) {
-  const DType ct = ctx_->config.communication_data_type;
+  const DType ct = ctx_->config.CommDType();
   if (ct == DType::kF32) return ctx_->comm->AllReduce(pack, n, ReduceOp::kSum);
   Device* d = ctx_->device;
   char* h = half_.data<char>();

@@ -76,6 +76,7 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     }
   }
   e.reduce_bucket_size = c.reduce_bucket_size;
+  e.comm_dtype = c.CommDType();
   e.prefetch_bucket_size = c.stage3_prefetch_bucket_size;
   e.persistence_threshold = c.stage3_param_persistence_threshold;
 
@@ -163,13 +164,15 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
       }
     }
   }
-  // GradientReducer::Allocate: two buckets, the fp32 pack, the receive, and
-  // one gradient buffer for params larger than a bucket.
+  // GradientReducer::Allocate: two buckets, the fp32 pack (with fp16/bf16
+  // reductions also its 2-byte send and receive), the receive, and one
+  // gradient buffer for params larger than a bucket.
   if (!lps.empty()) {
     const int64_t cap = std::max<int64_t>(1, std::min(c.reduce_bucket_size, e.padded_numel));
     const int64_t pack = std::max<int64_t>(cap, world);
     e.bucket_bytes = 2 * cap * es;
     e.pack_bytes = pack * 4;
+    if (c.CommDType() != DType::kF32) e.pack_bytes += pack * 2 * 2;
     if (stage >= 2 && c.reduce_scatter) e.recv_bytes = pack * 4;
     if (largest > cap) e.large_grad_bytes = largest * es;
   }
@@ -316,10 +319,11 @@ std::string FormatEstimate(const MemoryEstimate& e, const EstimateTopology& topo
   line("frozen params", e.frozen_bytes);
   line("buffers", e.buffer_bytes,
        absl::StrFormat("buckets %s, pack %s, receive %s, staging %s, fp32 scratch %s, "
-                       "large-param gradient %s; reduce_bucket_size %d",
+                       "large-param gradient %s; reduce_bucket_size %d, reduced in %s",
                        Bytes(e.bucket_bytes), Bytes(e.pack_bytes), Bytes(e.recv_bytes),
                        Bytes(e.staging_bytes), Bytes(e.scratch_bytes),
-                       Bytes(e.large_grad_bytes), e.reduce_bucket_size));
+                       Bytes(e.large_grad_bytes), e.reduce_bucket_size,
+                       DTypeName(e.comm_dtype)));
   if (e.stage == 3) {
     line("live gathered (max)", e.live_peak_bytes,
          absl::StrFormat("prefetch %d elements, persistence < %d", e.prefetch_bucket_size,

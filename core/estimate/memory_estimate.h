@@ -53,6 +53,9 @@ struct MemoryEstimate {
   int64_t large_grad_bytes = 0;
   // The resolved sizes (after "auto").
   int64_t reduce_bucket_size = 0, prefetch_bucket_size = 0, persistence_threshold = 0;
+  // The dtype gradients are reduced in (Config::CommDType: DeepSpeed's
+  // default is the working dtype).
+  DType comm_dtype = DType::kF32;
   int64_t persistent_bytes = 0;  // part of param_bytes
   // Stage 3: gathered params live at once, at most (the live budget or all
   // non-persistent params, whichever is smaller), on top of the above.
