@@ -198,6 +198,20 @@ absl::Status ShardedState::CreateGradFiles() {
 
 absl::Status ShardedState::AccumulateGradF32(int g, int64_t offset, const float* src,
                                              float scale, int64_t n) {
+  absl::Status s = AccumulateGradIo(g, offset, src, scale, n);
+  if (!s.ok()) AbortPeers(s);
+  return s;
+}
+
+void ShardedState::AbortPeers(const absl::Status& s) {
+  // The peers are in (or entering) the reducer's collectives or the norm's
+  // all-reduce: fail them now rather than at comm_timeout_seconds, as a
+  // gather's failed read does (OwnSlice).
+  ctx_->comm->Abort(std::string(s.message()));
+}
+
+absl::Status ShardedState::AccumulateGradIo(int g, int64_t offset, const float* src,
+                                            float scale, int64_t n) {
   if (n <= 0) return absl::OkStatus();
   const int64_t es = static_cast<int64_t>(ctx_->es());
   const int64_t len = groups_[g].owned_len;
@@ -216,7 +230,7 @@ absl::Status ShardedState::AccumulateGradF32(int g, int64_t offset, const float*
   const int64_t end = offset + n;
   const int64_t r0 = std::max(offset, lo), r1 = std::min(end, hi);
   // The read below must see the writes still in flight.
-  if (r0 < r1) RETURN_IF_ERROR(FlushGradWrites());
+  if (r0 < r1) RETURN_IF_ERROR(WaitGradWrites());
   // The ring's next buffer, free once its previous write completed (whose
   // error, naming the file, is this call's).
   const int i = static_cast<int>(grad_writes_ % kGradWriteRing);
@@ -270,6 +284,12 @@ absl::Status ShardedState::AccumulateGradF32(int g, int64_t offset, const float*
 }
 
 absl::Status ShardedState::FlushGradWrites() {
+  absl::Status s = WaitGradWrites();
+  if (!s.ok()) AbortPeers(s);
+  return s;
+}
+
+absl::Status ShardedState::WaitGradWrites() {
   if (grad_writer_ == nullptr) return absl::OkStatus();
   absl::Status first;
   for (CommStream::Handle& h : grad_write_) {
@@ -483,7 +503,7 @@ void ShardedState::ZeroGrads() {
   // Writes still in flight are of gradients dropped here (a load): waited
   // for, so none lands over the next step's; a failure of one loses
   // nothing (the range it wrote is no longer read).
-  (void)FlushGradWrites();
+  (void)WaitGradWrites();
   for (GroupShard& gs : groups_) ctx_->device->Memset0(gs.grads.data(), gs.grads.bytes());
   std::fill(grad_valid_.begin(), grad_valid_.end(), std::pair<int64_t, int64_t>(0, 0));
 }

@@ -94,8 +94,9 @@ class ShardedState {
   // read-modify-write through a buffer of n elements. The write runs behind
   // on an IO thread (kGradWriteRing buffers deep, so the next bucket's
   // casts overlap it); its error comes back from a later call or from
-  // FlushGradWrites, naming the file. A bucket overlapping what is already
-  // written (accumulation) flushes first, so its read sees every write.
+  // FlushGradWrites, naming the file, and fails the peers at once (the
+  // communicator's abort). A bucket overlapping what is already written
+  // (accumulation) waits for the writes first, so its read sees them.
   absl::Status AccumulateGradF32(int g, int64_t offset, const float* src, float scale,
                                  int64_t n);
   // Waits for every gradient write in flight; the first error since the
@@ -152,6 +153,10 @@ class ShardedState {
  private:
   absl::Status CreateParamFiles();
   absl::Status CreateGradFiles();
+  // AccumulateGradF32 and FlushGradWrites, without failing the peers.
+  absl::Status AccumulateGradIo(int g, int64_t offset, const float* src, float scale, int64_t n);
+  absl::Status WaitGradWrites();
+  void AbortPeers(const absl::Status& s);
   // Elements each rank contributes to one publishing all-gather.
   int64_t GatherChunk() const;
 
