@@ -232,6 +232,11 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
     return sharded_->group(pl.group).grads.data<char>() + offset * es;
   };
   if (ctx_->stage() <= 1) {
+    const bool reduce_here = ctx_->stage() == 0 && boundary && world > 1;
+    if (reduce_here && ReducesAsStored() && !(ids.size() == 1 &&
+                                              params_->at(ids[0]).numel > pack_cap_)) {
+      return AllReduceInSlots(ids, const_cast<char*>(base), offsets);
+    }
     for (size_t k = 0; k < ids.size(); ++k) {
       const ParamRecord& p = params_->at(ids[k]);
       const ParamPlace& pl = layout.place(p.li);
@@ -321,6 +326,61 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
   return absl::OkStatus();
 }
 
+bool GradientReducer::ReducesAsStored() const {
+  return pre_scale_ == 1.0f && ctx_->config.CommDType() == ctx_->dtype();
+}
+
+absl::Status GradientReducer::AllReduceStored(void* data, int64_t n) {
+  const DType ct = ctx_->config.CommDType();
+  if (ct == DType::kF32) return ctx_->comm->AllReduce(static_cast<float*>(data), n, ReduceOp::kSum);
+  return ctx_->comm->AllReduceHalf(data, n, ct);
+}
+
+void GradientReducer::WriteBackScaled(const void* reduced, void* grads, int64_t n) {
+  Device* d = ctx_->device;
+  const DType t = ctx_->dtype();
+  if (t == DType::kF32) {
+    d->ToF32(reduced, t, static_cast<float*>(grads), n, post_scale_);
+    return;
+  }
+  // float(h) * post_scale_ rounded once to t: the bits of the packed path's
+  // widen (times 1), scale and narrow.
+  float* pack = pack_.data<float>();
+  for (int64_t a = 0; a < n; a += pack_cap_) {
+    const int64_t m = std::min(pack_cap_, n - a);
+    d->ToF32(static_cast<const char*>(reduced) + a * ctx_->es(), t, pack, m, post_scale_);
+    d->FromF32(pack, static_cast<char*>(grads) + a * ctx_->es(), t, m);
+  }
+}
+
+absl::Status GradientReducer::AllReduceInSlots(const std::vector<int>& ids, char* base,
+                                               const std::vector<int64_t>& offsets) {
+  Device* d = ctx_->device;
+  const Layout& layout = ctx_->layout;
+  const DType t = ctx_->dtype();
+  const size_t es = ctx_->es();
+  auto grads_at = [&](int li) {
+    const ParamPlace& pl = layout.place(li);
+    return sharded_->group(pl.group).grads.data<char>() + pl.offset * es;
+  };
+  // Each slot gets the accumulated gradient (slot + grads: the sum the
+  // packed path forms in grads, fp32 addition commuting bit for bit); the
+  // slots lie back to back in hand-out order, as the pack would.
+  int64_t n = 0;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const ParamRecord& p = params_->at(ids[k]);
+    d->Accumulate(base + offsets[k] * es, grads_at(p.li), t, p.numel);
+    n += p.numel;
+  }
+  RETURN_IF_ERROR(AllReduceStored(base + offsets[0] * es, n));
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const ParamRecord& p = params_->at(ids[k]);
+    WriteBackScaled(base + offsets[k] * es, grads_at(p.li), p.numel);
+    reduced_at_boundary_[p.li] = 1;
+  }
+  return absl::OkStatus();
+}
+
 // Runs on the comm stream. The same element math as ReduceBucket's packed
 // path, in rounds that fit the staging.
 absl::Status GradientReducer::ReduceLargeParam(int id, const char* data) {
@@ -391,6 +451,11 @@ absl::Status GradientReducer::AllReduceInPieces(char* grads, int64_t numel) {
   float* pack = pack_.data<float>();
   for (int64_t a = 0; a < numel; a += pack_cap_) {
     const int64_t n = std::min(pack_cap_, numel - a);
+    if (ReducesAsStored()) {  // the same pieces, reduced where they lie
+      RETURN_IF_ERROR(AllReduceStored(grads + a * es, n));
+      WriteBackScaled(grads + a * es, grads + a * es, n);
+      continue;
+    }
     d->ToF32(grads + a * es, t, pack, n, pre_scale_);
     RETURN_IF_ERROR(AllReducePack(pack, n));
     d->ToF32(pack, DType::kF32, pack, n, post_scale_);
@@ -426,6 +491,17 @@ absl::Status GradientReducer::ReduceLeftoversStage0() {
     while (k < todo.size() && (batch.empty() || n + numel(todo[k]) <= pack_cap_)) {
       n += numel(todo[k]);
       batch.push_back(todo[k++]);
+    }
+    // Back to back in the local gradient (no padding between them): the
+    // batch is reduced where it lies, as one piece of the same elements.
+    bool adjacent = ReducesAsStored();
+    for (size_t j = 1; j < batch.size() && adjacent; ++j) {
+      adjacent = grads(batch[j]) == grads(batch[j - 1]) + numel(batch[j - 1]) * es;
+    }
+    if (adjacent) {
+      RETURN_IF_ERROR(AllReduceStored(grads(batch[0]), n));
+      WriteBackScaled(grads(batch[0]), grads(batch[0]), n);
+      continue;
     }
     float* pack = pack_.data<float>();
     int64_t pos = 0;

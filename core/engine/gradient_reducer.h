@@ -107,6 +107,23 @@ class GradientReducer {
   absl::Status ReduceScatterPack(const float* pack, float* recv,
                                  const std::vector<int64_t>& counts);
   absl::Status AllReducePack(float* pack, int64_t n);
+  // Whether the working dtype's gradients reduce as they are stored: no
+  // averaging before the sum (pre-scale 1) and communication_data_type the
+  // working dtype. The fp32 pack would then hold the same values, cast back
+  // to the same bits before the collective (or sent as they are, fp32), so
+  // the collective runs on the gradients themselves (issue 18, "Gradient
+  // path without extra copies").
+  bool ReducesAsStored() const;
+  // `n` working-dtype elements at `data` all-reduced in place in the
+  // communication dtype (ReducesAsStored).
+  absl::Status AllReduceStored(void* data, int64_t n);
+  // grads = cast(float(reduced) * post_scale_), `n` working-dtype elements.
+  void WriteBackScaled(const void* reduced, void* grads, int64_t n);
+  // Stage 0, the boundary micro-step, ReducesAsStored: the bucket's slots
+  // take the accumulated gradient and are all-reduced in place (no pack, no
+  // cast), then written back scaled into the full local gradient.
+  absl::Status AllReduceInSlots(const std::vector<int>& ids, char* base,
+                                const std::vector<int64_t>& offsets);
 
   EngineContext* ctx_;
   const ParamRegistry* params_;
