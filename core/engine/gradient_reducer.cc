@@ -553,6 +553,10 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
       if (zero_grads) d->Memset0(local, static_cast<size_t>(world) * shard * es);
       continue;
     }
+    if (ReducesAsStored() && t != DType::kF32) {
+      RETURN_IF_ERROR(ReduceScatterFlatHalf(g, out, zero_grads, defer));
+      continue;
+    }
     for (int64_t a = 0; a < shard; a += chunk) {
       const int64_t len = std::min(chunk, shard - a);
       for (int r = 0; r < world; ++r) {
@@ -585,6 +589,66 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
         }
         d->ToF32(pack + ctx_->rank * len, DType::kF32, out + a, len, post_scale_);
       }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::ReduceScatterFlatHalf(int g, float* out, bool zero_grads,
+                                                    bool defer) {
+  Device* d = ctx_->device;
+  const DType t = ctx_->dtype();  // == the communication dtype, 2 bytes
+  const int world = ctx_->world;
+  const int64_t shard = ctx_->layout.groups()[g].shard;
+  const int64_t chunk = std::max<int64_t>(1, pack_cap_ / world);
+  char* grads = sharded_->group(g).grads.data<char>();
+  char* send = half_.data<char>();
+  char* mine = send + pack_cap_ * 2;
+  // The packed path's scales: its widened piece times 1 (exact), the
+  // replicas' fp32 sum, then times post_scale_ unless deferred. Without
+  // replicas the two scales are one rounding either way: one pass.
+  const bool fold = !defer && ctx_->replicas == 1;
+  auto finish = [&](float* dst, const char* piece, int64_t len) -> absl::Status {
+    d->ToF32(piece, t, dst, len, fold ? post_scale_ : 1.0f);
+    if (ctx_->replicas > 1) {  // hybrid sharding: over the groups too
+      RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(dst, len, ReduceOp::kSum));
+    }
+    if (!defer && !fold) d->ToF32(dst, DType::kF32, dst, len, post_scale_);
+    return absl::OkStatus();
+  };
+  if (shard <= chunk && ctx_->config.reduce_scatter) {
+    // One chunk: the shards lie back to back in rank order, so the local
+    // gradient is the send buffer as it is.
+    RETURN_IF_ERROR(ctx_->comm->ReduceScatterVHalf(grads, mine,
+                                                   std::vector<int64_t>(world, shard), t));
+    RETURN_IF_ERROR(finish(out, mine, shard));
+    if (zero_grads) d->Memset0(grads, static_cast<size_t>(world) * shard * 2);
+    return absl::OkStatus();
+  }
+  for (int64_t a = 0; a < shard; a += chunk) {
+    const int64_t len = std::min(chunk, shard - a);
+    for (int r = 0; r < world; ++r) {
+      char* from = grads + (r * shard + a) * 2;
+      char* to = send + r * len * 2;
+      if (!zero_grads) {
+        d->Copy(to, from, len * 2);
+        continue;
+      }
+      constexpr int64_t kPiece = 1 << 16;  // zeroed while in cache, as packed
+      for (int64_t b = 0; b < len; b += kPiece) {
+        const int64_t n = std::min(kPiece, len - b);
+        d->Copy(to + b * 2, from + b * 2, n * 2);
+        d->Memset0(from + b * 2, n * 2);
+      }
+    }
+    if (ctx_->config.reduce_scatter) {
+      RETURN_IF_ERROR(ctx_->comm->ReduceScatterVHalf(send, mine,
+                                                     std::vector<int64_t>(world, len), t));
+      RETURN_IF_ERROR(finish(out + a, mine, len));
+    } else {
+      // All-reduce the chunk of every shard; widen only this rank's.
+      RETURN_IF_ERROR(ctx_->comm->AllReduceHalf(send, world * len, t));
+      RETURN_IF_ERROR(finish(out + a, send + ctx_->rank * len * 2, len));
     }
   }
   return absl::OkStatus();

@@ -122,6 +122,10 @@ class GradientReducer {
   // Stage 0, the boundary micro-step, ReducesAsStored: the bucket's slots
   // take the accumulated gradient and are all-reduced in place (no pack, no
   // cast), then written back scaled into the full local gradient.
+  // Stage 1, group `g`, ReducesAsStored with a half working dtype: the local
+  // gradient reduce-scattered as it lies (one chunk) or copied into the half
+  // send buffer (no fp32 pack between), this rank's piece widened into `out`.
+  absl::Status ReduceScatterFlatHalf(int g, float* out, bool zero_grads, bool defer);
   absl::Status AllReduceInSlots(const std::vector<int>& ids, char* base,
                                 const std::vector<int64_t>& offsets);
 
