@@ -273,6 +273,7 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
     return ReduceLargeParam(ids[0], base + offsets[0] * es);
   }
   std::vector<int64_t> counts(world, 0);
+  std::vector<Piece> pieces;  // in rank order
   // qgZ's error feedback: where each rank's piece lives in its shard.
   std::vector<std::vector<ShardSegment>> segments(qgz_ ? world : 0);
   int64_t pos = 0;
@@ -283,7 +284,7 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
       if (qgz_) {
         segments[r].push_back({layout.place(params_->at(ids[k]).li).group, s.shard_offset, s.numel});
       }
-      d->ToF32(base + (offsets[k] + s.param_offset) * es, t, pack + pos, s.numel, pre_scale_);
+      pieces.push_back({base + (offsets[k] + s.param_offset) * es, s.numel});
       pos += s.numel;
       counts[r] += s.numel;
     }
@@ -292,18 +293,14 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
   // way: reduce-scattered into recv_, or all-reduced in place
   // (reduce_scatter: false) and read at its offset.
   float* mine = nullptr;
-  if (ctx_->config.reduce_scatter) {
-    if (qgz_) {
-      RETURN_IF_ERROR(qgz_->Run(pack, recv_.data<float>(), counts, segments));
-    } else {
-      RETURN_IF_ERROR(ReduceScatterPack(pack, recv_.data<float>(), counts));
+  if (qgz_ && ctx_->config.reduce_scatter) {
+    for (size_t j = 0, at = 0; j < pieces.size(); at += pieces[j].n, ++j) {
+      d->ToF32(pieces[j].src, t, pack + at, pieces[j].n, pre_scale_);
     }
+    RETURN_IF_ERROR(qgz_->Run(pack, recv_.data<float>(), counts, segments));
     mine = recv_.data<float>();
   } else {
-    RETURN_IF_ERROR(AllReducePack(pack, pos));
-    int64_t before = 0;
-    for (int r = 0; r < ctx_->rank; ++r) before += counts[r];
-    mine = pack + before;
+    ASSIGN_OR_RETURN(mine, ReducePieces(pieces, counts));
   }
   // Hybrid sharding: the group's sum of this shard, summed over the groups.
   if (ctx_->replicas > 1) {
@@ -402,32 +399,27 @@ absl::Status GradientReducer::ReduceLargeParam(int id, const char* data) {
   const Slice& own = slices[ctx_->rank];
   char* grads = sharded_->group(layout.place(li).group).grads.data<char>();
   for (int64_t j = 0; j < longest; j += q) {
-    int64_t pos = 0, before = 0;
+    int64_t pos = 0;
+    std::vector<Piece> pieces;
     for (int r = 0; r < world; ++r) {
       counts[r] = std::max<int64_t>(0, std::min(q, slices[r].numel - j));
-      if (counts[r] > 0) {
-        d->ToF32(data + (slices[r].param_offset + j) * es, t, pack + pos, counts[r],
-                 pre_scale_);
-      }
-      if (r < ctx_->rank) before += counts[r];
+      if (counts[r] > 0) pieces.push_back({data + (slices[r].param_offset + j) * es, counts[r]});
       pos += counts[r];
     }
     float* mine = nullptr;
-    if (ctx_->config.reduce_scatter) {
-      if (qgz_) {
-        const int g = layout.place(li).group;
-        std::vector<std::vector<ShardSegment>> segments(world);
-        for (int r = 0; r < world; ++r) {
-          if (counts[r] > 0) segments[r].push_back({g, slices[r].shard_offset + j, counts[r]});
-        }
-        RETURN_IF_ERROR(qgz_->Run(pack, recv_.data<float>(), counts, segments));
-      } else {
-        RETURN_IF_ERROR(ReduceScatterPack(pack, recv_.data<float>(), counts));
+    if (qgz_ && ctx_->config.reduce_scatter) {
+      for (size_t k = 0, at = 0; k < pieces.size(); at += pieces[k].n, ++k) {
+        d->ToF32(pieces[k].src, t, pack + at, pieces[k].n, pre_scale_);
       }
+      const int g = layout.place(li).group;
+      std::vector<std::vector<ShardSegment>> segments(world);
+      for (int r = 0; r < world; ++r) {
+        if (counts[r] > 0) segments[r].push_back({g, slices[r].shard_offset + j, counts[r]});
+      }
+      RETURN_IF_ERROR(qgz_->Run(pack, recv_.data<float>(), counts, segments));
       mine = recv_.data<float>();
     } else {
-      RETURN_IF_ERROR(AllReducePack(pack, pos));
-      mine = pack + before;
+      ASSIGN_OR_RETURN(mine, ReducePieces(pieces, counts));
     }
     // Hybrid sharding: the group's sum of this piece, summed over the groups.
     if (ctx_->replicas > 1) {
@@ -442,6 +434,75 @@ absl::Status GradientReducer::ReduceLargeParam(int id, const char* data) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<float*> GradientReducer::ReducePieces(const std::vector<Piece>& pieces,
+                                                     const std::vector<int64_t>& counts) {
+  Device* d = ctx_->device;
+  const DType t = ctx_->dtype();
+  const DType ct = ctx_->config.CommDType();
+  const size_t es = ctx_->es();
+  const int rank = ctx_->rank;
+  float* pack = pack_.data<float>();
+  float* recv = recv_.data<float>();
+  const bool scatter = ctx_->config.reduce_scatter;
+  int64_t total = 0, before = 0;
+  for (int r = 0; r < static_cast<int>(counts.size()); ++r) {
+    total += counts[r];
+    if (r < rank) before += counts[r];
+  }
+  if (!ReducesAsStored()) {
+    int64_t at = 0;
+    for (const Piece& p : pieces) {
+      d->ToF32(p.src, t, pack + at, p.n, pre_scale_);
+      at += p.n;
+    }
+    if (scatter) {
+      RETURN_IF_ERROR(ReduceScatterPack(pack, recv, counts));
+      return recv;
+    }
+    RETURN_IF_ERROR(AllReducePack(pack, total));
+    return pack + before;
+  }
+  // Reduced as stored: the pieces go to the collective in the working
+  // dtype, the bits the pack would have cast back to. Already back to back
+  // in rank order (a bucket within one rank's shard, one round of a large
+  // param): sent from where they lie; else copied together, no cast.
+  bool in_place = !pieces.empty();
+  int64_t at = 0;
+  for (const Piece& p : pieces) {
+    in_place = in_place && p.src == pieces[0].src + at * es;
+    at += p.n;
+  }
+  char* send = ct == DType::kF32 ? reinterpret_cast<char*>(pack) : half_.data<char>();
+  if (in_place) {
+    send = const_cast<char*>(pieces[0].src);
+  } else {
+    at = 0;
+    for (const Piece& p : pieces) {
+      d->Copy(send + at * es, p.src, p.n * es);
+      at += p.n;
+    }
+  }
+  if (ct == DType::kF32) {
+    float* f = reinterpret_cast<float*>(send);
+    if (scatter) {
+      RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(f, recv, counts));
+      return recv;
+    }
+    RETURN_IF_ERROR(ctx_->comm->AllReduce(f, total, ReduceOp::kSum));
+    return f + before;
+  }
+  if (scatter) {
+    char* mine = half_.data<char>() + pack_cap_ * 2;
+    RETURN_IF_ERROR(ctx_->comm->ReduceScatterVHalf(send, mine, counts, ct));
+    d->ToF32(mine, ct, recv, counts[rank], 1.0f);
+    return recv;
+  }
+  // Only this rank's piece is widened (the packed path widened them all).
+  RETURN_IF_ERROR(ctx_->comm->AllReduceHalf(send, total, ct));
+  d->ToF32(send + before * es, ct, pack, counts[rank], 1.0f);
+  return pack;
 }
 
 absl::Status GradientReducer::AllReduceInPieces(char* grads, int64_t numel) {

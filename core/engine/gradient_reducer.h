@@ -122,6 +122,18 @@ class GradientReducer {
   // Stage 0, the boundary micro-step, ReducesAsStored: the bucket's slots
   // take the accumulated gradient and are all-reduced in place (no pack, no
   // cast), then written back scaled into the full local gradient.
+  // Stages 2-3: working-dtype gradient pieces, in rank order (counts[r]
+  // elements of rank r's), reduced; returns this rank's reduced fp32 piece
+  // (counts[rank] elements, not yet times post_scale_) in recv_ or pack_.
+  // ReducesAsStored: sent as they lie when back to back, else copied into
+  // the send buffer; otherwise packed into fp32 (ReduceScatterPack,
+  // AllReducePack).
+  struct Piece {
+    const char* src;
+    int64_t n;
+  };
+  absl::StatusOr<float*> ReducePieces(const std::vector<Piece>& pieces,
+                                      const std::vector<int64_t>& counts);
   // Stage 1, group `g`, ReducesAsStored with a half working dtype: the local
   // gradient reduce-scattered as it lies (one chunk) or copied into the half
   // send buffer (no fp32 pack between), this rank's piece widened into `out`.
