@@ -7,9 +7,11 @@
 //      reduce-scatters it once (ReduceScatterFlat);
 //   2-3: each bucket is reduce-scattered, each rank keeping its shard.
 // With reduce_scatter false, stages 1-3 all-reduce instead and each rank
-// keeps its shard of the result. Every reduction is in fp32, scaled before
-// and after as DeepSpeed averages (prescale_gradients,
-// gradient_predivide_factor).
+// keeps its shard of the result. Every reduction is in the communication
+// dtype, scaled before and after as DeepSpeed averages (prescale_gradients,
+// gradient_predivide_factor); gradients that reduce as stored (pre-scale 1,
+// communication dtype = working dtype) go to the collective without the fp32
+// pack (docs/ARCHITECTURE.md, "Reduced as stored").
 #ifndef ZERO_CORE_ENGINE_GRADIENT_REDUCER_H_
 #define ZERO_CORE_ENGINE_GRADIENT_REDUCER_H_
 
