@@ -17,6 +17,10 @@
 // all-reduce), update (optimizer + working-copy cast + gradient zeroing),
 // publish (all-gather of the working copy). `sumsq_kernel_cpu_ms`:
 // cpu::SumSquares alone over an owned-size array of the working dtype.
+// `backward_ms` / `backward_cpu_ms`: rank 0's wall / thread CPU time from its
+// first grad_buffer to its last grad_ready, the gradients written and every
+// bucket reduced (overlap_comm off: on the calling thread): the gradient
+// path. At more than one rank stage 0 runs too (its reduction is all there).
 // JSON lines; noisy on a shared machine: compare ratios within one run.
 //
 // Usage: boundary_bench [params=4e6] [steps=7] [world=1] [offload]
@@ -102,13 +106,22 @@ std::vector<Rank> MakeEngines(const zero::Config& c,
 struct Pieces {
   double reduce = 0, norm = 0, update = 0, publish = 0;
 };
+// `bwd`: rank 0's wall and thread CPU seconds from its first grad_buffer to
+// its last grad_ready (writing the gradients and, overlap_comm off, every
+// bucket's reduction: the gradient path).
+struct Backward {
+  double wall = 0, cpu = 0;
+};
 double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu,
-               Pieces* pieces = nullptr) {
+               Pieces* pieces = nullptr, Backward* bwd = nullptr) {
   std::vector<double> secs(ranks.size()), cpus(ranks.size());
+  std::vector<Backward> bwds(ranks.size());
   std::vector<std::thread> th;
   for (size_t r = 0; r < ranks.size(); ++r) {
     th.emplace_back([&, r] {
       zero::Engine& e = *ranks[r].engine;
+      const double b_c0 = ThreadCpu();
+      const double b_t0 = Now();
       for (int id : ranks[r].ids) {
         auto buf = e.GradBuffer(id);
         Check(buf.status(), "grad_buffer");
@@ -122,6 +135,7 @@ double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu
         }
         Check(e.GradReady(id), "grad_ready");
       }
+      bwds[r] = {Now() - b_t0, ThreadCpu() - b_c0};
       const double c0 = ThreadCpu();
       const double t0 = Now();
       auto info = e.Step();
@@ -132,6 +146,7 @@ double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu
   }
   for (auto& x : th) x.join();
   *cpu = cpus[0];
+  if (bwd != nullptr) *bwd = bwds[0];
   if (pieces != nullptr && ranks[0].engine->recorder() != nullptr) {
     const zero::StepBreakdown& b = ranks[0].engine->recorder()->last();
     *pieces = {b.at(zero::Phase::kBoundaryReduce), b.at(zero::Phase::kNorm),
@@ -153,7 +168,9 @@ int main(int argc, char** argv) {
   const int64_t per = total / kParams;
   // One rank: one kernel thread, so the thread CPU times cover every pass.
   if (world == 1) zero::cpu::SetThreads(1);
-  for (int stage = 1; stage <= 3; ++stage) {
+  // Stage 0 only where it reduces (more than one rank): its boundary is the
+  // boundary micro-step's bucket all-reduces, in backward_ms.
+  for (int stage = world > 1 ? 0 : 1; stage <= 3; ++stage) {
     for (zero::DType t : {zero::DType::kF32, zero::DType::kBF16, zero::DType::kF16}) {
       zero::Config c;
       c.stage = stage;
@@ -178,14 +195,15 @@ int main(int argc, char** argv) {
       std::vector<char> w(owned * zero::DTypeSize(t));
       const zero::math::AdamScalars as =
           zero::math::MakeAdamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, true, 1, 1.0f);
-      std::vector<double> tf, ts, ta, cf, cs, ca, cn;
+      std::vector<double> tf, ts, ta, cf, cs, ca, cn, bw, bc;
       Pieces best_pieces;
       double best_fused = 1e30;
       for (int k = 0; k < steps + 2; ++k) {
         double a_cpu, b_cpu;
         zero::SetFusedBoundary(true);
         Pieces pieces;
-        const double a = OneStep(fused, t, per, &a_cpu, &pieces);
+        Backward bwd;
+        const double a = OneStep(fused, t, per, &a_cpu, &pieces, &bwd);
         zero::SetFusedBoundary(false);
         const double b = OneStep(separate, t, per, &b_cpu);
         zero::SetFusedBoundary(true);
@@ -212,6 +230,8 @@ int main(int argc, char** argv) {
         cs.push_back(b_cpu);
         ca.push_back(k_cpu);
         cn.push_back(n_cpu);
+        bw.push_back(bwd.wall);
+        bc.push_back(bwd.cpu);
       }
       const double f = Best(tf), s = Best(ts), ad = Best(ta);
       const double fc = Best(cf), sc = Best(cs), ac = Best(ca), nc = Best(cn);
@@ -222,12 +242,13 @@ int main(int argc, char** argv) {
           "\"speedup\":%.2f,\"boundary_cpu_ms\":%.3f,\"separate_cpu_ms\":%.3f,"
           "\"adam_cpu_ms\":%.3f,\"boundary_vs_adam_cpu\":%.2f,\"separate_vs_adam_cpu\":%.2f,"
           "\"speedup_cpu\":%.2f,\"pieces_ms\":{\"boundary_reduce\":%.3f,\"norm\":%.3f,"
-          "\"update\":%.3f,\"publish\":%.3f},\"sumsq_kernel_cpu_ms\":%.3f}\n",
+          "\"update\":%.3f,\"publish\":%.3f},\"sumsq_kernel_cpu_ms\":%.3f,"
+          "\"backward_ms\":%.3f,\"backward_cpu_ms\":%.3f}\n",
           stage, zero::DTypeName(t), world, offload ? "true" : "false",
           static_cast<long long>(total), static_cast<long long>(owned), f * 1e3, s * 1e3,
           ad * 1e3, f / ad, s / ad, s / f, fc * 1e3, sc * 1e3, ac * 1e3, fc / ac, sc / ac,
           sc / fc, best_pieces.reduce, best_pieces.norm, best_pieces.update, best_pieces.publish,
-          nc * 1e3);
+          nc * 1e3, Best(bw) * 1e3, Best(bc) * 1e3);
       std::fflush(stdout);
     }
   }
