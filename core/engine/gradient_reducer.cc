@@ -399,12 +399,10 @@ absl::Status GradientReducer::ReduceLargeParam(int id, const char* data) {
   const Slice& own = slices[ctx_->rank];
   char* grads = sharded_->group(layout.place(li).group).grads.data<char>();
   for (int64_t j = 0; j < longest; j += q) {
-    int64_t pos = 0;
     std::vector<Piece> pieces;
     for (int r = 0; r < world; ++r) {
       counts[r] = std::max<int64_t>(0, std::min(q, slices[r].numel - j));
       if (counts[r] > 0) pieces.push_back({data + (slices[r].param_offset + j) * es, counts[r]});
-      pos += counts[r];
     }
     float* mine = nullptr;
     if (qgz_ && ctx_->config.reduce_scatter) {
