@@ -23,9 +23,11 @@
 // path. At more than one rank stage 0 runs too (its reduction is all there).
 // JSON lines; noisy on a shared machine: compare ratios within one run.
 //
-// Usage: boundary_bench [params=4e6] [steps=7] [world=1] [offload]
+// Usage: boundary_bench [params=4e6] [steps=7] [world=1] [offload] [one_thread]
 //   offload: offload_optimizer "cpu" state (on the CPU device: the same
 //   in-memory store, so the same numbers).
+//   one_thread: one kernel thread at any world (always at world 1), so each
+//   rank's thread CPU time covers every pass it makes.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -164,10 +166,14 @@ int main(int argc, char** argv) {
   const int64_t total = argc > 1 ? static_cast<int64_t>(std::atof(argv[1])) : 4000000;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 7;
   const int world = argc > 3 ? std::atoi(argv[3]) : 1;
-  const bool offload = argc > 4 && std::string(argv[4]) == "offload";
+  bool offload = false, one_thread = world == 1;
+  for (int a = 4; a < argc; ++a) {
+    offload = offload || std::string(argv[a]) == "offload";
+    one_thread = one_thread || std::string(argv[a]) == "one_thread";
+  }
   const int64_t per = total / kParams;
   // One rank: one kernel thread, so the thread CPU times cover every pass.
-  if (world == 1) zero::cpu::SetThreads(1);
+  if (one_thread) zero::cpu::SetThreads(1);
   // Stage 0 only where it reduces (more than one rank): its boundary is the
   // boundary micro-step's bucket all-reduces, in backward_ms.
   for (int stage = world > 1 ? 0 : 1; stage <= 3; ++stage) {
@@ -237,6 +243,7 @@ int main(int argc, char** argv) {
       const double fc = Best(cf), sc = Best(cs), ac = Best(ca), nc = Best(cn);
       std::printf(
           "{\"bench\":\"boundary\",\"stage\":%d,\"dtype\":\"%s\",\"world\":%d,\"offload\":%s,"
+          "\"one_thread\":%s,"
           "\"params\":%lld,\"owned\":%lld,\"boundary_ms\":%.3f,\"separate_passes_ms\":%.3f,"
           "\"adam_kernel_ms\":%.3f,\"boundary_vs_adam\":%.2f,\"separate_vs_adam\":%.2f,"
           "\"speedup\":%.2f,\"boundary_cpu_ms\":%.3f,\"separate_cpu_ms\":%.3f,"
@@ -245,6 +252,7 @@ int main(int argc, char** argv) {
           "\"update\":%.3f,\"publish\":%.3f},\"sumsq_kernel_cpu_ms\":%.3f,"
           "\"backward_ms\":%.3f,\"backward_cpu_ms\":%.3f}\n",
           stage, zero::DTypeName(t), world, offload ? "true" : "false",
+          one_thread ? "true" : "false",
           static_cast<long long>(total), static_cast<long long>(owned), f * 1e3, s * 1e3,
           ad * 1e3, f / ad, s / ad, s / f, fc * 1e3, sc * 1e3, ac * 1e3, fc / ac, sc / ac,
           sc / fc, best_pieces.reduce, best_pieces.norm, best_pieces.update, best_pieces.publish,
