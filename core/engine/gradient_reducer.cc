@@ -693,9 +693,11 @@ absl::Status GradientReducer::ReduceScatterFlatHalf(int g, float* out, bool zero
         d->Copy(to, from, len * 2);
         continue;
       }
-      constexpr int64_t kPiece = 1 << 16;  // zeroed while in cache, as packed
-      for (int64_t b = 0; b < len; b += kPiece) {
-        const int64_t n = std::min(kPiece, len - b);
+      // Zeroed while in cache, as packed. A device's Copy waits for its
+      // stream (CudaDevice::Copy): there one copy per rank's piece.
+      const int64_t piece = d->host_accessible() ? int64_t{1} << 16 : len;
+      for (int64_t b = 0; b < len; b += piece) {
+        const int64_t n = std::min(piece, len - b);
         d->Copy(to + b * 2, from + b * 2, n * 2);
         d->Memset0(from + b * 2, n * 2);
       }
