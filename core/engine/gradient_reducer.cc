@@ -399,12 +399,10 @@ absl::Status GradientReducer::ReduceLargeParam(int id, const char* data) {
   const Slice& own = slices[ctx_->rank];
   char* grads = sharded_->group(layout.place(li).group).grads.data<char>();
   for (int64_t j = 0; j < longest; j += q) {
-    int64_t pos = 0;
     std::vector<Piece> pieces;
     for (int r = 0; r < world; ++r) {
       counts[r] = std::max<int64_t>(0, std::min(q, slices[r].numel - j));
       if (counts[r] > 0) pieces.push_back({data + (slices[r].param_offset + j) * es, counts[r]});
-      pos += counts[r];
     }
     float* mine = nullptr;
     if (qgz_ && ctx_->config.reduce_scatter) {
@@ -695,9 +693,11 @@ absl::Status GradientReducer::ReduceScatterFlatHalf(int g, float* out, bool zero
         d->Copy(to, from, len * 2);
         continue;
       }
-      constexpr int64_t kPiece = 1 << 16;  // zeroed while in cache, as packed
-      for (int64_t b = 0; b < len; b += kPiece) {
-        const int64_t n = std::min(kPiece, len - b);
+      // Zeroed while in cache, as packed. A device's Copy waits for its
+      // stream (CudaDevice::Copy): there one copy per rank's piece.
+      const int64_t piece = d->host_accessible() ? int64_t{1} << 16 : len;
+      for (int64_t b = 0; b < len; b += piece) {
+        const int64_t n = std::min(piece, len - b);
         d->Copy(to + b * 2, from + b * 2, n * 2);
         d->Memset0(from + b * 2, n * 2);
       }
