@@ -17,11 +17,17 @@
 // all-reduce), update (optimizer + working-copy cast + gradient zeroing),
 // publish (all-gather of the working copy). `sumsq_kernel_cpu_ms`:
 // cpu::SumSquares alone over an owned-size array of the working dtype.
+// `backward_ms` / `backward_cpu_ms`: rank 0's wall / thread CPU time from its
+// first grad_buffer to its last grad_ready, the gradients written and every
+// bucket reduced (overlap_comm off: on the calling thread): the gradient
+// path. At more than one rank stage 0 runs too (its reduction is all there).
 // JSON lines; noisy on a shared machine: compare ratios within one run.
 //
-// Usage: boundary_bench [params=4e6] [steps=7] [world=1] [offload]
+// Usage: boundary_bench [params=4e6] [steps=7] [world=1] [offload] [one_thread]
 //   offload: offload_optimizer "cpu" state (on the CPU device: the same
 //   in-memory store, so the same numbers).
+//   one_thread: one kernel thread at any world (always at world 1), so each
+//   rank's thread CPU time covers every pass it makes.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -102,13 +108,22 @@ std::vector<Rank> MakeEngines(const zero::Config& c,
 struct Pieces {
   double reduce = 0, norm = 0, update = 0, publish = 0;
 };
+// `bwd`: rank 0's wall and thread CPU seconds from its first grad_buffer to
+// its last grad_ready (writing the gradients and, overlap_comm off, every
+// bucket's reduction: the gradient path).
+struct Backward {
+  double wall = 0, cpu = 0;
+};
 double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu,
-               Pieces* pieces = nullptr) {
+               Pieces* pieces = nullptr, Backward* bwd = nullptr) {
   std::vector<double> secs(ranks.size()), cpus(ranks.size());
+  std::vector<Backward> bwds(ranks.size());
   std::vector<std::thread> th;
   for (size_t r = 0; r < ranks.size(); ++r) {
     th.emplace_back([&, r] {
       zero::Engine& e = *ranks[r].engine;
+      const double b_c0 = ThreadCpu();
+      const double b_t0 = Now();
       for (int id : ranks[r].ids) {
         auto buf = e.GradBuffer(id);
         Check(buf.status(), "grad_buffer");
@@ -122,6 +137,7 @@ double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu
         }
         Check(e.GradReady(id), "grad_ready");
       }
+      bwds[r] = {Now() - b_t0, ThreadCpu() - b_c0};
       const double c0 = ThreadCpu();
       const double t0 = Now();
       auto info = e.Step();
@@ -132,6 +148,7 @@ double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu
   }
   for (auto& x : th) x.join();
   *cpu = cpus[0];
+  if (bwd != nullptr) *bwd = bwds[0];
   if (pieces != nullptr && ranks[0].engine->recorder() != nullptr) {
     const zero::StepBreakdown& b = ranks[0].engine->recorder()->last();
     *pieces = {b.at(zero::Phase::kBoundaryReduce), b.at(zero::Phase::kNorm),
@@ -149,11 +166,17 @@ int main(int argc, char** argv) {
   const int64_t total = argc > 1 ? static_cast<int64_t>(std::atof(argv[1])) : 4000000;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 7;
   const int world = argc > 3 ? std::atoi(argv[3]) : 1;
-  const bool offload = argc > 4 && std::string(argv[4]) == "offload";
+  bool offload = false, one_thread = world == 1;
+  for (int a = 4; a < argc; ++a) {
+    offload = offload || std::string(argv[a]) == "offload";
+    one_thread = one_thread || std::string(argv[a]) == "one_thread";
+  }
   const int64_t per = total / kParams;
   // One rank: one kernel thread, so the thread CPU times cover every pass.
-  if (world == 1) zero::cpu::SetThreads(1);
-  for (int stage = 1; stage <= 3; ++stage) {
+  if (one_thread) zero::cpu::SetThreads(1);
+  // Stage 0 only where it reduces (more than one rank): its boundary is the
+  // boundary micro-step's bucket all-reduces, in backward_ms.
+  for (int stage = world > 1 ? 0 : 1; stage <= 3; ++stage) {
     for (zero::DType t : {zero::DType::kF32, zero::DType::kBF16, zero::DType::kF16}) {
       zero::Config c;
       c.stage = stage;
@@ -178,14 +201,15 @@ int main(int argc, char** argv) {
       std::vector<char> w(owned * zero::DTypeSize(t));
       const zero::math::AdamScalars as =
           zero::math::MakeAdamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, true, 1, 1.0f);
-      std::vector<double> tf, ts, ta, cf, cs, ca, cn;
+      std::vector<double> tf, ts, ta, cf, cs, ca, cn, bw, bc;
       Pieces best_pieces;
       double best_fused = 1e30;
       for (int k = 0; k < steps + 2; ++k) {
         double a_cpu, b_cpu;
         zero::SetFusedBoundary(true);
         Pieces pieces;
-        const double a = OneStep(fused, t, per, &a_cpu, &pieces);
+        Backward bwd;
+        const double a = OneStep(fused, t, per, &a_cpu, &pieces, &bwd);
         zero::SetFusedBoundary(false);
         const double b = OneStep(separate, t, per, &b_cpu);
         zero::SetFusedBoundary(true);
@@ -212,22 +236,27 @@ int main(int argc, char** argv) {
         cs.push_back(b_cpu);
         ca.push_back(k_cpu);
         cn.push_back(n_cpu);
+        bw.push_back(bwd.wall);
+        bc.push_back(bwd.cpu);
       }
       const double f = Best(tf), s = Best(ts), ad = Best(ta);
       const double fc = Best(cf), sc = Best(cs), ac = Best(ca), nc = Best(cn);
       std::printf(
           "{\"bench\":\"boundary\",\"stage\":%d,\"dtype\":\"%s\",\"world\":%d,\"offload\":%s,"
+          "\"one_thread\":%s,"
           "\"params\":%lld,\"owned\":%lld,\"boundary_ms\":%.3f,\"separate_passes_ms\":%.3f,"
           "\"adam_kernel_ms\":%.3f,\"boundary_vs_adam\":%.2f,\"separate_vs_adam\":%.2f,"
           "\"speedup\":%.2f,\"boundary_cpu_ms\":%.3f,\"separate_cpu_ms\":%.3f,"
           "\"adam_cpu_ms\":%.3f,\"boundary_vs_adam_cpu\":%.2f,\"separate_vs_adam_cpu\":%.2f,"
           "\"speedup_cpu\":%.2f,\"pieces_ms\":{\"boundary_reduce\":%.3f,\"norm\":%.3f,"
-          "\"update\":%.3f,\"publish\":%.3f},\"sumsq_kernel_cpu_ms\":%.3f}\n",
+          "\"update\":%.3f,\"publish\":%.3f},\"sumsq_kernel_cpu_ms\":%.3f,"
+          "\"backward_ms\":%.3f,\"backward_cpu_ms\":%.3f}\n",
           stage, zero::DTypeName(t), world, offload ? "true" : "false",
+          one_thread ? "true" : "false",
           static_cast<long long>(total), static_cast<long long>(owned), f * 1e3, s * 1e3,
           ad * 1e3, f / ad, s / ad, s / f, fc * 1e3, sc * 1e3, ac * 1e3, fc / ac, sc / ac,
           sc / fc, best_pieces.reduce, best_pieces.norm, best_pieces.update, best_pieces.publish,
-          nc * 1e3);
+          nc * 1e3, Best(bw) * 1e3, Best(bc) * 1e3);
       std::fflush(stdout);
     }
   }

@@ -13,6 +13,7 @@
 # shared 2-core machine it is compute-bound, so the ratio says little about
 # the disk; figures are noisy).
 #   bash bench/infinity_bench.sh [DIR=/tmp] [--big]     (SIZES="4 8" to choose layers;
+#   STEPS=2 runs two steps: the mean and the last step's ratio both printed;
 #   BREAKDOWN=1 adds the step's wall_clock_breakdown lines and grad_fill_s;
 #   PIPELINE=0 runs the update's gradient reads and param writes blocking
 #   on the caller's thread, as before core/engine/update_io_pipeline;
@@ -29,7 +30,7 @@ sizes="${SIZES:-4 8 15}"   # layers x 8192^2 = 0.27B, 0.54B, 1.01B
 out=$(mktemp)
 run() {  # layers pipeline
   bazel-bin/tests/infinity_rss_main --layers "$1" --hidden 8192 --nvme "$dir" \
-    --dtype bf16 --steps 1 --breakdown "${BREAKDOWN:-0}" --pipeline "$2"
+    --dtype bf16 --steps "${STEPS:-1}" --breakdown "${BREAKDOWN:-0}" --pipeline "$2"
 }
 # Raw sequential O_DIRECT write then read of the step's volume (capped at
 # 8 GiB) right after the run in $1 (its last infinity_rss line), against the step's
@@ -57,9 +58,14 @@ os.close(fd)
 os.unlink(path)
 raw = 2 * vol / (tw + tr)
 step_rate = b["step_disk_bytes"] / max(b["step_s"], 1e-9)
+# The last step (from the second on, gathers prefetch along the first
+# step's trace: what training runs at) apart from the mean over the steps.
+last_rate = b["last_step_disk_bytes"] / max(b["last_step_s"], 1e-9)
 print(json.dumps({"bench": "infinity_io", "raw_odirect_bytes_per_s": int(raw),
                   "raw_write_bytes_per_s": int(vol / tw), "raw_read_bytes_per_s": int(vol / tr),
                   "step_io_bytes_per_s": int(step_rate), "ratio": round(step_rate / raw, 3),
+                  "last_step_io_bytes_per_s": int(last_rate),
+                  "last_step_ratio": round(last_rate / raw, 3),
                   "note": "step time includes the CPU optimizer and the gathers; noisy shared machine"}))
 PY
 }

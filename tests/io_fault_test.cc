@@ -212,6 +212,19 @@ std::vector<Scenario> Scenarios() {
     s.names = {"_param_g", "No space left on device", "load the last checkpoint"};
     add(s);
   }
+  // Both offloads: the backward's gradient-file writes run behind the
+  // reducer on an IO thread (ShardedState::AccumulateGradF32); the failure
+  // comes back before the step reads them, names the file, and ends the
+  // step on every rank.
+  {
+    Scenario s;
+    s.name = "infinity_grad_write_eio";
+    s.config = Base(3, DType::kBF16, "", true, true);
+    s.fault = "write:1:EIO:_grad_g";
+    s.fault_rank = -1;  // whichever rank writes its gradients first
+    s.names = {"_grad_g", ".swp", "Input/output error"};
+    add(s);
+  }
   // Short transfers everywhere: completed, training unchanged.
   {
     Scenario s;

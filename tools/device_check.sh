@@ -290,8 +290,17 @@ if [ "$built_with" = bundle ]; then
   # Cases still to run: 4 tests, racecheck, and on a GPU 3 MPI runs.
   REMAINING=$(( 4 + $([ ${#san[@]} -gt 0 ] && echo 1 || echo 0) + $([ "$gpu" = true ] && echo 3 || echo 0) ))
   emit "{\"kind\":\"sanitizer\",\"memcheck\":$([ ${#san[@]} -gt 0 ] && echo true || echo false)}"
+  # NCCL (the pip wheel's 2.28) probes its kernels with cudaFuncGetAttributes
+  # at init and gets cudaErrorNoKernelImageForDevice for some: 48 reported
+  # "errors" on the H200 that NCCL handles, so memcheck would fail every
+  # binary that creates a communicator. For those, API errors are not
+  # reported; memory errors still are.
   for t in cuda_kernels_test cuda_device_test nccl_communicator_test gpu_engine_test; do
-    run_case "$t" 90 "${san[@]}" "$BUNDLE/bin/$t"
+    api=()
+    case "$t" in
+      nccl_*|gpu_engine_*) [ ${#san[@]} -gt 0 ] && api=(--report-api-errors no) ;;
+    esac
+    run_case "$t" 90 "${san[@]}" "${api[@]}" "$BUNDLE/bin/$t"
   done
   if [ ${#san[@]} -gt 0 ]; then
     run_case cuda_kernels_test_racecheck 90 "$SAN" --tool racecheck --error-exitcode 1 \

@@ -232,6 +232,11 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
     return sharded_->group(pl.group).grads.data<char>() + offset * es;
   };
   if (ctx_->stage() <= 1) {
+    const bool reduce_here = ctx_->stage() == 0 && boundary && world > 1;
+    if (reduce_here && ReducesAsStored() && !(ids.size() == 1 &&
+                                              params_->at(ids[0]).numel > pack_cap_)) {
+      return AllReduceInSlots(ids, const_cast<char*>(base), offsets);
+    }
     for (size_t k = 0; k < ids.size(); ++k) {
       const ParamRecord& p = params_->at(ids[k]);
       const ParamPlace& pl = layout.place(p.li);
@@ -268,6 +273,7 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
     return ReduceLargeParam(ids[0], base + offsets[0] * es);
   }
   std::vector<int64_t> counts(world, 0);
+  std::vector<Piece> pieces;  // in rank order
   // qgZ's error feedback: where each rank's piece lives in its shard.
   std::vector<std::vector<ShardSegment>> segments(qgz_ ? world : 0);
   int64_t pos = 0;
@@ -278,7 +284,7 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
       if (qgz_) {
         segments[r].push_back({layout.place(params_->at(ids[k]).li).group, s.shard_offset, s.numel});
       }
-      d->ToF32(base + (offsets[k] + s.param_offset) * es, t, pack + pos, s.numel, pre_scale_);
+      pieces.push_back({base + (offsets[k] + s.param_offset) * es, s.numel});
       pos += s.numel;
       counts[r] += s.numel;
     }
@@ -287,18 +293,14 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
   // way: reduce-scattered into recv_, or all-reduced in place
   // (reduce_scatter: false) and read at its offset.
   float* mine = nullptr;
-  if (ctx_->config.reduce_scatter) {
-    if (qgz_) {
-      RETURN_IF_ERROR(qgz_->Run(pack, recv_.data<float>(), counts, segments));
-    } else {
-      RETURN_IF_ERROR(ReduceScatterPack(pack, recv_.data<float>(), counts));
+  if (qgz_ && ctx_->config.reduce_scatter) {
+    for (size_t j = 0, at = 0; j < pieces.size(); at += pieces[j].n, ++j) {
+      d->ToF32(pieces[j].src, t, pack + at, pieces[j].n, pre_scale_);
     }
+    RETURN_IF_ERROR(qgz_->Run(pack, recv_.data<float>(), counts, segments));
     mine = recv_.data<float>();
   } else {
-    RETURN_IF_ERROR(AllReducePack(pack, pos));
-    int64_t before = 0;
-    for (int r = 0; r < ctx_->rank; ++r) before += counts[r];
-    mine = pack + before;
+    ASSIGN_OR_RETURN(mine, ReducePieces(pieces, counts));
   }
   // Hybrid sharding: the group's sum of this shard, summed over the groups.
   if (ctx_->replicas > 1) {
@@ -317,6 +319,61 @@ absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const vo
                        s.numel);
     }
     pos += s.numel;
+  }
+  return absl::OkStatus();
+}
+
+bool GradientReducer::ReducesAsStored() const {
+  return pre_scale_ == 1.0f && ctx_->config.CommDType() == ctx_->dtype();
+}
+
+absl::Status GradientReducer::AllReduceStored(void* data, int64_t n) {
+  const DType ct = ctx_->config.CommDType();
+  if (ct == DType::kF32) return ctx_->comm->AllReduce(static_cast<float*>(data), n, ReduceOp::kSum);
+  return ctx_->comm->AllReduceHalf(data, n, ct);
+}
+
+void GradientReducer::WriteBackScaled(const void* reduced, void* grads, int64_t n) {
+  Device* d = ctx_->device;
+  const DType t = ctx_->dtype();
+  if (t == DType::kF32) {
+    d->ToF32(reduced, t, static_cast<float*>(grads), n, post_scale_);
+    return;
+  }
+  // float(h) * post_scale_ rounded once to t: the bits of the packed path's
+  // widen (times 1), scale and narrow.
+  float* pack = pack_.data<float>();
+  for (int64_t a = 0; a < n; a += pack_cap_) {
+    const int64_t m = std::min(pack_cap_, n - a);
+    d->ToF32(static_cast<const char*>(reduced) + a * ctx_->es(), t, pack, m, post_scale_);
+    d->FromF32(pack, static_cast<char*>(grads) + a * ctx_->es(), t, m);
+  }
+}
+
+absl::Status GradientReducer::AllReduceInSlots(const std::vector<int>& ids, char* base,
+                                               const std::vector<int64_t>& offsets) {
+  Device* d = ctx_->device;
+  const Layout& layout = ctx_->layout;
+  const DType t = ctx_->dtype();
+  const size_t es = ctx_->es();
+  auto grads_at = [&](int li) {
+    const ParamPlace& pl = layout.place(li);
+    return sharded_->group(pl.group).grads.data<char>() + pl.offset * es;
+  };
+  // Each slot gets the accumulated gradient (slot + grads: the sum the
+  // packed path forms in grads, fp32 addition commuting bit for bit); the
+  // slots lie back to back in hand-out order, as the pack would.
+  int64_t n = 0;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const ParamRecord& p = params_->at(ids[k]);
+    d->Accumulate(base + offsets[k] * es, grads_at(p.li), t, p.numel);
+    n += p.numel;
+  }
+  RETURN_IF_ERROR(AllReduceStored(base + offsets[0] * es, n));
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const ParamRecord& p = params_->at(ids[k]);
+    WriteBackScaled(base + offsets[k] * es, grads_at(p.li), p.numel);
+    reduced_at_boundary_[p.li] = 1;
   }
   return absl::OkStatus();
 }
@@ -342,32 +399,25 @@ absl::Status GradientReducer::ReduceLargeParam(int id, const char* data) {
   const Slice& own = slices[ctx_->rank];
   char* grads = sharded_->group(layout.place(li).group).grads.data<char>();
   for (int64_t j = 0; j < longest; j += q) {
-    int64_t pos = 0, before = 0;
+    std::vector<Piece> pieces;
     for (int r = 0; r < world; ++r) {
       counts[r] = std::max<int64_t>(0, std::min(q, slices[r].numel - j));
-      if (counts[r] > 0) {
-        d->ToF32(data + (slices[r].param_offset + j) * es, t, pack + pos, counts[r],
-                 pre_scale_);
-      }
-      if (r < ctx_->rank) before += counts[r];
-      pos += counts[r];
+      if (counts[r] > 0) pieces.push_back({data + (slices[r].param_offset + j) * es, counts[r]});
     }
     float* mine = nullptr;
-    if (ctx_->config.reduce_scatter) {
-      if (qgz_) {
-        const int g = layout.place(li).group;
-        std::vector<std::vector<ShardSegment>> segments(world);
-        for (int r = 0; r < world; ++r) {
-          if (counts[r] > 0) segments[r].push_back({g, slices[r].shard_offset + j, counts[r]});
-        }
-        RETURN_IF_ERROR(qgz_->Run(pack, recv_.data<float>(), counts, segments));
-      } else {
-        RETURN_IF_ERROR(ReduceScatterPack(pack, recv_.data<float>(), counts));
+    if (qgz_ && ctx_->config.reduce_scatter) {
+      for (size_t k = 0, at = 0; k < pieces.size(); at += pieces[k].n, ++k) {
+        d->ToF32(pieces[k].src, t, pack + at, pieces[k].n, pre_scale_);
       }
+      const int g = layout.place(li).group;
+      std::vector<std::vector<ShardSegment>> segments(world);
+      for (int r = 0; r < world; ++r) {
+        if (counts[r] > 0) segments[r].push_back({g, slices[r].shard_offset + j, counts[r]});
+      }
+      RETURN_IF_ERROR(qgz_->Run(pack, recv_.data<float>(), counts, segments));
       mine = recv_.data<float>();
     } else {
-      RETURN_IF_ERROR(AllReducePack(pack, pos));
-      mine = pack + before;
+      ASSIGN_OR_RETURN(mine, ReducePieces(pieces, counts));
     }
     // Hybrid sharding: the group's sum of this piece, summed over the groups.
     if (ctx_->replicas > 1) {
@@ -384,6 +434,75 @@ absl::Status GradientReducer::ReduceLargeParam(int id, const char* data) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<float*> GradientReducer::ReducePieces(const std::vector<Piece>& pieces,
+                                                     const std::vector<int64_t>& counts) {
+  Device* d = ctx_->device;
+  const DType t = ctx_->dtype();
+  const DType ct = ctx_->config.CommDType();
+  const size_t es = ctx_->es();
+  const int rank = ctx_->rank;
+  float* pack = pack_.data<float>();
+  float* recv = recv_.data<float>();
+  const bool scatter = ctx_->config.reduce_scatter;
+  int64_t total = 0, before = 0;
+  for (int r = 0; r < static_cast<int>(counts.size()); ++r) {
+    total += counts[r];
+    if (r < rank) before += counts[r];
+  }
+  if (!ReducesAsStored()) {
+    int64_t at = 0;
+    for (const Piece& p : pieces) {
+      d->ToF32(p.src, t, pack + at, p.n, pre_scale_);
+      at += p.n;
+    }
+    if (scatter) {
+      RETURN_IF_ERROR(ReduceScatterPack(pack, recv, counts));
+      return recv;
+    }
+    RETURN_IF_ERROR(AllReducePack(pack, total));
+    return pack + before;
+  }
+  // Reduced as stored: the pieces go to the collective in the working
+  // dtype, the bits the pack would have cast back to. Already back to back
+  // in rank order (a bucket within one rank's shard, one round of a large
+  // param): sent from where they lie; else copied together, no cast.
+  bool in_place = !pieces.empty();
+  int64_t at = 0;
+  for (const Piece& p : pieces) {
+    in_place = in_place && p.src == pieces[0].src + at * es;
+    at += p.n;
+  }
+  char* send = ct == DType::kF32 ? reinterpret_cast<char*>(pack) : half_.data<char>();
+  if (in_place) {
+    send = const_cast<char*>(pieces[0].src);
+  } else {
+    at = 0;
+    for (const Piece& p : pieces) {
+      d->Copy(send + at * es, p.src, p.n * es);
+      at += p.n;
+    }
+  }
+  if (ct == DType::kF32) {
+    float* f = reinterpret_cast<float*>(send);
+    if (scatter) {
+      RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(f, recv, counts));
+      return recv;
+    }
+    RETURN_IF_ERROR(ctx_->comm->AllReduce(f, total, ReduceOp::kSum));
+    return f + before;
+  }
+  if (scatter) {
+    char* mine = half_.data<char>() + pack_cap_ * 2;
+    RETURN_IF_ERROR(ctx_->comm->ReduceScatterVHalf(send, mine, counts, ct));
+    d->ToF32(mine, ct, recv, counts[rank], 1.0f);
+    return recv;
+  }
+  // Only this rank's piece is widened (the packed path widened them all).
+  RETURN_IF_ERROR(ctx_->comm->AllReduceHalf(send, total, ct));
+  d->ToF32(send + before * es, ct, pack, counts[rank], 1.0f);
+  return pack;
+}
+
 absl::Status GradientReducer::AllReduceInPieces(char* grads, int64_t numel) {
   Device* d = ctx_->device;
   const DType t = ctx_->dtype();
@@ -391,6 +510,11 @@ absl::Status GradientReducer::AllReduceInPieces(char* grads, int64_t numel) {
   float* pack = pack_.data<float>();
   for (int64_t a = 0; a < numel; a += pack_cap_) {
     const int64_t n = std::min(pack_cap_, numel - a);
+    if (ReducesAsStored()) {  // the same pieces, reduced where they lie
+      RETURN_IF_ERROR(AllReduceStored(grads + a * es, n));
+      WriteBackScaled(grads + a * es, grads + a * es, n);
+      continue;
+    }
     d->ToF32(grads + a * es, t, pack, n, pre_scale_);
     RETURN_IF_ERROR(AllReducePack(pack, n));
     d->ToF32(pack, DType::kF32, pack, n, post_scale_);
@@ -426,6 +550,17 @@ absl::Status GradientReducer::ReduceLeftoversStage0() {
     while (k < todo.size() && (batch.empty() || n + numel(todo[k]) <= pack_cap_)) {
       n += numel(todo[k]);
       batch.push_back(todo[k++]);
+    }
+    // Back to back in the local gradient (no padding between them): the
+    // batch is reduced where it lies, as one piece of the same elements.
+    bool adjacent = ReducesAsStored();
+    for (size_t j = 1; j < batch.size() && adjacent; ++j) {
+      adjacent = grads(batch[j]) == grads(batch[j - 1]) + numel(batch[j - 1]) * es;
+    }
+    if (adjacent) {
+      RETURN_IF_ERROR(AllReduceStored(grads(batch[0]), n));
+      WriteBackScaled(grads(batch[0]), grads(batch[0]), n);
+      continue;
     }
     float* pack = pack_.data<float>();
     int64_t pos = 0;
@@ -477,6 +612,10 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
       if (zero_grads) d->Memset0(local, static_cast<size_t>(world) * shard * es);
       continue;
     }
+    if (ReducesAsStored() && t != DType::kF32) {
+      RETURN_IF_ERROR(ReduceScatterFlatHalf(g, out, zero_grads, defer));
+      continue;
+    }
     for (int64_t a = 0; a < shard; a += chunk) {
       const int64_t len = std::min(chunk, shard - a);
       for (int r = 0; r < world; ++r) {
@@ -509,6 +648,68 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
         }
         d->ToF32(pack + ctx_->rank * len, DType::kF32, out + a, len, post_scale_);
       }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::ReduceScatterFlatHalf(int g, float* out, bool zero_grads,
+                                                    bool defer) {
+  Device* d = ctx_->device;
+  const DType t = ctx_->dtype();  // == the communication dtype, 2 bytes
+  const int world = ctx_->world;
+  const int64_t shard = ctx_->layout.groups()[g].shard;
+  const int64_t chunk = std::max<int64_t>(1, pack_cap_ / world);
+  char* grads = sharded_->group(g).grads.data<char>();
+  char* send = half_.data<char>();
+  char* mine = send + pack_cap_ * 2;
+  // The packed path's scales: its widened piece times 1 (exact), the
+  // replicas' fp32 sum, then times post_scale_ unless deferred. Without
+  // replicas the two scales are one rounding either way: one pass.
+  const bool fold = !defer && ctx_->replicas == 1;
+  auto finish = [&](float* dst, const char* piece, int64_t len) -> absl::Status {
+    d->ToF32(piece, t, dst, len, fold ? post_scale_ : 1.0f);
+    if (ctx_->replicas > 1) {  // hybrid sharding: over the groups too
+      RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(dst, len, ReduceOp::kSum));
+    }
+    if (!defer && !fold) d->ToF32(dst, DType::kF32, dst, len, post_scale_);
+    return absl::OkStatus();
+  };
+  if (shard <= chunk && ctx_->config.reduce_scatter) {
+    // One chunk: the shards lie back to back in rank order, so the local
+    // gradient is the send buffer as it is.
+    RETURN_IF_ERROR(ctx_->comm->ReduceScatterVHalf(grads, mine,
+                                                   std::vector<int64_t>(world, shard), t));
+    RETURN_IF_ERROR(finish(out, mine, shard));
+    if (zero_grads) d->Memset0(grads, static_cast<size_t>(world) * shard * 2);
+    return absl::OkStatus();
+  }
+  for (int64_t a = 0; a < shard; a += chunk) {
+    const int64_t len = std::min(chunk, shard - a);
+    for (int r = 0; r < world; ++r) {
+      char* from = grads + (r * shard + a) * 2;
+      char* to = send + r * len * 2;
+      if (!zero_grads) {
+        d->Copy(to, from, len * 2);
+        continue;
+      }
+      // Zeroed while in cache, as packed. A device's Copy waits for its
+      // stream (CudaDevice::Copy): there one copy per rank's piece.
+      const int64_t piece = d->host_accessible() ? int64_t{1} << 16 : len;
+      for (int64_t b = 0; b < len; b += piece) {
+        const int64_t n = std::min(piece, len - b);
+        d->Copy(to + b * 2, from + b * 2, n * 2);
+        d->Memset0(from + b * 2, n * 2);
+      }
+    }
+    if (ctx_->config.reduce_scatter) {
+      RETURN_IF_ERROR(ctx_->comm->ReduceScatterVHalf(send, mine,
+                                                     std::vector<int64_t>(world, len), t));
+      RETURN_IF_ERROR(finish(out + a, mine, len));
+    } else {
+      // All-reduce the chunk of every shard; widen only this rank's.
+      RETURN_IF_ERROR(ctx_->comm->AllReduceHalf(send, world * len, t));
+      RETURN_IF_ERROR(finish(out + a, send + ctx_->rank * len * 2, len));
     }
   }
   return absl::OkStatus();

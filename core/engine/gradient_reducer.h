@@ -7,9 +7,11 @@
 //      reduce-scatters it once (ReduceScatterFlat);
 //   2-3: each bucket is reduce-scattered, each rank keeping its shard.
 // With reduce_scatter false, stages 1-3 all-reduce instead and each rank
-// keeps its shard of the result. Every reduction is in fp32, scaled before
-// and after as DeepSpeed averages (prescale_gradients,
-// gradient_predivide_factor).
+// keeps its shard of the result. Every reduction is in the communication
+// dtype, scaled before and after as DeepSpeed averages (prescale_gradients,
+// gradient_predivide_factor); gradients that reduce as stored (pre-scale 1,
+// communication dtype = working dtype) go to the collective without the fp32
+// pack (docs/ARCHITECTURE.md, "Reduced as stored").
 #ifndef ZERO_CORE_ENGINE_GRADIENT_REDUCER_H_
 #define ZERO_CORE_ENGINE_GRADIENT_REDUCER_H_
 
@@ -107,6 +109,39 @@ class GradientReducer {
   absl::Status ReduceScatterPack(const float* pack, float* recv,
                                  const std::vector<int64_t>& counts);
   absl::Status AllReducePack(float* pack, int64_t n);
+  // Whether the working dtype's gradients reduce as they are stored: no
+  // averaging before the sum (pre-scale 1) and communication_data_type the
+  // working dtype. The fp32 pack would then hold the same values, cast back
+  // to the same bits before the collective (or sent as they are, fp32), so
+  // the collective runs on the gradients themselves (issue 18, "Gradient
+  // path without extra copies").
+  bool ReducesAsStored() const;
+  // `n` working-dtype elements at `data` all-reduced in place in the
+  // communication dtype (ReducesAsStored).
+  absl::Status AllReduceStored(void* data, int64_t n);
+  // grads = cast(float(reduced) * post_scale_), `n` working-dtype elements.
+  void WriteBackScaled(const void* reduced, void* grads, int64_t n);
+  // Stage 0, the boundary micro-step, ReducesAsStored: the bucket's slots
+  // take the accumulated gradient and are all-reduced in place (no pack, no
+  // cast), then written back scaled into the full local gradient.
+  // Stages 2-3: working-dtype gradient pieces, in rank order (counts[r]
+  // elements of rank r's), reduced; returns this rank's reduced fp32 piece
+  // (counts[rank] elements, not yet times post_scale_) in recv_ or pack_.
+  // ReducesAsStored: sent as they lie when back to back, else copied into
+  // the send buffer; otherwise packed into fp32 (ReduceScatterPack,
+  // AllReducePack).
+  struct Piece {
+    const char* src;
+    int64_t n;
+  };
+  absl::StatusOr<float*> ReducePieces(const std::vector<Piece>& pieces,
+                                      const std::vector<int64_t>& counts);
+  // Stage 1, group `g`, ReducesAsStored with a half working dtype: the local
+  // gradient reduce-scattered as it lies (one chunk) or copied into the half
+  // send buffer (no fp32 pack between), this rank's piece widened into `out`.
+  absl::Status ReduceScatterFlatHalf(int g, float* out, bool zero_grads, bool defer);
+  absl::Status AllReduceInSlots(const std::vector<int>& ids, char* base,
+                                const std::vector<int64_t>& offsets);
 
   EngineContext* ctx_;
   const ParamRegistry* params_;

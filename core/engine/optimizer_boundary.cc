@@ -106,6 +106,9 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     }
     ScopedPhase norm(ctx_->recorder, Phase::kNorm);
     if (streamed) {
+      // The reducer's gradient writes, behind until here (a failed one
+      // names its file and ends the step before any state moves).
+      RETURN_IF_ERROR(sharded_->FlushGradWrites());
       for (int g = 0; g < groups; ++g) {
         const int64_t n = sharded_->group(g).owned_len;
         RETURN_IF_ERROR(sharded_->ReadGradsRaw(g, 0, n, stream_raw_.data()));

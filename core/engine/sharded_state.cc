@@ -198,16 +198,28 @@ absl::Status ShardedState::CreateGradFiles() {
 
 absl::Status ShardedState::AccumulateGradF32(int g, int64_t offset, const float* src,
                                              float scale, int64_t n) {
+  absl::Status s = AccumulateGradIo(g, offset, src, scale, n);
+  if (!s.ok()) AbortPeers(s);
+  return s;
+}
+
+void ShardedState::AbortPeers(const absl::Status& s) {
+  // The peers are in (or entering) the reducer's collectives or the norm's
+  // all-reduce: fail them now rather than at comm_timeout_seconds, as a
+  // gather's failed read does (OwnSlice).
+  ctx_->comm->Abort(std::string(s.message()));
+}
+
+absl::Status ShardedState::AccumulateGradIo(int g, int64_t offset, const float* src,
+                                            float scale, int64_t n) {
   if (n <= 0) return absl::OkStatus();
   const int64_t es = static_cast<int64_t>(ctx_->es());
   const int64_t len = groups_[g].owned_len;
   offload::ParamFile* f = grad_files_[g].get();
-  // One buffer reused by every call (at most a bucket's or a large param
+  // Buffers reused by every call (at most a bucket's or a large param
   // piece's slice): no allocation per bucket, so the heap does not churn.
   constexpr int64_t kZeroBytes = 1 << 20;
   const int64_t need = std::max(n * es, std::min(kZeroBytes, len * es));
-  if (static_cast<int64_t>(grad_io_.size()) < need) grad_io_.resize(need);
-  char* buf = grad_io_.data();
   // Since the last step the file holds the gradient in [lo, hi) only and
   // an old one elsewhere. The range grows by adjacent buckets without
   // writing zeros or reading them back (a whole-group zero fill and a
@@ -216,6 +228,27 @@ absl::Status ShardedState::AccumulateGradF32(int g, int64_t offset, const float*
   // a bucket overlapping the range (accumulation) reads.
   auto& [lo, hi] = grad_valid_[g];
   const int64_t end = offset + n;
+  const int64_t r0 = std::max(offset, lo), r1 = std::min(end, hi);
+  // The read below must see the writes still in flight.
+  if (r0 < r1) RETURN_IF_ERROR(WaitGradWrites());
+  // The ring's next buffer, free once its previous write completed (whose
+  // error, naming the file, is this call's).
+  const int i = static_cast<int>(grad_writes_ % kGradWriteRing);
+  if (grad_write_[i] != nullptr) {
+    absl::Status s = grad_writer_->Wait(grad_write_[i]);
+    grad_write_[i].reset();
+    if (!s.ok()) return s;
+  }
+  if (grad_io_bytes_[i] < need) {
+    const int64_t bytes = (need + 4095) / 4096 * 4096;
+    grad_io_[i].reset(static_cast<char*>(std::aligned_alloc(4096, bytes)));
+    grad_io_bytes_[i] = grad_io_[i] == nullptr ? 0 : bytes;
+    if (grad_io_[i] == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "nvme offload: no memory for the gradient buffer of '", f->path(), "'"));
+    }
+  }
+  char* buf = grad_io_[i].get();
   if (lo < hi && (end < lo || offset > hi)) {
     const int64_t z0 = end < lo ? end : hi, z1 = end < lo ? lo : offset;
     std::memset(buf, 0, need);
@@ -223,7 +256,6 @@ absl::Status ShardedState::AccumulateGradF32(int g, int64_t offset, const float*
       RETURN_IF_ERROR(f->WriteCommitted(a, std::min(kZeroBytes, z1 * es - a), buf));
     }
   }
-  const int64_t r0 = std::max(offset, lo), r1 = std::min(end, hi);
   if (r0 < r1) {
     std::memset(buf, 0, (r0 - offset) * es);
     RETURN_IF_ERROR(f->Read(r0 * es, (r1 - r0) * es, buf + (r0 - offset) * es));
@@ -232,7 +264,15 @@ absl::Status ShardedState::AccumulateGradF32(int g, int64_t offset, const float*
     std::memset(buf, 0, n * es);
   }
   ctx_->device->AccumulateF32(buf, src, scale, ctx_->dtype(), n);
-  RETURN_IF_ERROR(f->WriteCommitted(offset * es, n * es, buf));
+  // Written behind, in submission order (one thread): a later bucket's
+  // write of the same bytes (after its flush and read) lands after it.
+  if (grad_writer_ == nullptr) grad_writer_ = std::make_unique<CommStream>(/*asynchronous=*/true);
+  grad_unflushed_ = true;
+  const int64_t at = offset * es, bytes = n * es;
+  grad_write_[i] = grad_writer_->Submit([f, at, bytes, buf] {
+    return f->WriteCommitted(at, bytes, buf);
+  });
+  ++grad_writes_;
   if (lo < hi) {
     lo = std::min(lo, offset);
     hi = std::max(hi, end);
@@ -243,8 +283,34 @@ absl::Status ShardedState::AccumulateGradF32(int g, int64_t offset, const float*
   return absl::OkStatus();
 }
 
+absl::Status ShardedState::FlushGradWrites() {
+  absl::Status s = WaitGradWrites();
+  if (!s.ok()) AbortPeers(s);
+  return s;
+}
+
+absl::Status ShardedState::WaitGradWrites() {
+  if (grad_writer_ == nullptr) return absl::OkStatus();
+  absl::Status first;
+  for (CommStream::Handle& h : grad_write_) {
+    if (h == nullptr) continue;
+    first.Update(grad_writer_->Wait(h));
+    h.reset();
+  }
+  // Every write has run; Drain forgets them (their statuses are above, or
+  // were returned by AccumulateGradF32 already).
+  (void)grad_writer_->Drain();
+  grad_unflushed_ = false;
+  return first;
+}
+
 absl::Status ShardedState::ReadGradsRaw(int g, int64_t begin, int64_t len, void* out) {
   if (len <= 0) return absl::OkStatus();
+  if (grad_unflushed_) {
+    return absl::InternalError(absl::StrCat(
+        "nvme offload: gradients of group ", g, " read from '", grad_files_[g]->path(),
+        "' while writes to it are in flight (FlushGradWrites first)"));
+  }
   const int64_t es = static_cast<int64_t>(ctx_->es());
   const auto [lo, hi] = grad_valid_[g];
   const int64_t r0 = std::max(begin, lo), r1 = std::min(begin + len, hi);
@@ -434,6 +500,10 @@ void ShardedState::WriteFrozen(int id, const float* values) {
 }
 
 void ShardedState::ZeroGrads() {
+  // Writes still in flight are of gradients dropped here (a load): waited
+  // for, so none lands over the next step's; a failure of one loses
+  // nothing (the range it wrote is no longer read).
+  (void)WaitGradWrites();
   for (GroupShard& gs : groups_) ctx_->device->Memset0(gs.grads.data(), gs.grads.bytes());
   std::fill(grad_valid_.begin(), grad_valid_.end(), std::pair<int64_t, int64_t>(0, 0));
 }

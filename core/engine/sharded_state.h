@@ -12,12 +12,15 @@
 #ifndef ZERO_CORE_ENGINE_SHARDED_STATE_H_
 #define ZERO_CORE_ENGINE_SHARDED_STATE_H_
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/comm/comm_stream.h"
 #include "core/device/device.h"
 #include "core/engine/engine_context.h"
 #include "core/engine/param_registry.h"
@@ -88,11 +91,21 @@ class ShardedState {
   // zeros without IO; its first partial touch writes zeros over it.
   bool grads_on_nvme() const { return !grad_files_.empty(); }
   // grads[offset, offset+n) of group g += src * scale (AccumulateF32),
-  // read-modify-write through a buffer of n elements.
+  // read-modify-write through a buffer of n elements. The write runs behind
+  // on an IO thread (kGradWriteRing buffers deep, so the next bucket's
+  // casts overlap it); its error comes back from a later call or from
+  // FlushGradWrites, naming the file, and fails the peers at once (the
+  // communicator's abort). A bucket overlapping what is already written
+  // (accumulation) waits for the writes first, so its read sees them.
   absl::Status AccumulateGradF32(int g, int64_t offset, const float* src, float scale,
                                  int64_t n);
+  // Waits for every gradient write in flight; the first error since the
+  // last flush. Called on the thread that accumulates (the comm stream),
+  // before the optimizer step reads the files.
+  absl::Status FlushGradWrites();
   // grads[begin, begin+len) of group g, raw (the working dtype), into
   // `out` (device memory; zeros for a group untouched since ZeroGrads).
+  // An error (never stale bytes) while gradient writes are unflushed.
   absl::Status ReadGradsRaw(int g, int64_t begin, int64_t len, void* out);
   int64_t grad_file_bytes() const;
 
@@ -140,6 +153,10 @@ class ShardedState {
  private:
   absl::Status CreateParamFiles();
   absl::Status CreateGradFiles();
+  // AccumulateGradF32 and FlushGradWrites, without failing the peers.
+  absl::Status AccumulateGradIo(int g, int64_t offset, const float* src, float scale, int64_t n);
+  absl::Status WaitGradWrites();
+  void AbortPeers(const absl::Status& s);
   // Elements each rank contributes to one publishing all-gather.
   int64_t GatherChunk() const;
 
@@ -157,10 +174,24 @@ class ShardedState {
   std::unique_ptr<offload::SwapDir> grad_claim_;
   std::vector<std::unique_ptr<offload::ParamFile>> grad_files_;
   std::vector<std::pair<int64_t, int64_t>> grad_valid_;
-  std::vector<char> grad_io_;  // AccumulateGradF32's read-modify-write buffer
   DeviceBuffer gather_staging_;  // stages 1-2, chunked AllGatherWorking
   bool host_params_ = false;
   int64_t host_param_bytes_ = 0;
+  // AccumulateGradF32's read-modify-write buffers (page-aligned: the file
+  // writes go straight from them, core/offload/param_file.h), each reused
+  // once its previous write completed, and the writer thread. Declared
+  // last: destroyed first, so its queued writes run while the buffers
+  // and files still exist.
+  static constexpr int kGradWriteRing = 3;
+  struct AlignedFree {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, AlignedFree> grad_io_[kGradWriteRing];
+  int64_t grad_io_bytes_[kGradWriteRing] = {};
+  CommStream::Handle grad_write_[kGradWriteRing];
+  int64_t grad_writes_ = 0;                   // submitted since creation
+  std::atomic<bool> grad_unflushed_{false};   // a write submitted, not flushed
+  std::unique_ptr<CommStream> grad_writer_;
 };
 
 }  // namespace zero

@@ -183,6 +183,21 @@ absl::Status ParamFile::Move(int slot, int64_t offset, int64_t len, char* data, 
     if (m1 < offset + len) s = Move(slot, m1, offset + len - m1, data + (m1 - offset), false);
     return s;
   }
+  // A write from such a source goes straight from it too (the update's
+  // working-copy buffers, the gradient files' accumulate buffer): no copy
+  // into the bounce for the aligned middle; the edges, if any, are
+  // read-modify-written through it as below.
+  if (write && m1 > m0 &&
+      reinterpret_cast<uintptr_t>(data) % kAlign == static_cast<uintptr_t>(offset % kAlign)) {
+    if (offset < m0) {
+      s = Move(slot, offset, m0 - offset, data, true);  // the head, bounced (below)
+      if (!s.ok()) return s;
+    }
+    s = Transfer(fd_, data + (m0 - offset), m1 - m0, base + m0, true, path_);
+    if (!s.ok()) return s;
+    if (m1 < offset + len) s = Move(slot, m1, offset + len - m1, data + (m1 - offset), true);
+    return s;
+  }
   char* bounce = ThreadBounce(std::min(b - a, kBounceBytes));
   if (bounce == nullptr) {
     return absl::ResourceExhaustedError(

@@ -5,8 +5,9 @@
 // the committed slot, a step writes the other and Commit() flips, so a
 // failed step leaves the previous working copy whole. Transfers are O_DIRECT through
 // 4 KiB-aligned bounce buffers (unaligned edges read-modify-write) where the
-// file system allows it, buffered otherwise; a read into a destination with
-// the offset's alignment moves its aligned middle straight into it. Blocking: reads are small
+// file system allows it, buffered otherwise; a read into (a write from) a
+// buffer with the offset's alignment moves its aligned middle straight into
+// (out of) it, with no copy. Blocking: reads are small
 // (one param's slice) and run on the comm stream ahead of the collective.
 #ifndef ZERO_CORE_OFFLOAD_PARAM_FILE_H_
 #define ZERO_CORE_OFFLOAD_PARAM_FILE_H_
