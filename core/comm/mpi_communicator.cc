@@ -51,6 +51,14 @@ bool ThreadsOutnumberCores() {
   return 2 * local_ranks > std::max(1u, std::thread::hardware_concurrency());
 }
 
+// Whether this node's ranks alone outnumber its cores (OpenMPI then yields
+// in its progress loop by itself).
+bool RanksOutnumberCores() {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const unsigned local_ranks = local ? static_cast<unsigned>(std::atoi(local)) : 1;
+  return local_ranks > std::max(1u, std::thread::hardware_concurrency());
+}
+
 absl::Status EnsureMpi() {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -74,7 +82,9 @@ absl::Status EnsureMpi() {
   // the node's slots, not when their threads do (bench/README.md, "Waiting
   // without spinning"). The user's own setting wins; an application that
   // initialized MPI itself keeps its own.
-  const bool yield = ThreadsOutnumberCores() &&
+  // With more ranks than cores OpenMPI decides itself (setting it there
+  // made the C engine's stage-3 step ~20 % slower at 4 ranks on 2 cores).
+  const bool yield = ThreadsOutnumberCores() && !RanksOutnumberCores() &&
                      std::getenv("OMPI_MCA_mpi_yield_when_idle") == nullptr;
   if (yield) setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
   int provided = 0;
@@ -133,7 +143,8 @@ struct Job {
   MPI_Op mop = MPI_OP_NULL;
   int root = 0;
   MPI_Comm comm = MPI_COMM_NULL;
-  // Until when the arrival gate waits for the peers before the call.
+  // Whether to wait in the arrival gate first, and until when.
+  bool gate = false;
   Clock::time_point deadline = Clock::time_point::max();
 };
 
@@ -202,8 +213,10 @@ class BlockingWorker {
   // itself would busy-poll through the wait). A barrier is the gate alone.
   // kArrivalTimedOut: the peers did not arrive by the job's deadline.
   int ExecuteGated(const Job& j) {
-    int rc = WaitForArrival(j.comm, j.deadline, SerialMutex());
-    if (rc != MPI_SUCCESS || j.op == Job::kBarrier) return rc;
+    if (j.gate) {
+      const int rc = WaitForArrival(j.comm, j.deadline, SerialMutex());
+      if (rc != MPI_SUCCESS || j.op == Job::kBarrier) return rc;
+    }
     if (std::mutex* serial = SerialMutex()) {
       std::lock_guard<std::mutex> l(*serial);
       return Execute(j);
@@ -371,6 +384,12 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_size(comm_, &world_);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     oversubscribed_ = ThreadsOutnumberCores();
+    // The arrival gate (mpi_arrival_gate.h), in default mode while each
+    // rank has a core: with more ranks than cores a barrier among ranks
+    // that sleep between tests waits for the slowest sleeper each round
+    // (the C engine's stage-3 step took 1.7-2.7x as long at 4 ranks on 2
+    // cores, bench/README.md), and OpenMPI yields in its waits there anyway.
+    gate_ = !DirectModeFromEnv() && !RanksOutnumberCores();
     if (DirectModeFromEnv()) {
       slot_ = std::make_shared<WatchSlot>();
       slot_->rank = rank_;
@@ -613,6 +632,7 @@ class MpiCommunicator : public Communicator {
     Worker();
     job.comm = comm_;
     const auto deadline = Deadline();
+    job.gate = gate_;
     job.deadline = deadline;
     if (slot_) return Direct(what, job);
     int rc = MPI_SUCCESS;
@@ -647,7 +667,7 @@ class MpiCommunicator : public Communicator {
   // never arrives is a timeout, and the wait sleeps instead of polling MPI.
   absl::Status Gate(const char* what) {
     if (broken_) return Broken(what);
-    if (slot_) return absl::OkStatus();
+    if (!gate_) return absl::OkStatus();
     const int rc = WaitForArrival(comm_, Deadline(), SerialMutex());
     if (rc == MPI_SUCCESS) return absl::OkStatus();
     broken_ = true;
@@ -739,6 +759,7 @@ class MpiCommunicator : public Communicator {
   int rank_ = 0, world_ = 1;
   bool broken_ = false;
   bool oversubscribed_ = false;
+  bool gate_ = false;
   BlockingWorker& Worker() {
     if (!worker_) worker_ = BlockingWorker::Start(/*thread=*/!slot_);
     return *worker_;
