@@ -188,6 +188,10 @@ void CudaDevice::Copy(void* dst, const void* src, size_t bytes) {
   Note(s);
 }
 
+void CudaDevice::CopyQueued(void* dst, const void* src, size_t bytes) {
+  Note(CopyAsync(dst, src, bytes));
+}
+
 absl::Status CudaDevice::CopyAsync(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   DeviceGuard g(ordinal_);

@@ -39,6 +39,8 @@ class CudaDevice : public Device {
   void Memset0(void* p, size_t bytes) override;
   // Any direction (unified addressing); returns when the bytes have landed.
   void Copy(void* dst, const void* src, size_t bytes) override;
+  // On the compute stream, not waited for (no host round trip per piece).
+  void CopyQueued(void* dst, const void* src, size_t bytes) override;
   size_t allocated_bytes() const override;
 
   // Kernels (kernels/cuda), enqueued on the compute stream; errors land in

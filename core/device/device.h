@@ -39,6 +39,11 @@ class Device {
   virtual void Free(void* p, size_t bytes) = 0;
   virtual void Memset0(void* p, size_t bytes) = 0;
   virtual void Copy(void* dst, const void* src, size_t bytes) = 0;
+  // A device-to-device copy queued in order with the device's other work,
+  // without waiting for it: what runs after it on the device (a kernel, a
+  // device communicator that waits on the stream) sees the bytes. Not for
+  // host memory the caller touches next (use Copy). Default: Copy.
+  virtual void CopyQueued(void* dst, const void* src, size_t bytes) { Copy(dst, src, bytes); }
   // Bytes currently allocated through this device.
   virtual size_t allocated_bytes() const = 0;
   // Default: allocated now, no high-water mark kept, nothing cached or pinned.

@@ -185,6 +185,14 @@ class Guarded : public GuardedDevice {
     queue_.Enqueue([d, s, bytes] { std::memmove(d, s, bytes); });
     queue_.Flush();
   }
+  // Queued and not waited for, as on a GPU: only later device work (or a
+  // wait) makes it run.
+  void CopyQueued(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    char* d = Any(dst);
+    const char* s = Any(src);
+    queue_.Enqueue([d, s, bytes] { std::memmove(d, s, bytes); });
+  }
 
   // The copy stream: the bytes are read from `src` when the copy queue
   // runs, which is only when the compute queue reaches the WaitForUpload.

@@ -478,7 +478,7 @@ absl::StatusOr<float*> GradientReducer::ReducePieces(const std::vector<Piece>& p
   } else {
     at = 0;
     for (const Piece& p : pieces) {
-      d->Copy(send + at * es, p.src, p.n * es);
+      d->CopyQueued(send + at * es, p.src, p.n * es);
       at += p.n;
     }
   }
@@ -690,15 +690,15 @@ absl::Status GradientReducer::ReduceScatterFlatHalf(int g, float* out, bool zero
       char* from = grads + (r * shard + a) * 2;
       char* to = send + r * len * 2;
       if (!zero_grads) {
-        d->Copy(to, from, len * 2);
+        d->CopyQueued(to, from, len * 2);
         continue;
       }
-      // Zeroed while in cache, as packed. A device's Copy waits for its
-      // stream (CudaDevice::Copy): there one copy per rank's piece.
+      // Zeroed while in cache, as packed; on a device one queued copy and
+      // one memset per rank's piece.
       const int64_t piece = d->host_accessible() ? int64_t{1} << 16 : len;
       for (int64_t b = 0; b < len; b += piece) {
         const int64_t n = std::min(piece, len - b);
-        d->Copy(to + b * 2, from + b * 2, n * 2);
+        d->CopyQueued(to + b * 2, from + b * 2, n * 2);
         d->Memset0(from + b * 2, n * 2);
       }
     }

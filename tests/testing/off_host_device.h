@@ -30,6 +30,10 @@ class OffHostDevice : public Device {
     copied += b;
     d_->Copy(dst, src, b);
   }
+  void CopyQueued(void* dst, const void* src, size_t b) override {
+    copied += b;
+    d_->CopyQueued(dst, src, b);
+  }
   size_t allocated_bytes() const override { return d_->allocated_bytes(); }
   void AdamStep(const math::AdamScalars& s, const float* g, float* p, float* m, float* v,
                 int64_t n, void* w, DType t) override { d_->AdamStep(s, g, p, m, v, n, w, t); }
