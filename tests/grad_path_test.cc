@@ -66,6 +66,16 @@ Config Packed(Config c) {
   return c;
 }
 
+// Trains `c` and the same config through the packed path, then calls
+// check(stored, packed) with each rank's counts; returns the stored run.
+template <typename Check>
+Counted CompareWithPacked(const Config& c, Check check) {
+  Counted stored = Train(c, kWorld, kSteps);
+  Counted packed = Train(Packed(c), kWorld, kSteps);
+  for (int r = 0; r < kWorld; ++r) check(*stored.counts[r], *packed.counts[r]);
+  return stored;
+}
+
 std::string Name(const Config& c) {
   return absl::StrCat("stage ", c.stage, " ", DTypeName(c.dtype), " bucket ",
                       c.reduce_bucket_size);
@@ -82,17 +92,13 @@ TEST(GradPath, Stage0AllReducesWithoutThePack) {
     for (int64_t bucket : {100, 100000}) {
       const Config c = Base(0, t, bucket);
       const std::string what = Name(c);
-      Counted stored = Train(c, kWorld, kSteps);
-      Counted packed = Train(Packed(c), kWorld, kSteps);
-      for (int r = 0; r < kWorld; ++r) {
-        const PassCounts& s = *stored.counts[r];
-        const PassCounts& p = *packed.counts[r];
+      CompareWithPacked(c, [&](const PassCounts& s, const PassCounts& p) {
         // Each step reduces every gradient once, at the boundary micro-step.
         EXPECT_EQ(p.to_f32 - s.to_f32, g * kSteps) << what;
         EXPECT_EQ(p.from_f32 - s.from_f32, t == DType::kF32 ? g * kSteps : 0) << what;
         EXPECT_EQ(s.copied_bytes, p.copied_bytes) << what;
         EXPECT_LT(s.bytes_moved, p.bytes_moved) << what;
-      }
+      });
     }
   }
 }
@@ -108,18 +114,14 @@ TEST(GradPath, Stage1ReduceScattersTheHalfGradientAsItLies) {
     for (int64_t bucket : {100, 100000}) {
       const Config c = Base(1, t, bucket);
       const std::string what = Name(c);
-      Counted stored = Train(c, kWorld, kSteps);
-      Counted packed = Train(Packed(c), kWorld, kSteps);
-      for (int r = 0; r < kWorld; ++r) {
-        const PassCounts& s = *stored.counts[r];
-        const PassCounts& p = *packed.counts[r];
+      Counted stored = CompareWithPacked(c, [&](const PassCounts& s, const PassCounts& p) {
         EXPECT_EQ(s.from_f32, 0) << what;
         EXPECT_LT(s.to_f32, p.to_f32) << what;
         if (bucket == 100000) {
           EXPECT_EQ(s.copied_bytes, p.copied_bytes) << what;
           EXPECT_LT(s.bytes_moved, p.bytes_moved) << what;
         }
-      }
+      });
       by_bucket.push_back(stored.results[0]);
     }
     EXPECT_EQ(MaxRelDiff(by_bucket[0], by_bucket[1]), 0.0) << DTypeName(t);
@@ -138,11 +140,7 @@ TEST(GradPath, Stages23ReduceScatterWithoutThePack) {
         const Config c = Base(stage, t, bucket);
         const std::string what = Name(c);
         const int64_t es = DTypeSize(t);
-        Counted stored = Train(c, kWorld, kSteps);
-        Counted packed = Train(Packed(c), kWorld, kSteps);
-        for (int r = 0; r < kWorld; ++r) {
-          const PassCounts& s = *stored.counts[r];
-          const PassCounts& p = *packed.counts[r];
+        CompareWithPacked(c, [&](const PassCounts& s, const PassCounts& p) {
           const int64_t all = g * kMicro * kSteps;  // every handed-in element
           EXPECT_EQ(s.from_f32, 0) << what;
           if (t == DType::kF32) {
@@ -157,7 +155,7 @@ TEST(GradPath, Stages23ReduceScatterWithoutThePack) {
           EXPECT_GE(copied, 0) << what;
           EXPECT_LE(copied, all * es) << what;
           if (bucket == 100) EXPECT_LT(copied, all * es / 2) << what;
-        }
+        });
       }
     }
   }
