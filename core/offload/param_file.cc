@@ -164,38 +164,24 @@ absl::Status ParamFile::Move(int slot, int64_t offset, int64_t len, char* data, 
   // [offset, offset+len) keep their values.
   const int64_t a = offset / kAlign * kAlign;
   const int64_t b = (offset + len + kAlign - 1) / kAlign * kAlign;
-  // A read whose destination has the file offset's alignment (a gather's
-  // own slice, the update's gradient pieces, the norm pass's groups: page-
-  // aligned buffers at aligned offsets) goes straight into it for the
-  // aligned middle, in one call: the kernel keeps the whole transfer in
-  // flight instead of 8 MiB at a time, and nothing is copied. The edges
-  // still go through the bounce.
+  // A read whose destination (a gather's own slice, the update's gradient
+  // pieces, the norm pass's groups) or a write whose source (the update's
+  // working-copy buffers, the gradient files' accumulate buffer) has the
+  // file offset's alignment moves the aligned middle straight to or from
+  // it, in one call: the kernel keeps the whole transfer in flight instead
+  // of 8 MiB at a time, and nothing is copied. The edges still go through
+  // the bounce (a write's read-modify-written, as below).
   const int64_t m0 = (offset + kAlign - 1) / kAlign * kAlign;
   const int64_t m1 = (offset + len) / kAlign * kAlign;
-  if (!write && m1 > m0 &&
+  if (m1 > m0 &&
       reinterpret_cast<uintptr_t>(data) % kAlign == static_cast<uintptr_t>(offset % kAlign)) {
     if (offset < m0) {
-      s = Move(slot, offset, m0 - offset, data, false);  // the head, bounced (below)
+      s = Move(slot, offset, m0 - offset, data, write);  // the head, bounced (below)
       if (!s.ok()) return s;
     }
-    s = Transfer(fd_, data + (m0 - offset), m1 - m0, base + m0, false, path_);
+    s = Transfer(fd_, data + (m0 - offset), m1 - m0, base + m0, write, path_);
     if (!s.ok()) return s;
-    if (m1 < offset + len) s = Move(slot, m1, offset + len - m1, data + (m1 - offset), false);
-    return s;
-  }
-  // A write from such a source goes straight from it too (the update's
-  // working-copy buffers, the gradient files' accumulate buffer): no copy
-  // into the bounce for the aligned middle; the edges, if any, are
-  // read-modify-written through it as below.
-  if (write && m1 > m0 &&
-      reinterpret_cast<uintptr_t>(data) % kAlign == static_cast<uintptr_t>(offset % kAlign)) {
-    if (offset < m0) {
-      s = Move(slot, offset, m0 - offset, data, true);  // the head, bounced (below)
-      if (!s.ok()) return s;
-    }
-    s = Transfer(fd_, data + (m0 - offset), m1 - m0, base + m0, true, path_);
-    if (!s.ok()) return s;
-    if (m1 < offset + len) s = Move(slot, m1, offset + len - m1, data + (m1 - offset), true);
+    if (m1 < offset + len) s = Move(slot, m1, offset + len - m1, data + (m1 - offset), write);
     return s;
   }
   char* bounce = ThreadBounce(std::min(b - a, kBounceBytes));
