@@ -42,22 +42,21 @@ void FinalizeAtExit() {
   if (!finalized && !g_broken.load()) MPI_Finalize();
 }
 
-// Whether this node's ranks, each with a compute thread and a comm thread
-// that waits in MPI, outnumber its cores (OpenMPI tells the ranks per node;
-// else one per node is assumed).
-bool ThreadsOutnumberCores() {
+// Ranks on this node (OpenMPI tells; else one per node is assumed) and the
+// node's cores.
+unsigned LocalRanks() {
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const unsigned local_ranks = local ? static_cast<unsigned>(std::atoi(local)) : 1;
-  return 2 * local_ranks > std::max(1u, std::thread::hardware_concurrency());
+  return local ? static_cast<unsigned>(std::atoi(local)) : 1;
 }
+unsigned Cores() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+// Whether this node's ranks, each with a compute thread and a comm thread
+// that waits in MPI, outnumber its cores.
+bool ThreadsOutnumberCores() { return 2 * LocalRanks() > Cores(); }
 
 // Whether this node's ranks alone outnumber its cores (OpenMPI then yields
 // in its progress loop by itself).
-bool RanksOutnumberCores() {
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const unsigned local_ranks = local ? static_cast<unsigned>(std::atoi(local)) : 1;
-  return local_ranks > std::max(1u, std::thread::hardware_concurrency());
-}
+bool RanksOutnumberCores() { return LocalRanks() > Cores(); }
 
 absl::Status EnsureMpi() {
   int initialized = 0;
