@@ -7,7 +7,7 @@ examples/python/gpt_train.py, scaled to ~7M params, at 2 and 4 ranks.
     /usr/bin/python3 bench/torch_gpt_bench.py [--ranks 2,4] [--dim 384]
         [--layers 4] [--heads 6] [--ctx 64] [--batch 1] [--steps 4]
         [--warmup 1] [--repeat 2]
-        [--modes zero1,zero2,zero3,ddp,ddp_zero_redundancy]
+        [--modes zero1,zero2,zero3,zero3_wrap,ddp,ddp_zero_redundancy,compute_only]
 
 Seeing where the time goes (the seed's tuning checklist; ``--observe``,
 ``bench/observe_all.sh`` runs it and ``bench/plot.py`` draws it):
@@ -33,7 +33,10 @@ other load on the machine), peak RSS, the RSS before the model was made
 (ranks, mode) from its fastest of --repeat runs (rounds interleave the
 modes): the maximum over ranks and ratios against DDP at the same rank
 count (step time, CPU time, peak RSS, RSS growth) and the largest loss
-difference from DDP. Needs Debian's python3-torch, openmpi-bin and the
+difference from DDP; with ``compute_only`` in the modes (the default) also
+``compute_floor_cpu_vs_ddp`` (the forward+backward alone over DDP's step: no
+step of this model can take less) and ``beyond_compute_cpu_vs_ddp`` (the
+mode's CPU beyond that floor over DDP's beyond it). Needs Debian's python3-torch, openmpi-bin and the
 ``zero`` package on PYTHONPATH (or installed from //bindings/python:wheel).
 """
 from __future__ import annotations
@@ -55,7 +58,7 @@ EXAMPLES = os.path.join(os.path.dirname(HERE), "examples", "python")
 sys.path.insert(0, HERE)
 from torch_compare import free_port, peak_rss_mb, rss_mb  # noqa: E402
 
-MODES = ["zero1", "zero2", "zero3", "zero3_wrap", "ddp", "ddp_zero_redundancy"]
+MODES = ["zero1", "zero2", "zero3", "zero3_wrap", "ddp", "ddp_zero_redundancy", "compute_only"]
 
 
 def threads_cpu_s() -> Dict[str, float]:
@@ -482,9 +485,21 @@ def driver(args: argparse.Namespace) -> int:
                                                    / bsum["step_thread_cpu_ms_max"])
                 s["peak_rss_vs_ddp"] = s["peak_rss_mb_max"] / bsum["peak_rss_mb_max"]
                 s["rss_growth_vs_ddp"] = s["rss_growth_mb_max"] / bsum["rss_growth_mb_max"]
-                s["loss_max_abs_diff_vs_ddp"] = max(
-                    abs(a - b) for r, rb in zip(rows, base)
-                    for a, b in zip(r["losses"], rb["losses"]))
+                comp = results.get("compute_only")
+                if comp and mode != "compute_only":
+                    # The floor no step of the same model can go under: the
+                    # forward and backward alone. beyond_compute: this mode's
+                    # CPU over that floor against DDP's (0: nothing but the
+                    # model; 1: as much as DDP's all-reduce and AdamW).
+                    c = summary(comp)["step_cpu_ms_max"]
+                    s["compute_floor_cpu_vs_ddp"] = c / bsum["step_cpu_ms_max"]
+                    if bsum["step_cpu_ms_max"] > c:
+                        s["beyond_compute_cpu_vs_ddp"] = (
+                            (s["step_cpu_ms_max"] - c) / (bsum["step_cpu_ms_max"] - c))
+                if mode != "compute_only":  # it takes no optimizer step
+                    s["loss_max_abs_diff_vs_ddp"] = max(
+                        abs(a - b) for r, rb in zip(rows, base)
+                        for a, b in zip(r["losses"], rb["losses"]))
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) and
                                   not k.startswith("loss") else v)
                               for k, v in s.items()}), flush=True)

@@ -112,6 +112,9 @@ def test_steady_steps_make_no_placeholders_or_gradient_views(stage, policy,
 
         run(data[:2])
         made = engine._grad_views.made
+        pool = engine._gather_pool
+        buffers = pool.made if pool is not None else None
+        assert (stage == 3) == (pool is not None)
         assert made == sum(engine._trainable)  # one view per trainable param so far
 
         def no_placeholder(*a, **k):
@@ -130,6 +133,10 @@ def test_steady_steps_make_no_placeholders_or_gradient_views(stage, policy,
         run(data[2:])
         assert len(engine._hooks) == hooks
         assert engine._grad_views.made == made
+        if pool is not None:
+            # Stage 3: the gathered copies went into buffers of the warm-up
+            # steps (no fresh pages per gather; nothing kept a view).
+            assert 0 < buffers == pool.made and pool.kept_by_views == 0
         monkeypatch.undo()
         params = engine.full_state_dict()
     torch_model.assert_params_close(params, REFERENCE)
@@ -168,6 +175,79 @@ def test_stage3_releases_params_between_uses():
         engine.backward(loss)
         engine.step()
         assert all(c == 0 for c in engine._gather_count)
+
+
+class _MatT(torch.nn.Module):
+    """``x @ w.t()`` by hand, not torch.nn.Linear (whose stage-3 forward
+    saves the param itself): autograd saves the *view* ``w.t()`` of the
+    gathered copy for the input's gradient, and it outlives the release.
+    ``u``, of the same shape, is read without being saved (its buffer is
+    free again at release), so the layers' gathers do not simply take the
+    buffers back in the order they were given up."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(d, d) * 0.5)
+        self.u = torch.nn.Parameter(torch.randn(d, d) * 0.1)
+
+    def forward(self, x):
+        return torch.tanh(x @ self.w.t() + self.u.sum(0))
+
+
+def _matt_model(dtype=torch.float32):
+    torch.manual_seed(5)
+    return torch.nn.Sequential(_MatT(8), _MatT(8), _MatT(8), _MatT(8)).to(dtype)
+
+
+def _matt_data():
+    g = torch.Generator().manual_seed(6)
+    return [(torch.randn(16, 8, generator=g), torch.randn(16, 8, generator=g))
+            for _ in range(4)]
+
+
+def test_stage3_saved_views_of_gathered_params_keep_their_values():
+    """Issue 18 (gathered copies reused): each _MatT's saved ``w.t()``
+    outlives its release while the next one, a param of the same shape,
+    is gathered. Its buffer must not be handed to that param (the backward
+    would use the next layer's weights): training equals float64 torch,
+    and the buffers were left to the views."""
+    ref = _matt_model(torch.float64)
+    opt = torch.optim.AdamW(ref.parameters(), lr=torch_model.LR,
+                            betas=torch_model.BETAS, eps=torch_model.EPS,
+                            weight_decay=torch_model.WEIGHT_DECAY)
+    for x, y in _matt_data():
+        opt.zero_grad()
+        torch_model.loss_fn(ref(x.double()), y.double()).backward()
+        opt.step()
+    model = _matt_model()
+    with zt.initialize(model, torch_model.ds_config(3)) as engine:
+        for x, y in _matt_data():
+            engine.backward(torch_model.loss_fn(engine(x), y))
+            engine.step()
+        # Layers 1-3 save a view in each forward (layer 0's input needs no
+        # gradient); the copies regathered for backward are not saved.
+        assert engine._gather_pool.kept_by_views >= 3 * len(_matt_data())
+        got = engine.full_state_dict()
+    torch_model.assert_params_close(got, dict(ref.named_parameters()))
+
+
+def test_stage3_tensor_kept_over_a_step_keeps_its_values():
+    """A tensor over a gathered param kept past the release and an optimizer
+    step (``p.data`` inside GatheredParameters) keeps the values it had:
+    its buffer is never reused for a later gather."""
+    model = torch_model.make_model()
+    data = torch_model.make_data()
+    with zt.initialize(model, torch_model.ds_config(3)) as engine:
+        w = model[3].weight
+        with zt.GatheredParameters([w]):
+            kept = w.data
+            want = kept.clone()
+        for x, y in data:
+            engine.backward(torch_model.loss_fn(engine(x), y))
+            engine.step()
+        with zt.GatheredParameters([w]):
+            assert not torch.equal(w.data, want)  # trained since
+        assert torch.equal(kept, want)
 
 
 def test_frozen_param_stays_put():

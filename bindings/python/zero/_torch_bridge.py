@@ -15,7 +15,8 @@
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import sys
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -91,6 +92,78 @@ class ViewCache:
     def clear(self) -> None:
         """Drops every view (the runtime is closing: the addresses die)."""
         self._slots = [[] for _ in self._slots]
+
+
+class GatherPool:
+    """Torch-owned host memory for stage 3's gathered copies, reused from
+    one gather to the next instead of allocated fresh (issue 18: a fresh
+    copy per gather faulted in new pages, about 7K minor faults per pass
+    over a 7M-param model, ~10 ms of the training thread's CPU).
+
+    The copy is still needed: autograd may keep a view of a gathered param
+    (``weight.t()`` saved by ``F.linear``) past its release, and the
+    runtime frees or reuses its own gathered buffer at release. A buffer is
+    taken back only when nothing else references it: each is a numpy array
+    that ``torch.from_numpy`` tensors reference (a tensor's storage holds a
+    reference to the array until the last tensor or view over it dies), so
+    at release, once the param has left it, a reference count above the
+    pool's own means a tensor over it still lives (a saved view): the
+    buffer is left to that holder and the next gather gets a fresh one.
+    A buffer in the pool is written again only by a later gather, so a
+    saved view never sees another param's or a later step's bytes. Free
+    buffers are kept per shape (a block's gathers reuse the previous
+    block's); at most what was gathered at once is kept."""
+
+    def __init__(self, count: int, dtype: torch.dtype) -> None:
+        # bf16: numpy has no bfloat16; the array is int16, viewed by torch.
+        self._np_dtype = {torch.float32: np.float32, torch.float64: np.float64,
+                          torch.float16: np.float16, torch.bfloat16: np.int16}[dtype]
+        self._bf16 = dtype == torch.bfloat16
+        self._free: Dict[Tuple[int, ...], List[np.ndarray]] = {}
+        # Per param: the array its gathered copy lives in (None: released).
+        self._held: List[Optional[np.ndarray]] = [None] * count
+        #: Buffers allocated (a pool miss), for tests and benches.
+        self.made = 0
+        #: Buffers left to a tensor that outlived its param's release.
+        self.kept_by_views = 0
+
+    def copy(self, i: int, src: torch.Tensor) -> torch.Tensor:
+        """A torch-owned tensor holding ``src``'s values (cast to the pool's
+        dtype), for param i until :meth:`give_back`."""
+        shape = tuple(src.shape)
+        free = self._free.get(shape)
+        arr = free.pop() if free else None
+        if arr is None:
+            arr = np.empty(shape, dtype=self._np_dtype)
+            self.made += 1
+        t = torch.from_numpy(arr)
+        if self._bf16:
+            t = t.view(torch.bfloat16)
+        t.copy_(src)
+        self._held[i] = arr
+        return t
+
+    def give_back(self, i: int) -> None:
+        """Param i no longer holds its copy (``p.data`` moved away): the
+        buffer returns to the pool unless a tensor over it still lives."""
+        arr = self._held[i]
+        if arr is None:
+            return
+        self._held[i] = None
+        # References: `arr` here and getrefcount's argument. Any more is a
+        # live torch storage over it (torch.from_numpy's reference).
+        if sys.getrefcount(arr) > 2:
+            self.kept_by_views += 1
+            return
+        self._free.setdefault(arr.shape, []).append(arr)
+
+    def free_bytes(self) -> int:
+        """Bytes in the pool's free buffers."""
+        return sum(a.nbytes for arrs in self._free.values() for a in arrs)
+
+    def clear(self) -> None:
+        self._free = {}
+        self._held = [None] * len(self._held)
 
 
 class CudaBridge(Bridge):

@@ -872,6 +872,10 @@ class ZeroTorchEngine(torch.nn.Module):
         n = len(self._params)
         self._grad_views = _torch_bridge.ViewCache(self.zero, self._bridge, n) if host else None
         self._gather_views = _torch_bridge.ViewCache(self.zero, self._bridge, n) if host else None
+        # Stage 3 on the host: torch-owned buffers for the gathered copies,
+        # reused while no tensor over them outlives a release.
+        self._gather_pool = (_torch_bridge.GatherPool(n, self.compute_dtype)
+                             if host and self.stage == 3 else None)
         # Stage 3: each param's placeholder, made once (a release is then
         # one ``p.data =``, no allocation).
         self._placeholders: List[Optional[torch.Tensor]] = [None] * n
@@ -1265,7 +1269,8 @@ class ZeroTorchEngine(torch.nn.Module):
                     p.data = self._bridge.tensor(view, self.zero.dtype).clone()
                     self._bridge.torch_done()
                     self.zero.release(self._ids[i])
-        for cache in (getattr(self, "_grad_views", None), getattr(self, "_gather_views", None)):
+        for cache in (getattr(self, "_grad_views", None), getattr(self, "_gather_views", None),
+                      getattr(self, "_gather_pool", None)):
             if cache is not None:
                 cache.clear()
         self.zero.close()
@@ -1535,9 +1540,10 @@ class ZeroTorchEngine(torch.nn.Module):
             address = self.zero._gather_address(pid)
             self._gather_count[i] += 1
             if self._gather_count[i] == 1:
-                # A torch-owned copy: autograd may keep views of it.
-                self._params[i].data = self._gather_views.tensor(i, pid, address).to(
-                    self.compute_dtype, copy=True)
+                # A torch-owned copy: autograd may keep views of it (its
+                # buffer is reused only once none does, see GatherPool).
+                self._params[i].data = self._gather_pool.copy(
+                    i, self._gather_views.tensor(i, pid, address))
             return
         view = self.zero.gather(self._ids[i], writable=True)
         self._gather_count[i] += 1
@@ -1566,6 +1572,8 @@ class ZeroTorchEngine(torch.nn.Module):
                 p.data = self._placeholders[i]
             finally:
                 self._busy -= 1
+            if self._gather_pool is not None:
+                self._gather_pool.give_back(i)
 
 
 _live: "weakref.WeakSet[ZeroTorchEngine]" = weakref.WeakSet()
