@@ -94,6 +94,62 @@ INSTANTIATE_TEST_SUITE_P(
              DTypeName(static_cast<DType>(std::get<2>(i.param)));
     });
 
+// Stage 1's buffers against their formula (docs/ARCHITECTURE.md, "Buffers
+// per rank"): two buckets, the fp32 pack (+ its 2-byte send and receive for
+// fp16/bf16 reductions), the gradient buffer of the param larger than a
+// bucket (W1, 4000 elements), and the fp32 gradient scratch of the owned
+// range: none for an fp32 model whose reduce-scatter packs (its target is
+// the owned range of the gradient itself), owned x 4 where it reads the
+// gradient unpacked (a bucket of the whole model) and for fp16/bf16. Both
+// paths give the same bits, with accumulation (the owned range is zeroed
+// for the next one), and fp32 stays within 1e-5 of single-rank stage 0.
+class Stage1BufferTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(Stage1BufferTest, BuffersMatchTheirFormula) {
+  const int world = std::get<0>(GetParam());
+  const DType dtype = static_cast<DType>(std::get<1>(GetParam()));
+  const int64_t es = DTypeSize(dtype);
+  std::vector<MlpResult> runs[2];
+  for (int whole = 0; whole < 2; ++whole) {
+    Config c = Cfg(1, dtype);
+    c.gradient_accumulation_steps = 2;
+    if (whole) c.reduce_bucket_size = 1 << 20;
+    runs[whole] = TrainAll(c, world, BigSpec(3));
+    for (int r = 0; r < world; ++r) {
+      const EngineStats& s = runs[whole][r].stats;
+      const int64_t P = s.padded_numel, W = world;
+      const int64_t cap = std::min<int64_t>(c.reduce_bucket_size, P);
+      int64_t want = 2 * cap * es + cap * 4;
+      if (dtype != DType::kF32) want += cap * 2 * 2;
+      if (cap < 4000) want += 4000 * es;
+      // The unpacked reduce-scatter: fp32 and the shard within one chunk.
+      const bool unpacked = dtype == DType::kF32 && P / W <= cap / W;
+      EXPECT_EQ(unpacked, whole == 1 && dtype == DType::kF32);
+      if (dtype != DType::kF32 || unpacked) want += P / W * 4;
+      EXPECT_EQ(s.buffer_bytes, want) << "rank " << r << (whole ? " whole bucket" : " packed");
+      EXPECT_EQ(s.global_step, 3);
+    }
+  }
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(MaxRelDiff(runs[0][r], runs[1][r]), 0.0) << "rank " << r;
+  }
+  if (dtype == DType::kF32) {
+    Config one = Cfg(0, dtype);
+    one.gradient_accumulation_steps = 2;
+    EXPECT_LE(MaxRelDiff(runs[0][0], TrainAt(one, 1, BigSpec(3))), 1e-5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Worlds, Stage1BufferTest,
+    ::testing::Combine(::testing::Values(2, 3, 4),
+                       ::testing::Values(static_cast<int>(DType::kF32),
+                                         static_cast<int>(DType::kBF16))),
+    [](const ::testing::TestParamInfo<Stage1BufferTest::ParamType>& i) {
+      return "world" + std::to_string(std::get<0>(i.param)) + "_" +
+             DTypeName(static_cast<DType>(std::get<1>(i.param)));
+    });
+
 // reduce_scatter false: the gradient reduction is an all-reduce, counted
 // as 2n(W-1)/W, in place of the reduce-scatter's n(W-1)/W; the all-gathers
 // are unchanged. A step sends 3Psi(W-1)/W at stages 1-2, 4Psi(W-1)/W at 3.

@@ -24,6 +24,18 @@ bool Stage1ReduceIsIdentity(const Config& c, int dp_world) {
          (ct == DType::kF32 || ct == c.dtype);
 }
 
+int64_t ReducerPackCap(const Config& c, int64_t total_padded, int world) {
+  const int64_t cap = std::max<int64_t>(1, std::min(c.reduce_bucket_size, total_padded));
+  return std::max<int64_t>(cap, world);
+}
+
+bool Stage1ScatterReadsGrads(const Config& c, int dp_world, int world, int64_t pack_cap,
+                             int64_t shard) {
+  return c.dtype == DType::kF32 && AveragingScalesFor(c, dp_world).pre == 1.0f &&
+         shard <= std::max<int64_t>(1, pack_cap / world) && c.reduce_scatter &&
+         c.CommDType() == DType::kF32;
+}
+
 absl::Status GradientReducer::Allocate() {
   const Layout& layout = ctx_->layout;
   const int64_t cap = std::max<int64_t>(
@@ -40,7 +52,7 @@ absl::Status GradientReducer::Allocate() {
     big_.capacity = big;
   }
   // At least one element of every rank's slice per round (ReduceLargeParam).
-  pack_cap_ = std::max<int64_t>(cap, ctx_->world);
+  pack_cap_ = ReducerPackCap(ctx_->config, layout.total_padded(), ctx_->world);
   ASSIGN_OR_RETURN(pack_, DeviceBuffer::Make(ctx_->device, pack_cap_ * 4));
   // Only the bucket reduce-scatter of stages 2-3 receives apart from `pack_`
   // (stage 1 reduce-scatters into the boundary's scratch; all-reduces work
@@ -601,9 +613,13 @@ absl::Status GradientReducer::ReduceScatterFlatStage1(const std::vector<float*>&
     // reads the gradient itself: the same call on the same values, one
     // full-size write pass fewer (docs/ARCHITECTURE.md, "One training
     // step").
-    if (t == DType::kF32 && pre_scale_ == 1.0f && shard <= chunk &&
-        ctx_->config.reduce_scatter && ctx_->config.CommDType() == DType::kF32) {
+    if (Stage1ReadsGrads(g)) {
       float* local = const_cast<float*>(reinterpret_cast<const float*>(grads));
+      if (out + shard > local && out < local + static_cast<int64_t>(world) * shard) {
+        return absl::InternalError(absl::StrCat(
+            "stage 1 reduce-scatter of group ", g,
+            ": its target overlaps the gradient it reads"));
+      }
       RETURN_IF_ERROR(ctx_->comm->ReduceScatterV(local, out, std::vector<int64_t>(world, shard)));
       if (ctx_->replicas > 1) {
         RETURN_IF_ERROR(ctx_->hier->replica()->AllReduce(out, shard, ReduceOp::kSum));
@@ -717,6 +733,11 @@ absl::Status GradientReducer::ReduceScatterFlatHalf(int g, float* out, bool zero
 
 bool GradientReducer::Stage1IsIdentity() const {
   return Stage1ReduceIsIdentity(ctx_->config, ctx_->dp_world());
+}
+
+bool GradientReducer::Stage1ReadsGrads(int g) const {
+  return Stage1ScatterReadsGrads(ctx_->config, ctx_->dp_world(), ctx_->world, pack_cap_,
+                                 ctx_->layout.groups()[g].shard);
 }
 
 absl::Status GradientReducer::ReduceScatterPack(const float* pack, float* recv,

@@ -44,6 +44,21 @@ AveragingScales AveragingScalesFor(const Config& c, int dp_world);
 // gradients in place, as at stages 2-3, and skips it (no fp32 scratch).
 bool Stage1ReduceIsIdentity(const Config& c, int dp_world);
 
+// Elements of the reducer's fp32 pack: a bucket (reduce_bucket_size, never
+// more than the model's `total_padded` elements), at least one per rank.
+int64_t ReducerPackCap(const Config& c, int64_t total_padded, int world);
+
+// Stage 1: whether the flat reduce-scatter of a group whose shard is `shard`
+// elements reads the local gradient itself instead of an fp32 pack (fp32
+// gradients, pre-scale 1, an fp32 reduce-scatter, the shard within one
+// chunk of the `pack_cap`-element pack). Its fp32 target must then lie
+// apart from the gradient (the boundary's scratch); otherwise an fp32
+// model's target is the group's own owned range of the gradient, which
+// holds nothing still needed once that range is packed (issue 18: no
+// owned-size scratch; docs/ARCHITECTURE.md, "One training step").
+bool Stage1ScatterReadsGrads(const Config& c, int dp_world, int world, int64_t pack_cap,
+                             int64_t shard);
+
 class GradientReducer {
  public:
   GradientReducer(EngineContext* ctx, const ParamRegistry* params, ShardedState* sharded)
@@ -76,10 +91,16 @@ class GradientReducer {
   // `deferred_scale` (may be null): with a reduce-scatter, the averaging
   // scale is left to the caller (set here; 1 when nothing is left), who
   // applies it in its pass over the shard (the boundary's sum of squares).
+  // g32[g] may be this rank's owned range of group g's own fp32 gradient
+  // unless Stage1ReadsGrads(g): each chunk of that range is packed before
+  // its reduced values land there, and it is not zeroed here (the caller
+  // zeroes it after reading it).
   absl::Status ReduceScatterFlatStage1(const std::vector<float*>& g32, bool zero_grads,
                                        float* deferred_scale = nullptr);
   // Stage1ReduceIsIdentity for this engine.
   bool Stage1IsIdentity() const;
+  // Stage1ScatterReadsGrads for group g of this engine.
+  bool Stage1ReadsGrads(int g) const;
 
   int64_t buffer_bytes() const {
     return buckets_.bytes() + pack_.bytes() + recv_.bytes() + half_.bytes() +

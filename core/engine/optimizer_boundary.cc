@@ -79,9 +79,21 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     ASSIGN_OR_RETURN(stream_raw_, DeviceBuffer::Make(device, most * ctx_->es()));
     ASSIGN_OR_RETURN(stream_f32_, DeviceBuffer::Make(device, most * 4));
   }
+  // Stage 1 with fp32 gradients: the reduce-scatter's fp32 target is the
+  // rank's own owned range of the full local gradient (read for the last
+  // time as it is packed), not a scratch of the owned size, unless that
+  // reduce-scatter reads the gradient unpacked (GradientReducer::
+  // Stage1ReadsGrads). Only when the update runs here on the device (not
+  // ZeRO-Offload's host store, which neither reads it in place nor zeroes
+  // it): pass 2 zeroes it as it reads it, as at stages 2-3.
+  std::vector<char> in_grads(groups, 0);
+  for (int g = 0; g < groups && scatter && t == DType::kF32; ++g) {
+    in_grads[g] = store_->memory_device() == device && !reducer_->Stage1ReadsGrads(g);
+  }
   if (!raw && !streamed && g32_.empty()) {
     g32_.resize(groups);
     for (int g = 0; g < groups; ++g) {
+      if (in_grads[g]) continue;
       ASSIGN_OR_RETURN(g32_[g], DeviceBuffer::Make(device, sharded_->group(g).owned_len * 4));
     }
   }
@@ -90,7 +102,10 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   const DType src_t = raw ? t : DType::kF32;
   std::vector<float*> g32(groups, nullptr);
   for (int g = 0; g < groups && !streamed; ++g) {
-    src[g] = raw ? sharded_->group(g).grads.data() : g32_[g].data();
+    const GroupShard& gs = sharded_->group(g);
+    src[g] = raw        ? gs.grads.data()
+             : in_grads[g] ? gs.grads.data<char>() + gs.owned_begin * 4
+                           : g32_[g].data();
     if (!raw || in_place) g32[g] = static_cast<float*>(src[g]);
   }
   double sumsq = 0.0;
@@ -267,12 +282,14 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     }
     if (fused) {
       // Pass 2: raw gradients in, zeroed once read (stage 1's scratch
-      // needs no zeroing: the next reduce-scatter overwrites it).
+      // needs no zeroing: the next reduce-scatter overwrites it; its owned
+      // range of the gradient does).
       char* grad = static_cast<char*>(src[g]) + begin * DTypeSize(src_t);
+      const bool zero = !scatter || in_grads[g];
       if (u.sgd_mode) {
-        device->SgdStepRawGrad(u.sgd, grad, src_t, master, m, len, work, t, !scatter);
+        device->SgdStepRawGrad(u.sgd, grad, src_t, master, m, len, work, t, zero);
       } else {
-        device->AdamStepRawGrad(u.adam, grad, src_t, master, m, v, len, work, t, !scatter);
+        device->AdamStepRawGrad(u.adam, grad, src_t, master, m, v, len, work, t, zero);
       }
       return land(g, begin, len, work);
     }

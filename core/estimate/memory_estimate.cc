@@ -197,8 +197,21 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     const int64_t depth = std::max(2, c.offload_optimizer.buffer_count);
     const int64_t sets = c.offload_param.device == OffloadDevice::kNvme ? 2 : 1;
     e.scratch_bytes += sets * depth * std::max<int64_t>(1, piece) * es;
-  } else if (scatter || (c.dtype != DType::kF32 && topo.gpu)) {
+  } else if (c.dtype != DType::kF32 && topo.gpu) {
     e.scratch_bytes = owned_total * 4;
+  } else if (scatter) {
+    // fp32 with the update on the engine's device: a group's target is its
+    // owned range of the gradient, except where the reduce-scatter reads
+    // the gradient unpacked (Stage1ScatterReadsGrads).
+    // (OptimizerStateStore::memory_device() is the engine's device.)
+    const bool host_store = topo.gpu && c.offload_optimizer.device != OffloadDevice::kNone;
+    const int64_t pack_cap = ReducerPackCap(c, e.padded_numel, world);
+    for (const LayoutGroup& g : layout.groups()) {
+      if (c.dtype != DType::kF32 || host_store ||
+          Stage1ScatterReadsGrads(c, world, world, pack_cap, g.shard)) {
+        e.scratch_bytes += g.shard * 4;
+      }
+    }
   }
   // NvmeStateStore on a GPU: the largest piece's master and moments on the
   // device, twice (piece k's update while k+1 goes up).
