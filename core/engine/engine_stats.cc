@@ -43,7 +43,8 @@ EngineStats CollectStats(const EngineParts& p) {
   }
   if (p.coordinator) {
     s.param_bytes += p.coordinator->persistent_bytes();
-    s.buffer_bytes += p.coordinator->live_bytes() + p.coordinator->refresh_staging_bytes();
+    s.buffer_bytes += p.coordinator->live_bytes() + p.coordinator->pooled_bytes() +
+                      p.coordinator->refresh_staging_bytes();
     s.live_gathered_bytes = p.coordinator->live_bytes();
     s.live_gathered_high_water = p.coordinator->live_high_water();
   }

@@ -63,7 +63,47 @@ void ParamCoordinator::FreeLive(int id) {
   if (it == live_.end()) return;
   if (it->second.pending) (void)ctx_->stream->Wait(it->second.pending);
   live_bytes_ -= static_cast<int64_t>(params_->at(id).numel * ctx_->es());
+  DeviceBuffer buf = std::move(it->second.buf);
   live_.erase(it);
+  ReturnBuffer(std::move(buf));
+}
+
+int64_t ParamCoordinator::PoolCap() const {
+  const int64_t budget = ctx_->config.stage3_max_live_parameters * ctx_->es();
+  return std::max(live_high_water_, std::min(2 * live_high_water_, budget));
+}
+
+absl::StatusOr<DeviceBuffer> ParamCoordinator::TakeBuffer(int64_t bytes) {
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    if (static_cast<int64_t>(pool_[i].bytes()) != bytes) continue;
+    DeviceBuffer b = std::move(pool_[i]);
+    pool_.erase(pool_.begin() + static_cast<std::ptrdiff_t>(i));
+    pooled_bytes_ -= bytes;
+    return b;
+  }
+  // None of this size: the oldest pooled ones go while the new one would
+  // take the held memory past the cap.
+  const int64_t cap = std::max(PoolCap(), live_bytes_ + bytes);
+  while (!pool_.empty() && live_bytes_ + pooled_bytes_ + bytes > cap) {
+    pooled_bytes_ -= static_cast<int64_t>(pool_.front().bytes());
+    pool_.erase(pool_.begin());
+  }
+  return DeviceBuffer::Make(ctx_->device, bytes);
+}
+
+void ParamCoordinator::ReturnBuffer(DeviceBuffer buf) {
+  const int64_t bytes = static_cast<int64_t>(buf.bytes());
+  if (!ctx_->device->host_accessible() || bytes == 0 ||
+      live_bytes_ + pooled_bytes_ + bytes > PoolCap()) {
+    return;  // `buf` is freed here
+  }
+  pooled_bytes_ += bytes;
+  pool_.push_back(std::move(buf));
+}
+
+void ParamCoordinator::DrainPool() {
+  pool_.clear();
+  pooled_bytes_ = 0;
 }
 
 absl::Status ParamCoordinator::EnsureBudget(int64_t need, int id) {
@@ -108,7 +148,7 @@ void ParamCoordinator::Prefetch(int id) {
     const ParamRecord& p = params_->at(q);
     if (persistent(q) || live_.count(q)) continue;
     if (live_bytes_ + p.numel * es > budget) break;
-    auto buf = DeviceBuffer::Make(ctx_->device, p.numel * es);
+    auto buf = TakeBuffer(p.numel * es);
     if (!buf.ok()) break;
     Live l;
     l.buf = std::move(*buf);
@@ -163,7 +203,7 @@ absl::StatusOr<void*> ParamCoordinator::Gather(int id) {
   const ParamRecord& p = params_->at(id);
   const int64_t bytes = p.numel * ctx_->es();
   RETURN_IF_ERROR(EnsureBudget(bytes, id));
-  ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Make(ctx_->device, bytes));
+  ASSIGN_OR_RETURN(DeviceBuffer buf, TakeBuffer(bytes));
   void* dst = buf.data();
   const int li = p.li;
   RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Wait(
@@ -196,6 +236,7 @@ void ParamCoordinator::EndMicroStep() {
     if (l.refs == 0) unused.push_back(q);
   }
   for (int q : unused) FreeLive(q);
+  DrainPool();  // the update's own buffers come next: no more memory held
   trace_done_ = true;
   trace_pos_ = 0;
 }
@@ -204,6 +245,7 @@ void ParamCoordinator::FreeAll() {
   std::vector<int> held;
   for (const auto& [q, l] : live_) held.push_back(q);
   for (int q : held) FreeLive(q);
+  DrainPool();
   zpp_.InvalidateAll();
 }
 

@@ -66,6 +66,9 @@ class ParamCoordinator {
   void WritePersistentRange(int id, int64_t offset, int64_t count, const float* values);
 
   int64_t live_bytes() const { return live_bytes_; }
+  // Freed gather buffers kept for the next gather of the same size, this
+  // micro-step only (TakeBuffer).
+  int64_t pooled_bytes() const { return pooled_bytes_; }
   int64_t live_high_water() const { return live_high_water_; }
   int64_t persistent_bytes() const;
   // hpZ's secondary shards (zeropp_gather.h).
@@ -91,6 +94,25 @@ class ParamCoordinator {
     }
   };
   absl::Status EnsureBudget(int64_t need, int id);
+  // A buffer of `bytes` for a gather: a freed one of the same size when the
+  // pool has one, else a new one. On a host device a new buffer is fresh
+  // pages (cpu_device.cc maps buffers of 1 MiB and up), and the all-gather
+  // that first writes them takes a page fault per 4 KiB on the comm
+  // threads: most of their CPU at stage 3 before the pool
+  // (bench/README.md, "Stage 3's runtime threads"). Held memory (live +
+  // pooled) stays within PoolCap(), and the pool is emptied at the end of
+  // each micro-step (before the update).
+  absl::StatusOr<DeviceBuffer> TakeBuffer(int64_t bytes);
+  // Twice the largest live set so far, within the stage3_max_live_parameters
+  // budget (never below the live set itself): the live set cycles through
+  // params of a few sizes (a transformer's blocks), and a cap of the live
+  // set alone left no room for a buffer of each size (it evicted nearly
+  // every one before its size came round again). A model whose params all
+  // differ in size gains nothing from the pool and holds at most this.
+  int64_t PoolCap() const;
+  // Keeps `buf` for reuse when that stays within the bound, else frees it.
+  void ReturnBuffer(DeviceBuffer buf);
+  void DrainPool();
   void Prefetch(int id);
   void FreeLive(int id);
   // One gather on the comm stream: ZeRO++ (hpZ, qwZ) when configured.
@@ -105,6 +127,10 @@ class ParamCoordinator {
   DeviceBuffer refresh_staging_;
   std::unordered_map<int, Live> live_;
   int64_t live_bytes_ = 0, live_high_water_ = 0;
+  // Freed gather buffers (TakeBuffer); only on host-accessible devices: a
+  // GPU's caching allocator already reuses freed blocks.
+  std::vector<DeviceBuffer> pool_;
+  int64_t pooled_bytes_ = 0;
   std::vector<int> trace_;  // gather order seen in the first micro-step
   bool trace_done_ = false;
   size_t trace_pos_ = 0;
