@@ -250,6 +250,67 @@ def test_stage3_tensor_kept_over_a_step_keeps_its_values():
         assert torch.equal(kept, want)
 
 
+def test_stage3_linear_weight_grads_go_straight_to_the_runtime():
+    """Issue 18: at stage 3 on the CPU a Linear weight whose only gradient
+    is its Linear's gets it computed straight into the runtime's gradient
+    buffer (no torch gradient tensor, no copy); training equals torch."""
+    model = torch_model.make_model()
+    data = torch_model.make_data()
+    linears = sum(1 for m in model if isinstance(m, torch.nn.Linear))
+    with zt.initialize(model, torch_model.ds_config(3)) as engine:
+        for x, y in data:
+            engine.backward(torch_model.loss_fn(engine(x), y))
+            engine.step()
+        assert engine.direct_weight_grads == linears * len(data)
+        got = engine.full_state_dict()
+    torch_model.assert_params_close(got, REFERENCE)
+
+
+class _TwiceUsed(torch.nn.Module):
+    """A Linear whose weight also feeds the output directly: two gradients
+    for it, which autograd sums; it must not be handed in from the Linear."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.fc = torch.nn.Linear(8, 8)
+        self.head = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.fc(x)) + 0.1 * self.fc.weight.sum(0))
+
+
+@pytest.mark.parametrize("outside", [False, True])
+def test_stage3_weight_with_two_gradients_is_summed_first(outside):
+    """The fc weight gets a second gradient from inside the forward, or
+    from outside it (GatheredParameters): only the head's weight goes
+    straight to the runtime, and training equals float64 torch."""
+    data = _matt_data()
+    extra = lambda m: 0.05 * m.head.weight.sum()  # noqa: E731
+    ref = _TwiceUsed().double()
+    opt = torch.optim.AdamW(ref.parameters(), lr=torch_model.LR,
+                            betas=torch_model.BETAS, eps=torch_model.EPS,
+                            weight_decay=torch_model.WEIGHT_DECAY)
+    for x, y in data:
+        opt.zero_grad()
+        loss = torch_model.loss_fn(ref(x.double()), y.double())
+        (loss + extra(ref) if outside else loss).backward()
+        opt.step()
+    model = _TwiceUsed()
+    with zt.initialize(model, torch_model.ds_config(3)) as engine:
+        for x, y in data:
+            if outside:
+                with zt.GatheredParameters([model.head.weight]):
+                    loss = torch_model.loss_fn(engine(x), y) + extra(model)
+            else:
+                loss = torch_model.loss_fn(engine(x), y)
+            engine.backward(loss)
+            engine.step()
+        assert engine.direct_weight_grads == (0 if outside else 1) * len(data)
+        got = engine.full_state_dict()
+    torch_model.assert_params_close(got, dict(ref.named_parameters()))
+
+
 def test_frozen_param_stays_put():
     model = torch_model.make_model()
     frozen = model[1].weight.detach().clone()

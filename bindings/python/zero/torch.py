@@ -193,7 +193,9 @@ class _Zero3Linear(torch.autograd.Function):
             grad_input = grad_out.matmul(weight)
         g2 = grad_out.reshape(-1, grad_out.shape[-1])
         if ctx.needs_input_grad[1]:
-            grad_weight = g2.t().mm(input.reshape(-1, input.shape[-1]))
+            x2 = input.reshape(-1, input.shape[-1])
+            if not _hand_in_weight_grad(weight, g2, x2):
+                grad_weight = g2.t().mm(x2)
         if bias is not None and ctx.needs_input_grad[2]:
             grad_bias = g2.sum(0)
         return grad_input, grad_weight, grad_bias
@@ -201,6 +203,31 @@ class _Zero3Linear(torch.autograd.Function):
 
 def _zero3_linear_forward(self: torch.nn.Linear, input: torch.Tensor) -> torch.Tensor:
     return _Zero3Linear.apply(input, self.weight, self.bias)
+
+
+def _hand_in_weight_grad(weight: torch.Tensor, g2: torch.Tensor, x2: torch.Tensor) -> bool:
+    """Stage 3 on the host: a Linear weight's gradient ``g2.t() @ x2``
+    computed straight into the runtime's gradient buffer and handed in, so
+    torch allocates no gradient tensor and nothing is copied (issue 18).
+    Only for a weight with exactly one edge into its AccumulateGrad node in
+    the graph being run (ZeroTorchEngine._count_grad_edges): this Linear's,
+    so autograd has no other gradient to add to it. False: the caller computes it
+    as usual (autograd's AccumulateGrad and the grad hook hand it in)."""
+    owner = _owner_of(weight)
+    if owner is None:
+        return False
+    e, i = owner
+    if (not e._direct_grads or e._uses[i] != 1 or e._handed[i]
+            or not e._trainable[i] or e._closed):
+        return False
+    pid = e._ids[i]
+    buf = e._grad_views.tensor(i, pid, e.zero._grad_buffer_address(pid))
+    torch.mm(g2.t(), x2, out=buf)
+    e._handed[i] = True
+    e._direct[i] = True
+    e.zero.grad_ready(pid)
+    e.direct_weight_grads += 1
+    return True
 
 
 def _wrap_tensors(fn, owner, module, value):
@@ -861,6 +888,18 @@ class ZeroTorchEngine(torch.nn.Module):
 
         self._gather_count = [0] * len(self._params)
         self._handed = [False] * len(self._params)
+        # Stage 3 on the host: Linear weights whose gradient goes straight
+        # into the runtime's buffer (_hand_in_weight_grad). _uses: per param,
+        # the graph edges into its AccumulateGrad node in the backward being
+        # run; _direct: handed in that way in this backward.
+        self._direct_grads = (self.stage == 3 and not self._upcast
+                              and type(self._bridge) is _torch_bridge.Bridge
+                              and overlap_grad_hooks)
+        self._acc_index: Dict[int, int] = {}  # id(AccumulateGrad node) -> index
+        self._uses = [0] * len(self._params)
+        self._direct = [False] * len(self._params)
+        #: Weight gradients handed in without a torch gradient tensor.
+        self.direct_weight_grads = 0
         self._module_params: Dict[int, List[int]] = {}
         # Stages 0-2 with fp16: the runtime's fp16 working copies, whose fp32
         # copies the params hold.
@@ -955,10 +994,13 @@ class ZeroTorchEngine(torch.nn.Module):
         hands every trainable param's gradient to the runtime."""
         self._check_open()
         self._handed = [False] * len(self._params)
+        self._direct = [False] * len(self._params)
         factor = self.zero.loss_scale
         if scale_wrt_gas and self.gradient_accumulation_steps > 1:
             factor /= self.gradient_accumulation_steps
         scaled = loss if factor == 1.0 else loss * factor
+        if self._direct_grads:
+            self._count_grad_edges(scaled.grad_fn)
         try:
             scaled.backward(retain_graph=retain_graph)
         except BaseException as e:
@@ -1421,6 +1463,31 @@ class ZeroTorchEngine(torch.nn.Module):
         self.zero.grad_ready(pid)
         self._handed[i] = True
 
+    def _count_grad_edges(self, root: Any) -> None:
+        """_uses[i]: the edges into param i's AccumulateGrad node in the
+        graph under ``root`` (how many gradients autograd will sum for it),
+        by one walk over the graph's nodes before it runs."""
+        uses = [0] * len(self._params)
+        self._uses = uses
+        if root is None:
+            return
+        acc_index = self._acc_index
+        # The Python objects of autograd's C++ nodes live only while
+        # referenced (an id can come back for another node): the walk keeps
+        # every one it met. The AccumulateGrad ones are kept in _grad_accs.
+        seen = {id(root): root}
+        stack = [root]
+        while stack:
+            for nxt, _ in stack.pop().next_functions:
+                if nxt is None:
+                    continue
+                j = acc_index.get(id(nxt))
+                if j is not None:
+                    uses[j] += 1
+                elif id(nxt) not in seen:
+                    seen[id(nxt)] = nxt
+                    stack.append(nxt)
+
     def _install_grad_hooks(self) -> None:
         for i, p in enumerate(self._params):
             if not self._trainable[i]:
@@ -1429,11 +1496,20 @@ class ZeroTorchEngine(torch.nn.Module):
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
 
             def hook(*_unused, i=i):
-                if self._params[i].grad is not None and not self._handed[i]:
-                    self._hand_in(i)
+                if self._params[i].grad is not None:
+                    if not self._handed[i]:
+                        self._hand_in(i)
+                    elif self._direct[i]:
+                        raise FailedPreconditionError(
+                            f"zero.torch: param {self._names[i]!r} got a gradient "
+                            "from a use outside engine(...) after its Linear's "
+                            "gradient was handed to the runtime; use it inside "
+                            "the forward (or inside zero.torch.GatheredParameters, "
+                            "which the next backward accounts for)")
 
             self._hooks.append(acc.register_hook(hook))
-            self._grad_accs.append(acc)
+            self._grad_accs.append(acc)  # kept alive: id(acc) stays its own
+            self._acc_index[id(acc)] = i
 
     def _install_stage3_hooks(self) -> None:
         # Without a wrap policy every module is a unit and gets the hooks
