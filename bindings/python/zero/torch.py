@@ -29,6 +29,12 @@ backward. On the CPU the copies go into torch-owned buffers reused from one
 gather to the next (_torch_bridge.GatherPool: no fresh pages per gather); a
 buffer that a tensor still references at release (a saved view) is left to
 that tensor and never written again.
+Stage 3 on the CPU, gradients: a Linear weight whose only gradient is its
+Linear's (one edge into its AccumulateGrad node, counted by a walk of the
+graph before backward) gets it computed by the Linear's backward straight
+into the runtime's gradient buffer and handed in there; every other
+gradient is handed in by a hook on its AccumulateGrad node, after autograd
+summed it.
 
 Stage 3, params used outside the module that owns them (a tied head:
 ``F.linear(x, self.wte.weight)`` in the parent's forward): as DeepSpeed does,
