@@ -90,6 +90,8 @@ class Engine {
   // This rank's owned fp32 optimizer state of group g, elements [begin,
   // begin+len) of its owned range; array 0 master, 1 m (SGD: momentum), 2 v.
   // Works wherever the state lives (memory or NVMe): for checkpoints.
+  // Writing an fp32 master that is the working copy's owned range
+  // (DeviceStateStore::Allocate) writes this rank's working copy there too.
   absl::Status ReadOwnedState(int g, int array, int64_t begin, int64_t len, float* out);
   absl::Status WriteOwnedState(int g, int array, int64_t begin, int64_t len, const float* in);
 

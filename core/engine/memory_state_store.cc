@@ -6,12 +6,16 @@
 
 namespace zero {
 
-absl::Status DeviceStateStore::Allocate(const std::vector<int64_t>& owned_lens) {
+absl::Status DeviceStateStore::Allocate(const std::vector<int64_t>& owned_lens,
+                                        ShardedState* working) {
   const int arrays = StateArrays(ctx_->config);
   groups_.resize(owned_lens.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     groups_[g].len = owned_lens[g];
-    for (int a = 0; a < arrays; ++a) {
+    if (working != nullptr) {
+      groups_[g].alias = reinterpret_cast<float*>(working->OwnedWorking(static_cast<int>(g), 0));
+    }
+    for (int a = groups_[g].alias != nullptr ? 1 : 0; a < arrays; ++a) {
       ASSIGN_OR_RETURN(groups_[g].a[a], DeviceBuffer::Make(mem_, owned_lens[g] * 4));
     }
   }
@@ -20,7 +24,8 @@ absl::Status DeviceStateStore::Allocate(const std::vector<int64_t>& owned_lens) 
 
 absl::Status DeviceStateStore::Initialize(const InitVisitor& init) {
   for (size_t g = 0; g < groups_.size(); ++g) {
-    float* master = groups_[g].a[0].data<float>();
+    // Aliased: the same values the working copy was filled with, again.
+    float* master = Array(static_cast<int>(g), 0);
     init(static_cast<int>(g), 0, groups_[g].len, [&](int64_t at, int64_t len, const float* src) {
       mem_->UploadF32(src, master + at, DType::kF32, len);
     });
@@ -35,7 +40,7 @@ absl::Status DeviceStateStore::Update(const OptimizerUpdate& u) {
     float* v = s.a[2].data<float>();
     for (int64_t b = 0; b < s.len; b += u.piece) {
       const int64_t len = std::min(u.piece, s.len - b);
-      RETURN_IF_ERROR(u.on_device(static_cast<int>(g), b, len, s.a[0].data<float>() + b,
+      RETURN_IF_ERROR(u.on_device(static_cast<int>(g), b, len, Array(static_cast<int>(g), 0) + b,
                                   m ? m + b : nullptr, v ? v + b : nullptr));
     }
   }
@@ -43,36 +48,39 @@ absl::Status DeviceStateStore::Update(const OptimizerUpdate& u) {
 }
 
 absl::Status DeviceStateStore::Read(int g, int array, int64_t begin, int64_t len, float* out) {
-  const DeviceBuffer& b = groups_[g].a[array];
-  if (b.data() == nullptr) return absl::InvalidArgumentError("read_owned_state: no such state");
-  mem_->DownloadF32(b.data<float>() + begin, DType::kF32, out, len);
+  const float* b = Array(g, array);
+  if (b == nullptr) return absl::InvalidArgumentError("read_owned_state: no such state");
+  mem_->DownloadF32(b + begin, DType::kF32, out, len);
   return absl::OkStatus();
 }
 
 absl::Status DeviceStateStore::Write(int g, int array, int64_t begin, int64_t len,
                                      const float* in) {
-  DeviceBuffer& b = groups_[g].a[array];
-  if (b.data() == nullptr) return absl::InvalidArgumentError("write_owned_state: no such state");
-  mem_->UploadF32(in, b.data<float>() + begin, DType::kF32, len);
+  float* b = Array(g, array);
+  if (b == nullptr) return absl::InvalidArgumentError("write_owned_state: no such state");
+  // Aliased: this rank's working copy of these elements changes with it.
+  mem_->UploadF32(in, b + begin, DType::kF32, len);
   return absl::OkStatus();
 }
 
 absl::StatusOr<const float*> DeviceStateStore::MasterOnDevice(int g, int64_t begin,
                                                               int64_t len, DeviceBuffer*) {
-  return groups_[g].a[0].data<float>() + begin;
+  return Array(g, 0) + begin;
 }
 
 absl::Status DeviceStateStore::CastMaster(int g, void* dst) {
-  ctx_->device->FromF32(groups_[g].a[0].data<float>(), dst, ctx_->dtype(), groups_[g].len);
+  // Aliased, into the working copy: already there.
+  if (dst == Array(g, 0)) return absl::OkStatus();
+  ctx_->device->FromF32(Array(g, 0), dst, ctx_->dtype(), groups_[g].len);
   return absl::OkStatus();
 }
 
-float* DeviceStateStore::InMemory(int g, int array) { return groups_[g].a[array].data<float>(); }
+float* DeviceStateStore::InMemory(int g, int array) { return Array(g, array); }
 
 StateStoreStats DeviceStateStore::stats() const {
   StateStoreStats s;
   for (const Arrays& g : groups_) {
-    s.master_bytes += g.a[0].bytes();
+    s.master_bytes += g.a[0].bytes();  // 0 when aliased: the working copy's bytes
     s.optimizer_bytes += g.a[1].bytes() + g.a[2].bytes();
   }
   return s;

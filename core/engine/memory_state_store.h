@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/engine/optimizer_state_store.h"
+#include "core/engine/sharded_state.h"
 
 namespace zero {
 
@@ -14,7 +15,14 @@ class DeviceStateStore : public OptimizerStateStore {
  public:
   // Buffers in `mem` (the engine's device, or the host for ZeRO-Offload).
   DeviceStateStore(EngineContext* ctx, Device* mem) : ctx_(ctx), mem_(mem) {}
-  absl::Status Allocate(const std::vector<int64_t>& owned_lens);
+  // `working` (may be null): an fp32 working copy whose owned range lies in
+  // `mem`. The master is then that range itself, no buffer of its own: for
+  // fp32 the two hold the same bits at every step (the update writes the
+  // master and its fp32 cast, the same values, and every write of the
+  // master writes the working copy too), so the copy only cost 4 bytes per
+  // owned element (issue 18; docs/ARCHITECTURE.md, "Where each byte lives").
+  absl::Status Allocate(const std::vector<int64_t>& owned_lens,
+                        ShardedState* working = nullptr);
 
   absl::Status Initialize(const InitVisitor& init) override;
   absl::Status Update(const OptimizerUpdate& u) override;
@@ -31,7 +39,13 @@ class DeviceStateStore : public OptimizerStateStore {
   struct Arrays {
     int64_t len = 0;
     DeviceBuffer a[3];  // master, m, v
+    float* alias = nullptr;  // the master in the working copy (a[0] empty)
   };
+  // Array `array` of group g (null: no such array).
+  float* Array(int g, int array) const {
+    const Arrays& s = groups_[g];
+    return array == 0 && s.alias != nullptr ? s.alias : s.a[array].data<float>();
+  }
   EngineContext* ctx_;
   Device* mem_;
   std::vector<Arrays> groups_;

@@ -245,6 +245,10 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
         work = staged.data();
       }
     }
+    // An fp32 master that is the working copy's owned range
+    // (DeviceStateStore::Allocate): the update writing the master writes
+    // the working copy; no second write of the same values.
+    if (work == reinterpret_cast<char*>(master)) work = nullptr;
     if (device_staged) {
       if (staged_dev.bytes() < static_cast<size_t>(len) * es) {
         ASSIGN_OR_RETURN(staged_dev, DeviceBuffer::Make(device, len * es));

@@ -8,6 +8,9 @@
 
 namespace zero {
 
+std::atomic<bool> g_fp32_master_aliasing{true};
+void SetFp32MasterAliasing(bool on) { g_fp32_master_aliasing = on; }
+
 int StateArrays(const Config& c) {
   if (c.optimizer != OptimizerType::kSgd) return 3;
   return c.momentum != 0.0 ? 2 : 1;
@@ -33,8 +36,12 @@ absl::StatusOr<std::unique_ptr<OptimizerStateStore>> MakeOptimizerStateStore(
     case OffloadDevice::kNone:
       break;
   }
+  // fp32 with the working copy's owned range in the same memory (not in a
+  // param file or host memory): the master is that range.
+  const bool alias = g_fp32_master_aliasing.load() && ctx->dtype() == DType::kF32 &&
+                     !sharded->params_on_nvme() && !sharded->params_on_host();
   auto s = std::make_unique<DeviceStateStore>(ctx, ctx->device);
-  RETURN_IF_ERROR(s->Allocate(lens));
+  RETURN_IF_ERROR(s->Allocate(lens, alias ? sharded : nullptr));
   return std::unique_ptr<OptimizerStateStore>(std::move(s));
 }
 

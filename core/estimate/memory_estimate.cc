@@ -151,7 +151,13 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
         std::max<int64_t>(1, std::min<int64_t>(std::max(2, c.offload_optimizer.buffer_count), chunks));
     e.optimizer_bytes = nbuf * buffer;
   } else {
-    e.master_bytes = owned_total * 4;
+    // DeviceStateStore: an fp32 model's master is the working copy's owned
+    // range when both are in the engine's memory (no param file, no host
+    // shard, not ZeRO-Offload's host store on a GPU).
+    const bool host_store = topo.gpu && c.offload_optimizer.device == OffloadDevice::kCpu;
+    const bool aliased = g_fp32_master_aliasing.load() && c.dtype == DType::kF32 &&
+                         !host_store && !nvme_params && !host_params;
+    e.master_bytes = aliased ? 0 : owned_total * 4;
     e.optimizer_bytes = owned_total * 4 * (arrays - 1);
   }
   // Buffers. ShardedState: the stage 1-2 all-gather staging.

@@ -25,7 +25,10 @@ autograd may save views of a param (``weight.t()`` in ``F.linear``) that must
 stay valid after the runtime frees its gathered copy; ``torch.nn.Linear``
 modules get a linear function that saves the parameter itself instead (as
 DeepSpeed does), so their copies die at release rather than living until
-backward.
+backward. On the CPU the copies go into torch-owned buffers reused from one
+gather to the next (_torch_bridge.GatherPool: no fresh pages per gather); a
+buffer that a tensor still references at release (a saved view) is left to
+that tensor and never written again.
 
 Stage 3, params used outside the module that owns them (a tied head:
 ``F.linear(x, self.wte.weight)`` in the parent's forward): as DeepSpeed does,

@@ -169,8 +169,9 @@ fn estimate_equals_an_engines_stats_for_the_same_config() {
             }
         }
     }
-    // More ranks, less optimizer state per rank: 12 bytes per padded element
-    // shared by 8 (fp32 master + 2 moments; the ZeRO formula).
+    // More ranks, less optimizer state per rank: 8 bytes per padded element
+    // shared by 8 (the 2 moments; an fp32 model's master is the working
+    // copy's owned range, counted in param_bytes).
     let big = estimate_memory(
         &config(2, ""),
         &[[4096usize, 4096]],
@@ -180,9 +181,11 @@ fn estimate_equals_an_engines_stats_for_the_same_config() {
         },
     )
     .unwrap();
+    // fp32: m and v; the master is the working copy's owned range.
+    assert_eq!(big.master_bytes, 0);
     assert_eq!(
         big.master_bytes + big.optimizer_bytes,
-        12 * big.padded_numel / 8
+        8 * big.padded_numel / 8
     );
     let built = Config::builder().stage(2).build();
     let err = estimate_memory(&built, &SHAPES, Topology::default()).unwrap_err();
