@@ -187,9 +187,8 @@ class BlockingWorker {
     // A large one takes longer than the spin, which would only take the
     // core from the threads it waits for (bench/README.md, "Stage 3's
     // runtime threads": a fifth of the comm stream's CPU at stage 3).
-    const auto spin_until =
-        Clock::now() + std::chrono::microseconds(spin ? 200 : 0);
-    for (unsigned i = 0;; ++i) {
+    const auto spin_until = Clock::now() + std::chrono::microseconds(200);
+    for (unsigned i = 0; spin; ++i) {
       if (finished_.load(std::memory_order_acquire) >= seq) {
         *rc = rc_.load(std::memory_order_relaxed);
         return true;
