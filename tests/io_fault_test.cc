@@ -33,7 +33,7 @@
 #include "core/comm/thread_communicator.h"
 #include "core/common/io_fault.h"
 #include "core/engine/engine.h"
-#include "tests/testing/forwarding_device.h"
+#include "tests/testing/aiming_device.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/train_on_threads.h"
 
@@ -456,25 +456,8 @@ INSTANTIATE_TEST_SUITE_P(Faults, IoFaultTest, ::testing::Range(0, static_cast<in
 // Gradient accumulation with the gradients in files (stage 3,
 // offload_optimizer "nvme", ZeRO-Infinity): each micro-step after the first
 // reads the running sum back (ShardedState::AccumulateGradF32) before adding
-// its own. The write-behind's O_DIRECT edge reads hit the same file, so the
-// fault is aimed by count: a first run counts the target rank's reads of its
-// gradient files from the step's start to the first accumulation read (the
-// second micro-step's first AccumulateF32 comes right after it, every write
-// before it having completed), a second run fails exactly that read.
-class AimingDevice : public ForwardingDevice {
- public:
-  explicit AimingDevice(std::function<void()> on_accumulate)
-      : ForwardingDevice(MakeCpuDevice()), on_accumulate_(std::move(on_accumulate)) {}
-  std::string name() const override { return "aiming-cpu"; }
-  void AccumulateF32(void* d, const float* s, float k, DType t, int64_t n) override {
-    on_accumulate_();
-    inner()->AccumulateF32(d, s, k, t, n);
-  }
-
- private:
-  std::function<void()> on_accumulate_;
-};
-
+// its own. The fault is aimed at that read by count
+// (tests/testing/aiming_device.h): a first run counts, a second fails it.
 struct AccumRun {
   std::vector<absl::Status> st;
   std::vector<std::string> refused;
@@ -515,17 +498,10 @@ AccumRun RunAccum(const Config& c, int world, int target, const std::string& nvm
       if (rank != target || step != kStep) return absl::OkStatus();
       if (index == 4 && ++seen4 == 2) micro1 = true;  // micro-step 2's first GradReady
       if (index != -1) return absl::OkStatus();
-      // This rank's gradient files: "<claim stem>_grad_g<group>.swp".
-      std::string stem;
-      for (const std::string& f : FilesIn(nvme)) {
-        const size_t at = f.find("_grad_g");
-        if (f.rfind("zero_r" + std::to_string(rank) + "_", 0) == 0 && at != std::string::npos) {
-          stem = f.substr(0, at);
-        }
-      }
-      if (stem.empty()) return absl::InternalError("no gradient file of the target rank");
+      const std::string files = GradFilePrefix(nvme, rank);
+      if (files.empty()) return absl::InternalError("no gradient file of the target rank");
       const std::string spec_n = action == "count" ? "1000000000:EIO" : action;
-      return io::SetIoFaults("read:" + spec_n + ":" + stem + "_grad_g");
+      return io::SetIoFaults("read:" + spec_n + ":" + files);
     };
     spec.after_failure = [&, rank](Engine* e, const absl::Status&) {
       auto step = e->Step();
