@@ -11,6 +11,13 @@
 #         killed leave their swap files, and the next job on the same
 #         nvme_path removes them (saying so), trains to the reference bits
 #         and leaves the directory empty.
+#   accum: stage 3, offload_optimizer nvme, gradient accumulation 2: rank 1's
+#         first gradient-accumulation read of step 4 fails (EIO; aimed by
+#         count, tests/testing/aiming_device.h, from a first job that trains
+#         through): the job ends non-zero the same way naming rank 1's
+#         gradient file, before rank 1 adds anything, `latest` step3, and a
+#         new job on the same nvme_path removes the leftovers (saying so)
+#         and resumes to the first job's bits.
 # One JSON line per scenario.
 set -uo pipefail
 bin="$1"; run_mpi="$2"
@@ -83,3 +90,30 @@ fi
 cmp "$d.bin" "$tmp/refnv.bin" > /dev/null || die "nvme: params differ from the reference"
 printf '{"bench": "io_fault_mpi", "scenario": "nvme_read_eio", "np": 3, "seconds": %.2f, "leftover_files": %d, "cleaned_by_next_job": true, "bitwise": true}\n' "$secs" "$left"
 echo "ok: nvme_read_eio"
+
+# accum: rank 1's first gradient-accumulation read of step 4.
+d="$tmp/accum"; mkdir -p "$d/nv" "$d/count"
+acc=(--stage 3 --gas 2 --nvme "$d/nv" --kill-rank 1 --kill-step 4)
+job "$d/count" "$d.count.log" "${acc[@]}" --accum-read count --dump "$d.ref.bin" \
+  || { cat "$d.count.log"; die "accum: the counting job failed"; }
+n=$(cat "$d/count/run/accum_reads")
+[ "$n" -ge 1 ] || die "accum: no accumulation read counted ($n)"
+start=$(now)
+job "$d" "$d.log" "${acc[@]}" --accum-read "$n:EIO"; rc=$?
+secs=$(echo "$(now) - $start" | bc)
+[ $rc -ne 0 ] || { cat "$d.log"; die "accum: the job exited 0"; }
+gone "$d" || die "accum: processes left behind"
+grep "rank1/zero_r1_.*_grad_g.*Input/output error" "$d.log" > /dev/null \
+  || { cat "$d.log"; die "accum: no message naming rank 1's gradient file"; }
+grep "the aimed read passed" "$d.log" && die "accum: the fault missed the accumulation read"
+[ "$(cat "$d/ck/latest")" = "step3" ] || die "accum: latest is $(cat "$d/ck/latest")"
+(( $(echo "$secs < 2 * $TIMEOUT + 5" | bc) )) || die "accum: the job took $secs s"
+rm -rf "$d/run"
+job "$d" "$d.resume.log" "${acc[@]}" --resume --dump "$d.bin" \
+  || { cat "$d.resume.log"; die "accum: resume failed"; }
+grep "removed .* leftover swap file" "$d.resume.log" > /dev/null \
+  || { cat "$d.resume.log"; die "accum: no removal message"; }
+[ -z "$(find "$d/nv" -type f)" ] || die "accum: files left: $(find "$d/nv" -type f)"
+cmp "$d.bin" "$d.ref.bin" > /dev/null || die "accum: resumed params differ from the uninterrupted job"
+printf '{"bench": "io_fault_mpi", "scenario": "grad_accum_read_eio", "np": 3, "read": %d, "seconds": %.2f, "latest": "step3", "resumed_bitwise": true}\n' "$n" "$secs"
+echo "ok: grad_accum_read_eio"

@@ -7,17 +7,22 @@
 // bitwise where the uninterrupted run ends. Short reads and writes are
 // completed and change no bit. A crash (SIGKILL) before any write, fsync or
 // rename of the save protocol leaves `latest` naming a whole tag.
-// One JSON line per scenario (fault, outcome, seconds).
+// The gradient-accumulation read of ZeRO-Infinity's gradient files is aimed
+// by count (GradAccumReadFault, world 1 and 3). A failed engine refuses
+// further calls. One JSON line per scenario (fault, outcome, seconds).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -28,6 +33,7 @@
 #include "core/comm/thread_communicator.h"
 #include "core/common/io_fault.h"
 #include "core/engine/engine.h"
+#include "tests/testing/aiming_device.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/train_on_threads.h"
 
@@ -35,7 +41,7 @@ namespace zero {
 namespace testing {
 namespace {
 
-constexpr int kWorld = 3;
+constexpr int kWorld = 3;  // the scenarios' default
 
 std::string FreshDir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
@@ -101,6 +107,7 @@ struct Scenario {
   std::vector<std::string> names;
   absl::StatusCode code = absl::StatusCode::kUnavailable;
   bool recovers = false;  // short transfers: training simply succeeds
+  int world = kWorld;
 };
 
 void Report(const Scenario& s, const std::string& outcome, double seconds) {
@@ -112,11 +119,15 @@ void Report(const Scenario& s, const std::string& outcome, double seconds) {
 // Trains 8 steps with a checkpoint "mid" saved after step 2 (a "late" one at
 // at_step in the save phase), arming the fault at at_step; returns each
 // rank's status.
-std::vector<absl::Status> RunWithFault(const Scenario& sc, const std::string& ckpt) {
-  std::vector<absl::Status> st(kWorld);
+// A failed rank's engine must then refuse every call (its error in
+// `refused`, empty when it took one).
+std::vector<absl::Status> RunWithFault(const Scenario& sc, const std::string& ckpt,
+                                       std::vector<std::string>* refused) {
+  std::vector<absl::Status> st(sc.world);
+  refused->assign(sc.world, "");
   std::mutex mu;
   const int64_t before = io::IoFaultsInjected();
-  RunThreads(kWorld, [&](int rank, Communicator* comm) {
+  RunThreads(sc.world, [&](int rank, Communicator* comm) {
     MlpSpec spec;
     spec.steps = 8;
     spec.ckpt_dir = ckpt;
@@ -134,6 +145,14 @@ std::vector<absl::Status> RunWithFault(const Scenario& sc, const std::string& ck
         return s;
       }
       return absl::OkStatus();
+    };
+    spec.after_failure = [&, rank](Engine* e, const absl::Status&) {
+      auto step = e->Step();
+      auto buf = e->GradBuffer(1);
+      std::lock_guard<std::mutex> l(mu);
+      (*refused)[rank] = step.ok() || buf.ok()
+          ? std::string()
+          : std::string(step.status().message()) + " | " + std::string(buf.status().message());
     };
     auto r = TrainMlp(sc.config, comm, spec);
     std::lock_guard<std::mutex> l(mu);
@@ -333,24 +352,25 @@ TEST_P(IoFaultTest, ClearErrorOnEveryRankAndTheLastCheckpointResumesBitwise) {
   mem.offload_param.device = OffloadDevice::kNone;
   MlpSpec full_spec;
   full_spec.steps = 8;
-  const MlpResult full = TrainAt(mem, kWorld, full_spec);
+  const MlpResult full = TrainAt(mem, sc.world, full_spec);
 
   const std::string ckpt = FreshDir(sc.name + "_ck");
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<absl::Status> st;
+  std::vector<std::string> refused;
   if (sc.phase == "load") {
     // A clean run saves "mid"; the faulted one is the load.
     MlpSpec save;
     save.steps = 8;
     save.ckpt_dir = ckpt;
     save.save_after = 2;
-    (void)TrainAt(sc.config, kWorld, save);
+    (void)TrainAt(sc.config, sc.world, save);
     ASSERT_TRUE(io::SetIoFaults(sc.fault).ok());
     const int64_t before = io::IoFaultsInjected();
-    st.assign(kWorld, absl::OkStatus());
+    st.assign(sc.world, absl::OkStatus());
     std::mutex mu;
-    std::vector<MlpResult> got(kWorld);
-    RunThreads(kWorld, [&](int rank, Communicator* comm) {
+    std::vector<MlpResult> got(sc.world);
+    RunThreads(sc.world, [&](int rank, Communicator* comm) {
       MlpSpec spec;
       spec.steps = 8;
       spec.resume_dir = ckpt;
@@ -363,25 +383,25 @@ TEST_P(IoFaultTest, ClearErrorOnEveryRankAndTheLastCheckpointResumesBitwise) {
     ASSERT_TRUE(io::SetIoFaults("").ok());
     EXPECT_GT(io::IoFaultsInjected(), before) << "the fault never fired";
     if (sc.recovers) {
-      for (int r = 0; r < kWorld; ++r) {
+      for (int r = 0; r < sc.world; ++r) {
         ASSERT_TRUE(st[r].ok()) << st[r];
         ExpectSameParams(got[r], full, sc.name);
       }
     }
   } else {
-    st = RunWithFault(sc, ckpt);
+    st = RunWithFault(sc, ckpt, &refused);
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (sc.recovers) {
     if (sc.phase != "load") {
-      for (int r = 0; r < kWorld; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+      for (int r = 0; r < sc.world; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
     }
     Report(sc, "completed, bitwise", secs);
     if (sc.phase == "load") return;
     // Bitwise: rerun (fault armed from the start) and compare params.
     ASSERT_TRUE(io::SetIoFaults(sc.fault).ok());
-    const MlpResult shorted = TrainAt(sc.config, kWorld, full_spec);
+    const MlpResult shorted = TrainAt(sc.config, sc.world, full_spec);
     ASSERT_TRUE(io::SetIoFaults("").ok());
     ExpectSameParams(shorted, full, sc.name);
     EXPECT_TRUE(FilesIn(nvme).empty());
@@ -389,8 +409,8 @@ TEST_P(IoFaultTest, ClearErrorOnEveryRankAndTheLastCheckpointResumesBitwise) {
   }
   // Every rank failed, none by the timeout.
   int named = 0;
-  std::vector<bool> named_rank(kWorld, false);
-  for (int r = 0; r < kWorld; ++r) {
+  std::vector<bool> named_rank(sc.world, false);
+  for (int r = 0; r < sc.world; ++r) {
     ASSERT_FALSE(st[r].ok()) << sc.name << ": rank " << r << " went on";
     EXPECT_NE(st[r].code(), absl::StatusCode::kDeadlineExceeded) << st[r];
     bool all = true;
@@ -402,6 +422,11 @@ TEST_P(IoFaultTest, ClearErrorOnEveryRankAndTheLastCheckpointResumesBitwise) {
       named_rank[r] = true;
     }
     std::printf("[%s] rank %d: %s\n", sc.name.c_str(), r, st[r].ToString().c_str());
+    if (sc.phase == "step") {
+      // The failed engine refuses further steps, repeating the cause.
+      EXPECT_NE(refused[r].find("unusable"), std::string::npos)
+          << sc.name << ": rank " << r << " took another call: '" << refused[r] << "'";
+    }
   }
   EXPECT_GE(named, 1) << sc.name << ": no rank named the file and the cause";
   if (sc.fault_rank >= 0) {
@@ -418,7 +443,7 @@ TEST_P(IoFaultTest, ClearErrorOnEveryRankAndTheLastCheckpointResumesBitwise) {
   resume.steps = 8;
   resume.resume_dir = ckpt;
   resume.resume_tag = "";
-  const MlpResult resumed = TrainAt(sc.config, kWorld, resume);
+  const MlpResult resumed = TrainAt(sc.config, sc.world, resume);
   ExpectSameParams(resumed, full, sc.name);
   Report(sc, "failed on every rank, file named, resumed bitwise", secs);
 }
@@ -426,6 +451,173 @@ TEST_P(IoFaultTest, ClearErrorOnEveryRankAndTheLastCheckpointResumesBitwise) {
 INSTANTIATE_TEST_SUITE_P(Faults, IoFaultTest, ::testing::Range(0, static_cast<int>(Scenarios().size())),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return Scenarios()[i.param].name;
+                         });
+
+// Gradient accumulation with the gradients in files (stage 3,
+// offload_optimizer "nvme", ZeRO-Infinity): each micro-step after the first
+// reads the running sum back (ShardedState::AccumulateGradF32) before adding
+// its own. The fault is aimed at that read by count
+// (tests/testing/aiming_device.h): a first run counts, a second fails it.
+struct AccumRun {
+  std::vector<absl::Status> st;
+  std::vector<std::string> refused;
+  int64_t reads_to_accum = -1;    // the target's reads up to its first accumulation read
+  int64_t accums_in_micro1 = 0;   // the target's AccumulateF32 calls in micro-step 2
+  double seconds = 0;
+  MlpResult result;  // the target's, when it trained through
+};
+
+// Trains 8 steps (checkpoint "mid" after step 2); at step 4 rank `target`
+// arms `action` on its gradient files: "count" (an entry that never fires,
+// to count), or "N:EIO" / "N+:short".
+AccumRun RunAccum(const Config& c, int world, int target, const std::string& nvme,
+                  const std::string& ckpt, const std::string& action, int hidden = 25) {
+  constexpr int kStep = 4;
+  AccumRun out;
+  out.st.assign(world, absl::OkStatus());
+  out.refused.assign(world, "");
+  std::mutex mu;
+  std::atomic<bool> micro1{false};
+  std::atomic<int> seen4{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  RunThreads(world, [&](int rank, Communicator* comm) {
+    MlpSpec spec;
+    spec.hidden = hidden;
+    spec.steps = 8;
+    spec.ckpt_dir = ckpt;
+    spec.save_after = 2;
+    if (rank == target) {
+      spec.make_device = [&]() -> std::unique_ptr<Device> {
+        return std::make_unique<AimingDevice>([&] {
+          if (!micro1.load()) return;
+          if (out.accums_in_micro1++ == 0) out.reads_to_accum = io::IoFaultMatches();
+        });
+      };
+    }
+    spec.hook = [&, rank](Engine*, int step, int index) -> absl::Status {
+      if (rank != target || step != kStep) return absl::OkStatus();
+      if (index == 4 && ++seen4 == 2) micro1 = true;  // micro-step 2's first GradReady
+      if (index != -1) return absl::OkStatus();
+      const std::string files = GradFilePrefix(nvme, rank);
+      if (files.empty()) return absl::InternalError("no gradient file of the target rank");
+      const std::string spec_n = action == "count" ? "1000000000:EIO" : action;
+      return io::SetIoFaults("read:" + spec_n + ":" + files);
+    };
+    spec.after_failure = [&, rank](Engine* e, const absl::Status&) {
+      auto step = e->Step();
+      auto buf = e->GradBuffer(1);
+      std::lock_guard<std::mutex> l(mu);
+      out.refused[rank] = step.ok() || buf.ok() ? std::string()
+                                                : std::string(step.status().message());
+    };
+    auto r = TrainMlp(c, comm, spec);
+    std::lock_guard<std::mutex> l(mu);
+    out.st[rank] = r.ok() ? absl::OkStatus() : r.status();
+    if (r.ok() && rank == target) out.result = *r;
+  });
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  (void)io::SetIoFaults("");
+  return out;
+}
+
+class GradAccumReadFault : public ::testing::TestWithParam<int> {};
+
+TEST_P(GradAccumReadFault, EioEndsTheStepOnEveryRankNamingTheFileAndResumesBitwise) {
+  const int world = GetParam();
+  const int target = world == 1 ? 0 : 1;  // (rank 2 of this model owns only padding)
+  const std::string name = "accum_w" + std::to_string(world);
+  const std::string nvme = FreshDir(name + "_nv");
+  // World 1: optimizer offload only, fp32; world 3: both offloads, bf16.
+  Config c = world == 1 ? Base(3, DType::kF32, nvme, true, false)
+                        : Base(3, DType::kBF16, nvme, true, true);
+  c.gradient_accumulation_steps = 2;
+  Config mem = c;
+  mem.offload_optimizer.device = OffloadDevice::kNone;
+  mem.offload_param.device = OffloadDevice::kNone;
+  MlpSpec full_spec;
+  full_spec.steps = 8;
+  const MlpResult full = TrainAt(mem, world, full_spec);
+
+  // Count: the run trains through, to the in-memory bits.
+  const AccumRun count = RunAccum(c, world, target, nvme, FreshDir(name + "_ck0"), "count");
+  for (int r = 0; r < world; ++r) ASSERT_TRUE(count.st[r].ok()) << count.st[r];
+  ASSERT_GE(count.reads_to_accum, 1) << "no accumulation read in micro-step 2";
+  ASSERT_TRUE(FilesIn(nvme).empty());
+
+  const std::string ckpt = FreshDir(name + "_ck");
+  const int64_t before = io::IoFaultsInjected();
+  const AccumRun hit = RunAccum(c, world, target, nvme, ckpt,
+                                std::to_string(count.reads_to_accum) + ":EIO");
+  EXPECT_EQ(io::IoFaultsInjected(), before + 1) << "the fault did not fire once";
+  // The failed read was the accumulation read: the target added nothing in
+  // micro-step 2 (no zeros added in place of the stored sum).
+  EXPECT_EQ(hit.accums_in_micro1, 0);
+  for (int r = 0; r < world; ++r) {
+    std::printf("[%s] rank %d: %s\n", name.c_str(), r, hit.st[r].ToString().c_str());
+    ASSERT_FALSE(hit.st[r].ok()) << "rank " << r << " went on";
+    EXPECT_NE(hit.st[r].code(), absl::StatusCode::kDeadlineExceeded) << hit.st[r];
+    const std::string m(hit.st[r].message());
+    // Every rank names the file and the cause (the peers through the abort).
+    EXPECT_NE(m.find("read from '" + nvme + "/zero_r" + std::to_string(target)),
+              std::string::npos) << m;
+    EXPECT_NE(m.find("_grad_g"), std::string::npos) << m;
+    EXPECT_NE(m.find("Input/output error"), std::string::npos) << m;
+    EXPECT_NE(hit.refused[r].find("unusable"), std::string::npos)
+        << "rank " << r << " took another call: '" << hit.refused[r] << "'";
+  }
+  EXPECT_EQ(hit.st[target].code(), absl::StatusCode::kUnavailable) << hit.st[target];
+  EXPECT_LT(hit.seconds, 20.0) << "a rank waited for the timeout";
+  EXPECT_EQ(Slurp(ckpt + "/latest"), "mid\n");
+  EXPECT_TRUE(FilesIn(nvme).empty()) << FilesIn(nvme).size() << " files left";
+  MlpSpec resume;
+  resume.steps = 8;
+  resume.resume_dir = ckpt;
+  const MlpResult resumed = TrainAt(c, world, resume);
+  ExpectSameParams(resumed, full, name);
+  std::printf("{\"bench\": \"io_fault\", \"scenario\": \"grad_accum_read_eio\", \"world\": %d, "
+              "\"read\": %lld, \"outcome\": \"failed on every rank, file named, resumed "
+              "bitwise\", \"seconds\": %.2f}\n",
+              world, static_cast<long long>(count.reads_to_accum), hit.seconds);
+}
+
+// Short reads from the first accumulation read on (half the bytes, whole
+// 4 KiB blocks under O_DIRECT: only transfers of 8 KiB or more, so a wider
+// model in one sub-group and larger buckets) are completed: training ends
+// on the in-memory bits.
+TEST(GradAccumReadFault, ShortReadIsCompletedBitwise) {
+  const std::string nvme = FreshDir("accum_short_nv");
+  Config c = Base(3, DType::kF32, nvme, true, false);
+  c.gradient_accumulation_steps = 2;
+  c.sub_group_size = 1 << 20;
+  c.reduce_bucket_size = 5000;
+  constexpr int kHidden = 1000;  // fc2.weight: 3000 fp32, 12 KB
+  Config mem = c;
+  mem.offload_optimizer.device = OffloadDevice::kNone;
+  MlpSpec full_spec;
+  full_spec.hidden = kHidden;
+  full_spec.steps = 8;
+  const MlpResult full = TrainAt(mem, 1, full_spec);
+  const AccumRun count =
+      RunAccum(c, 1, 0, nvme, FreshDir("accum_short_ck0"), "count", kHidden);
+  ASSERT_TRUE(count.st[0].ok()) << count.st[0];
+  ASSERT_GE(count.reads_to_accum, 1);
+  const int64_t before = io::IoFaultsInjected();
+  const AccumRun shorted = RunAccum(c, 1, 0, nvme, FreshDir("accum_short_ck"),
+                                    std::to_string(count.reads_to_accum) + "+:short", kHidden);
+  ASSERT_TRUE(shorted.st[0].ok()) << shorted.st[0];
+  EXPECT_GT(io::IoFaultsInjected(), before) << "no read was made short";
+  EXPECT_GT(shorted.accums_in_micro1, 0);
+  EXPECT_TRUE(FilesIn(nvme).empty());
+  ExpectSameParams(count.result, full, "accum_short (no fault)");
+  ExpectSameParams(shorted.result, full, "accum_short");
+  std::printf("{\"bench\": \"io_fault\", \"scenario\": \"grad_accum_short_read\", \"world\": 1, "
+              "\"read\": %lld, \"outcome\": \"completed, bitwise\", \"seconds\": %.2f}\n",
+              static_cast<long long>(count.reads_to_accum), shorted.seconds);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, GradAccumReadFault, ::testing::Values(1, 3),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return "world" + std::to_string(i.param);
                          });
 
 // A crash (SIGKILL) before each write, fsync and rename of a save, in a

@@ -10,6 +10,11 @@
 //                        to its optimizer-state files (an injected crash)
 //   --scenario none      no one dies (the reference, and the resumed run)
 //
+// --accum-read count|N:EIO (with --stage 3 --gas 2 --nvme): rank K aims an
+// injected fault at its first gradient-accumulation read of step T
+// (tests/testing/aiming_device.h): "count" writes that read's N to
+// RUN/accum_reads (and trains through), "N:EIO" fails it.
+//
 // Every rank trains the MLP of tests/testing/mlp_harness at `--stage`, saves
 // DIR/stepN before step N when N is a multiple of --save-every, and with
 // --resume first loads DIR/latest. The killed rank writes RUN/killed (its
@@ -21,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -32,6 +38,7 @@
 
 #include "core/comm/mpi_communicator.h"
 #include "core/common/io_fault.h"
+#include "tests/testing/aiming_device.h"
 #include "tests/testing/mlp_harness.h"
 
 namespace zero {
@@ -48,6 +55,8 @@ struct Args {
   double timeout = 4;
   std::string ckpt, nvme, run, dump;
   bool resume = false;
+  int gas = 1;
+  std::string accum_read;
 };
 
 double WallSeconds() {
@@ -101,9 +110,38 @@ int Run(const Args& a) {
     mkdir(c.offload_optimizer.nvme_path.c_str(), 0755);
   }
   if (a.resume) spec.resume_dir = a.ckpt;
+  c.gradient_accumulation_steps = a.gas;
+  // --accum-read: the target's first accumulation read of step kill_step.
+  const bool aim = !a.accum_read.empty() && rank == a.kill_rank;
+  std::atomic<bool> micro1{false};
+  int seen_last = 0;
+  int64_t accums = 0, reads_to_accum = -1;
+  if (aim) {
+    spec.make_device = [&]() -> std::unique_ptr<Device> {
+      return std::make_unique<AimingDevice>([&] {
+        if (!micro1.load()) return;
+        if (accums++ == 0) reads_to_accum = io::IoFaultMatches();
+        if (a.accum_read != "count") {
+          std::fprintf(stderr, "kill_rank_main: rank %d added a sum in micro-step 2 of step %d: "
+                       "the aimed read passed\n", rank, a.kill_step);
+        }
+      });
+    };
+  }
 
   spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
     const bool victim = rank == a.kill_rank && step == a.kill_step;
+    if (aim && step == a.kill_step) {
+      // fc2.bias (index 4) comes first in each micro-step's backward.
+      if (index == 4 && ++seen_last == 2) micro1 = true;
+      if (index == -1) {
+        const std::string files = GradFilePrefix(c.offload_optimizer.nvme_path, rank);
+        if (files.empty()) return absl::InternalError("no gradient file of this rank");
+        const std::string n = a.accum_read == "count" ? "1000000000:EIO" : a.accum_read;
+        absl::Status armed = io::SetIoFaults("read:" + n + ":" + files);
+        if (!armed.ok()) return armed;
+      }
+    }
     if (index == -1 && step > 0 && step % a.save_every == 0) {
       // A load resumes after the save it loaded: do not save that one again.
       const std::string tag = "step" + std::to_string(step);
@@ -167,6 +205,9 @@ int Run(const Args& a) {
     comm->Abort("rank " + std::to_string(rank) + ": " + std::string(r.status().message()));
     return 1;
   }
+  if (aim && a.accum_read == "count") {
+    WriteFile(a.run + "/accum_reads", std::to_string(reads_to_accum) + "\n");
+  }
   if (rank == 0 && !a.dump.empty()) {
     std::ofstream f(a.dump, std::ios::binary | std::ios::trunc);
     for (const auto& p : r->params) {
@@ -199,6 +240,8 @@ int main(int argc, char** argv) {
     else if (k == "--nvme") a.nvme = v;
     else if (k == "--run") a.run = v;
     else if (k == "--dump") a.dump = v;
+    else if (k == "--gas") a.gas = std::atoi(v);
+    else if (k == "--accum-read") a.accum_read = v;
     else { std::fprintf(stderr, "kill_rank_main: unknown flag %s\n", k.c_str()); return 2; }
   }
   if (a.ckpt.empty() || a.run.empty()) {

@@ -15,13 +15,19 @@
 //   --mismatch   rank 1 registers a different shape; every rank must fail
 //                at finalize naming the param.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include <malloc.h>
 #include <mpi.h>
+#include <sys/resource.h>
+
+#include <cstdlib>
+#include <vector>
 
 #include "core/comm/mpi_communicator.h"
 #include "core/comm/thread_communicator.h"
@@ -325,6 +331,76 @@ int Mismatch(Communicator* comm) {
   return !s.ok() && s.message().find("layer.weight") != std::string::npos ? 0 : 1;
 }
 
+
+// The fp32 reduce-scatter against an independent reference: pieces of
+// unequal and equal sizes, values that round when summed. At 2 ranks each
+// element is one addition, so the result is exactly a + b (default mode
+// exchanges the pieces itself: MpiCommunicator::PairReduceScatter); at 3+
+// ranks the order is MPI's, within fp32 rounding of the float64 sum. At 2
+// ranks in default mode, repeated calls take no page faults for what they
+// receive: with glibc's mmap threshold fixed (as torch_gpt_bench fixes it)
+// libnbc's per-call temporary was fresh pages each time (bench/README.md,
+// "Stage 3's runtime threads").
+float PieceValue(int rank, int64_t i) {
+  const uint32_t h = static_cast<uint32_t>(i) * 2654435761u + static_cast<uint32_t>(rank) * 40503u;
+  return (static_cast<float>(h % 100003) - 50000.0f) * (rank % 2 ? 1.1e-3f : 0.7f);
+}
+
+void ReduceScatterPieces(Communicator* comm) {
+  const int rank = comm->rank(), W = comm->world_size();
+  for (int64_t base : {int64_t{1000}, int64_t{1} << 18}) {
+    for (bool equal : {false, true}) {
+      std::vector<int64_t> counts(W);
+      for (int r = 0; r < W; ++r) counts[r] = base + (equal ? 0 : 37 * r + (r % 2));
+      int64_t total = 0, at = 0;
+      for (int r = 0; r < W; ++r) {
+        if (r < rank) at += counts[r];
+        total += counts[r];
+      }
+      std::vector<float> send(total), recv(counts[rank], -1.0f);
+      for (int64_t i = 0; i < total; ++i) send[i] = PieceValue(rank, i);
+      absl::Status st = comm->ReduceScatterV(send.data(), recv.data(), counts);
+      Expect(st.ok(), rank, "reduce-scatter pieces: " + st.ToString());
+      int64_t bad = -1;
+      for (int64_t i = 0; i < counts[rank] && bad < 0; ++i) {
+        double sum = 0, mag = 0;
+        for (int r = 0; r < W; ++r) {
+          sum += PieceValue(r, at + i);
+          mag += std::fabs(PieceValue(r, at + i));
+        }
+        if (W == 2) {
+          const float exact = PieceValue(0, at + i) + PieceValue(1, at + i);
+          if (std::memcmp(&exact, &recv[i], sizeof(float)) != 0) bad = i;
+        } else if (std::fabs(recv[i] - sum) > 1.2e-7 * mag * W) {  // fp32 rounding per add
+          bad = i;
+        }
+      }
+      Expect(bad < 0, rank, "reduce-scatter pieces (base " + std::to_string(base) +
+                                (equal ? ", equal" : ", unequal") + "): element " +
+                                std::to_string(bad) + " differs from the reference");
+    }
+  }
+  const char* direct = std::getenv("ZERO_MPI_WATCHDOG");
+  if (W != 2 || (direct != nullptr && std::strcmp(direct, "1") == 0)) return;
+  mallopt(M_MMAP_THRESHOLD, 131072);
+  const int64_t n = int64_t{1} << 20;  // 4 MiB received per call
+  std::vector<int64_t> counts = {n, n};
+  std::vector<float> send(2 * n, 1.0f), recv(n, 0.0f);
+  Expect(comm->ReduceScatterV(send.data(), recv.data(), counts).ok(), rank, "warm-up");
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  constexpr int kCalls = 8;
+  for (int k = 0; k < kCalls; ++k) {
+    Expect(comm->ReduceScatterV(send.data(), recv.data(), counts).ok(), rank, "reduce-scatter");
+  }
+  getrusage(RUSAGE_SELF, &after);
+  const long faults = after.ru_minflt - before.ru_minflt;
+  const long pages = kCalls * n * 4 / 4096;  // what a fresh receive buffer would fault
+  Expect(faults < pages / 8, rank, "reduce-scatter took " + std::to_string(faults) +
+                                       " page faults over " + std::to_string(kCalls) +
+                                       " calls (" + std::to_string(pages) +
+                                       " pages received): a fresh buffer per call");
+}
 }  // namespace
 }  // namespace testing
 }  // namespace zero
@@ -364,6 +440,7 @@ int main(int argc, char** argv) {
   testing::ReductionKeys(comm->get());
   testing::CommDataType(comm->get());
   testing::SplitCommunicator((*comm)->rank(), (*comm)->world_size());
+  testing::ReduceScatterPieces(comm->get());
   double counts[2] = {static_cast<double>(testing::g_passed), static_cast<double>(testing::g_failed)};
   (void)(*comm)->AllReduce(counts, 2, ReduceOp::kSum);
   if ((*comm)->rank() == 0) {

@@ -172,8 +172,9 @@ class BlockingWorker {
   std::vector<int> counts, displs;
 
   // Runs `job` on the worker; waits until it returns or `deadline`
-  // passes. false: timed out (the job still runs).
-  bool Run(const Job& job, Clock::time_point deadline, int* rc) {
+  // passes. false: timed out (the job still runs). `spin`: whether to spin
+  // before sleeping (a small job).
+  bool Run(const Job& job, Clock::time_point deadline, bool spin, int* rc) {
     const uint64_t seq = posted_.load(std::memory_order_relaxed) + 1;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -183,8 +184,11 @@ class BlockingWorker {
     }
     // Most small collectives end within tens of microseconds: spin on the
     // flag (yielding the core) before sleeping on the condition variable.
+    // A large one takes longer than the spin, which would only take the
+    // core from the threads it waits for (bench/README.md, "Stage 3's
+    // runtime threads": a fifth of the comm stream's CPU at stage 3).
     const auto spin_until = Clock::now() + std::chrono::microseconds(200);
-    for (unsigned i = 0;; ++i) {
+    for (unsigned i = 0; spin; ++i) {
       if (finished_.load(std::memory_order_acquire) >= seq) {
         *rc = rc_.load(std::memory_order_relaxed);
         return true;
@@ -446,6 +450,7 @@ class MpiCommunicator : public Communicator {
     if (DirectPair(c)) {
       return DirectReduceScatter(send, recv, counts, MPI_FLOAT, MPI_SUM, sizeof(float));
     }
+    if (world_ == 2) return PairReduceScatter(send, recv, counts, c, d);
     if (auto s = Gate("reduce-scatter"); !s.ok()) return s;
     MPI_Request req;
     int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_FLOAT,
@@ -552,6 +557,46 @@ class MpiCommunicator : public Communicator {
     return slot_ != nullptr && world_ == 2 && Equal(c);
   }
 
+  // Default mode, two ranks: the fp32 reduce-scatter as one exchange of
+  // the pieces into a scratch this communicator keeps, then one sum per
+  // element here. libnbc's reduce-scatter allocated a temporary of the
+  // whole vector per call, which with a fixed mmap threshold was fresh
+  // pages every time: a page fault per 4 KiB received and an munmap, a
+  // quarter of the comm stream's CPU at stage 3 (bench/README.md,
+  // "Stage 3's runtime threads"). The same bits: each element is one fp32
+  // addition of the two ranks' values, and addition commutes. Arrival is
+  // gated and the wait polled with the timeout, as the collective's was.
+  absl::Status PairReduceScatter(const float* send, float* recv,
+                                 const std::vector<int64_t>& counts, const std::vector<int>& c,
+                                 const std::vector<int>& d) {
+    if (auto s = Gate("reduce-scatter"); !s.ok()) return s;
+    const int peer = 1 - rank_;
+    const size_t mine = static_cast<size_t>(c[rank_]);
+    if (pair_scratch_.size() < mine) pair_scratch_.resize(mine);
+    MPI_Request reqs[2];
+    int rc = MPI_Irecv(pair_scratch_.data(), c[rank_], MPI_FLOAT, peer, kPairTag, comm_, &reqs[0]);
+    if (rc == MPI_SUCCESS) {
+      rc = MPI_Isend(send + d[peer], c[peer], MPI_FLOAT, peer, kPairTag, comm_, &reqs[1]);
+    }
+    if (rc != MPI_SUCCESS) {
+      broken_ = true;  // a posted receive stays posted
+      g_broken = true;
+      return absl::AbortedError(
+          absl::StrCat("mpi communicator: reduce-scatter failed: ", MpiError(rc)));
+    }
+    if (auto s = Wait(MPI_SUCCESS, &reqs[0], "reduce-scatter"); !s.ok()) return s;
+    if (auto s = Wait(MPI_SUCCESS, &reqs[1], "reduce-scatter"); !s.ok()) return s;
+    const float* own = send + d[rank_];
+    const float* other = pair_scratch_.data();
+#pragma omp simd
+    for (size_t i = 0; i < mine; ++i) recv[i] = own[i] + other[i];
+    // A piece far larger than a bucket's (a large param reduced alone) is
+    // not kept: the scratch would hold that memory for the run.
+    if (pair_scratch_.size() > (size_t{16} << 20)) std::vector<float>().swap(pair_scratch_);
+    Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
+    return absl::OkStatus();
+  }
+
   // Direct mode's blocking reduce-scatter of equal pieces (see DirectPair).
   absl::Status DirectReduceScatter(const void* send, void* recv,
                                    const std::vector<int64_t>& counts, MPI_Datatype type,
@@ -635,7 +680,7 @@ class MpiCommunicator : public Communicator {
     job.deadline = deadline;
     if (slot_) return Direct(what, job);
     int rc = MPI_SUCCESS;
-    if (!worker_->Run(job, deadline, &rc) || rc == kArrivalTimedOut) {
+    if (!worker_->Run(job, deadline, SmallJob(job), &rc) || rc == kArrivalTimedOut) {
       broken_ = true;
       g_broken = true;
       return TimedOut(what);
@@ -647,6 +692,19 @@ class MpiCommunicator : public Communicator {
           absl::StrCat("mpi communicator: ", what, " failed: ", MpiError(rc)));
     }
     return absl::OkStatus();
+  }
+
+  // Whether `job` moves little enough (its whole result, this rank's
+  // view) to end within the caller's spin: 256 KiB, about 100 us on
+  // shared memory here (bench/README.md, "Collectives and the stage-1
+  // boundary").
+  bool SmallJob(const Job& job) const {
+    int type_bytes = 1;
+    MPI_Type_size(job.type, &type_bytes);
+    const bool gather = job.op == Job::kAllGather || job.op == Job::kAllGatherV;
+    const int64_t bytes =
+        static_cast<int64_t>(job.count) * type_bytes * (gather ? world_ : 1);
+    return bytes <= (int64_t{256} << 10);
   }
 
   // Direct mode: the blocking call on this thread, the watchdog armed. No
@@ -765,6 +823,10 @@ class MpiCommunicator : public Communicator {
   }
 
   std::shared_ptr<BlockingWorker> worker_;  // started by the first collective
+  // PairReduceScatter's receive buffer; its tag, on this communicator (a
+  // duplicate only collectives use: no other point-to-point traffic).
+  std::vector<float> pair_scratch_;
+  static constexpr int kPairTag = 7301;
   std::shared_ptr<WatchSlot> slot_;  // direct mode only
 };
 

@@ -175,6 +175,11 @@ absl::Status SetIoFaults(const std::string& spec) {
 
 int64_t IoFaultsInjected() { return g_injected.load(); }
 
+int64_t IoFaultMatches() {
+  std::lock_guard<std::mutex> l(Mu());
+  return Entries().empty() ? 0 : Entries()[0].seen;
+}
+
 ssize_t Pread(int fd, void* buf, size_t n, off_t off, const std::string& path) {
   return Transfer(Op::kRead, fd, n, path, [&](size_t len) { return ::pread(fd, buf, len, off); });
 }

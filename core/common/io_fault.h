@@ -42,6 +42,9 @@ inline constexpr const char* kIoFaultEnv = "ZERO_IO_FAULT";
 absl::Status SetIoFaults(const std::string& spec);
 // Faults injected so far (a test checks that its fault fired).
 int64_t IoFaultsInjected();
+// Calls the first armed entry has matched so far (0 when none is armed): a
+// test counts the calls before the one it aims at, then arms N for it.
+int64_t IoFaultMatches();
 
 // The system calls, with faults. Same return values and errno as the calls.
 ssize_t Pread(int fd, void* buf, size_t n, off_t off, const std::string& path);

@@ -183,6 +183,12 @@ absl::Status ShardedState::CreateGradFiles() {
   }
   ASSIGN_OR_RETURN(grad_claim_, offload::SwapDir::Claim(dir, "offload_optimizer.nvme_path",
                                                         ctx_->rank, total));
+  // This claim comes before the optimizer state's, so a killed job's
+  // leftovers are removed (and said) here, as CreateParamFiles does.
+  if (!grad_claim_->note().empty()) {
+    std::fprintf(stderr, "[zero] rank %d: offload_optimizer.nvme_path '%s': %s\n", ctx_->rank,
+                 dir.c_str(), grad_claim_->note().c_str());
+  }
   int64_t done = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     ASSIGN_OR_RETURN(auto f, offload::ParamFile::Create(

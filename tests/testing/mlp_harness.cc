@@ -164,9 +164,10 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeMlpEngine(const Config& config,
   return e;
 }
 
-absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
-                                   const MlpSpec& spec) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, MakeMlpEngine(config, comm, spec));
+namespace {
+
+absl::StatusOr<MlpResult> TrainEngine(const std::unique_ptr<Engine>& e, const Config& config,
+                                      Communicator* comm, const MlpSpec& spec) {
   Shapes s = ModelShapes(spec);
   std::vector<int> ids;
   for (size_t i = 0; i < s.names.size(); ++i) ids.push_back(static_cast<int>(i));
@@ -244,6 +245,16 @@ absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
   }
   res.stats = e->Stats();
   return res;
+}
+
+}  // namespace
+
+absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
+                                   const MlpSpec& spec) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, MakeMlpEngine(config, comm, spec));
+  absl::StatusOr<MlpResult> r = TrainEngine(e, config, comm, spec);
+  if (!r.ok() && spec.after_failure) spec.after_failure(e.get(), r.status());
+  return r;
 }
 
 double MlpEvalLoss(const MlpSpec& m, const MlpResult& r, int batches) {

@@ -55,6 +55,9 @@ struct MlpSpec {
   // GradReady (index: the param's) for the killed-rank and soak tests, which
   // save, load, export or kill the process there. An error stops training.
   std::function<absl::Status(Engine* e, int step, int index)> hook;
+  // Called with the engine and the error when training fails (before the
+  // engine is destroyed): the fault tests check that it refuses more calls.
+  std::function<void(Engine* e, const absl::Status& error)> after_failure;
   bool record_steps = true;  // keep every step's StepInfo (a soak does not)
 };
 
