@@ -226,6 +226,8 @@ def _hand_in_weight_grad(weight: torch.Tensor, g2: torch.Tensor, x2: torch.Tenso
     if (not e._direct_grads or e._uses[i] != 1 or e._handed[i]
             or not e._trainable[i] or e._closed):
         return False
+    if not (g2.dtype == x2.dtype == e.compute_dtype):  # autocast, say: as usual
+        return False
     pid = e._ids[i]
     buf = e._grad_views.tensor(i, pid, e.zero._grad_buffer_address(pid))
     torch.mm(g2.t(), x2, out=buf)
