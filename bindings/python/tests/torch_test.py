@@ -142,7 +142,7 @@ def test_steady_steps_make_no_placeholders_or_gradient_views(stage, policy,
     torch_model.assert_params_close(params, REFERENCE)
 
 
-@pytest.mark.parametrize("stage", [1, 2])
+@pytest.mark.parametrize("stage", [1, 2, 3])
 def test_gradient_accumulation_matches_torch(stage):
     params, _, infos = torch_model.train_zero(stage, gas=2)
     torch_model.assert_params_close(params, torch_model.train_reference(gas=2))
@@ -454,3 +454,61 @@ def test_meta_params_are_initialized_from_module_defaults():
         assert engine.zero.param("1.weight").trainable is False
     finally:
         engine.destroy()
+
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_plain_loss_backward_trains_like_engine_backward(stage):
+    """``loss.backward()`` instead of ``engine.backward(loss)`` (fp32, no
+    accumulation) trains like float64 torch at every stage. Stage 3 used to
+    keep the first Linear gathered over the update (its input needs no
+    gradient, so its post-backward never ran) and compute the next forward
+    with pre-step weights: 4e-4 off, silently."""
+    with zt.initialize(torch_model.make_model(), torch_model.ds_config(stage)) as engine:
+        for x, y in torch_model.make_data():
+            torch_model.loss_fn(engine(x), y).backward()
+            engine.step()
+        got = engine.full_state_dict()
+    torch_model.assert_params_close(got, REFERENCE)
+
+
+def test_plain_loss_backward_with_loss_scaling_is_an_error():
+    """With fp16 dynamic loss scaling a plain ``loss.backward()`` gives
+    gradients the runtime would divide by the scale: step() refuses."""
+    cfg = dict(torch_model.ds_config(1), fp16={"enabled": True})
+    with zt.initialize(torch_model.make_model(), cfg) as engine:
+        x, y = torch_model.make_data()[0]
+        torch_model.loss_fn(engine(x), y).backward()
+        with pytest.raises(zero.errors.FailedPreconditionError, match="engine.backward"):
+            engine.step()
+
+
+def test_stage3_edge_counts_do_not_outlive_their_backward():
+    """The per-param gradient counts of one engine.backward are not used by
+    a later plain ``loss.backward()``, whose graph may differ: there a
+    weight with two gradients is summed by autograd and handed in once,
+    so training still equals float64 torch (with the previous counts its
+    Linear handed in one of the two and the second raised)."""
+    data = _matt_data()
+    extra = lambda m: 0.05 * m.head.weight.sum()  # noqa: E731
+    ref = _TwiceUsed().double()
+    opt = torch.optim.AdamW(ref.parameters(), lr=torch_model.LR,
+                            betas=torch_model.BETAS, eps=torch_model.EPS,
+                            weight_decay=torch_model.WEIGHT_DECAY)
+    for k, (x, y) in enumerate(data):
+        opt.zero_grad()
+        loss = torch_model.loss_fn(ref(x.double()), y.double())
+        (loss + extra(ref) if k % 2 else loss).backward()
+        opt.step()
+    model = _TwiceUsed()
+    with zt.initialize(model, torch_model.ds_config(3)) as engine:
+        for k, (x, y) in enumerate(data):
+            if k % 2:
+                with zt.GatheredParameters([model.head.weight]):
+                    loss = torch_model.loss_fn(engine(x), y) + extra(model)
+                loss.backward()
+            else:
+                engine.backward(torch_model.loss_fn(engine(x), y))
+            engine.step()
+        got = engine.full_state_dict()
+    torch_model.assert_params_close(got, dict(ref.named_parameters()))

@@ -765,7 +765,8 @@ class ZeroTorchEngine(torch.nn.Module):
     # Set in every hook (hundreds of times a step): stored directly, not
     # through nn.Module.__setattr__'s parameter/buffer/module checks (they
     # are plain ints and lists).
-    _HOT_ATTRS = frozenset({"_busy", "_handed", "_fwd_stack"})
+    _HOT_ATTRS = frozenset({"_busy", "_handed", "_fwd_stack", "_in_backward",
+                            "_plain_backward"})
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in ZeroTorchEngine._HOT_ATTRS:
@@ -896,6 +897,10 @@ class ZeroTorchEngine(torch.nn.Module):
 
         self._gather_count = [0] * len(self._params)
         self._handed = [False] * len(self._params)
+        # Whether engine.backward is running, and whether a grad hook ran
+        # outside it since the last step (a plain loss.backward()).
+        self._in_backward = False
+        self._plain_backward = False
         # Stage 3 on the host: Linear weights whose gradient goes straight
         # into the runtime's buffer (_hand_in_weight_grad). _uses: per param,
         # the graph edges into its AccumulateGrad node in the backward being
@@ -904,7 +909,8 @@ class ZeroTorchEngine(torch.nn.Module):
                               and type(self._bridge) is _torch_bridge.Bridge
                               and overlap_grad_hooks)
         self._acc_index: Dict[int, int] = {}  # id(AccumulateGrad node) -> index
-        self._uses = [0] * len(self._params)
+        self._no_uses = [0] * len(self._params)
+        self._uses = self._no_uses
         self._direct = [False] * len(self._params)
         #: Weight gradients handed in without a torch gradient tensor.
         self.direct_weight_grads = 0
@@ -1009,11 +1015,23 @@ class ZeroTorchEngine(torch.nn.Module):
         scaled = loss if factor == 1.0 else loss * factor
         if self._direct_grads:
             self._count_grad_edges(scaled.grad_fn)
+        self._in_backward = True
         try:
             scaled.backward(retain_graph=retain_graph)
         except BaseException as e:
             self._abort_peers("backward", e)
             raise
+        finally:
+            self._in_backward = False
+            if self._direct_grads:
+                # The counts hold for this graph only: a backward that does
+                # not come through here (loss.backward()) hands every
+                # gradient in after autograd summed it.
+                self._uses = self._no_uses
+        self._finish_backward()
+
+    def _finish_backward(self) -> None:
+        """What a backward leaves to do once autograd is done."""
         # Trainable params the hooks did not hand in (no gradient, or hooks
         # off), in reverse registration order: the same on every rank.
         for i in reversed(range(len(self._params))):
@@ -1026,10 +1044,27 @@ class ZeroTorchEngine(torch.nn.Module):
                     self._release_param(i)
         self.micro_steps += 1
 
+    def _finish_plain_backward(self) -> None:
+        """At step(), after a ``loss.backward()`` that did not come through
+        engine.backward (the grad hooks saw it): the same completion, or an
+        error where its gradients cannot be right. Without it, stage 3 kept
+        the first module's params gathered over the update, and the next
+        forward computed with the pre-step values (a silent wrong result)."""
+        self._plain_backward = False
+        if self.zero.loss_scale != 1.0:
+            raise FailedPreconditionError(
+                "zero.torch: step() after loss.backward(): with fp16 dynamic "
+                f"loss scaling (scale {self.zero.loss_scale:g}) the gradients "
+                "must come from engine.backward(loss), which multiplies the "
+                "loss by the scale the runtime divides them by")
+        self._finish_backward()
+
     def step(self) -> StepInfo:
         """Ends the micro-step (COLLECTIVE); at the boundary the optimizer
         updates the params in place."""
         self._check_open()
+        if self._plain_backward:
+            self._finish_plain_backward()
         # The optimizer overwrites the working copy torch's queued forward and
         # backward may still read (a GPU): those finish first.
         self._bridge.torch_done()
@@ -1504,6 +1539,8 @@ class ZeroTorchEngine(torch.nn.Module):
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
 
             def hook(*_unused, i=i):
+                if not self._in_backward:
+                    self._plain_backward = True  # loss.backward(): see step()
                 if self._params[i].grad is not None:
                     if not self._handed[i]:
                         self._hand_in(i)
