@@ -244,7 +244,7 @@ typedef struct zero_stats {
   int32_t stage;             /* ZeRO stage 0..3 */
   int64_t trainable_numel;   /* Psi: trainable elements, unpadded */
   int64_t padded_numel;      /* trainable elements after group padding */
-  int64_t master_bytes;      /* fp32 master weights held here */
+  int64_t master_bytes;      /* fp32 masters held here (0: the fp32 working copy) */
   int64_t optimizer_bytes;   /* optimizer states held here */
   int64_t grad_bytes;        /* gradient storage held here */
   int64_t param_bytes;       /* working params held here, resident */
@@ -709,7 +709,7 @@ typedef struct zero_memory_estimate {
   int64_t padded_numel;         /* after group padding */
   int64_t param_bytes;          /* working copy (+ stage-3 persistent params) */
   int64_t grad_bytes;           /* gradients */
-  int64_t master_bytes;         /* fp32 master in memory */
+  int64_t master_bytes;         /* fp32 master in memory (0 when it is the fp32 working copy) */
   int64_t optimizer_bytes;      /* moments in memory (NVMe: its staging buffers) */
   int64_t frozen_bytes;         /* frozen params */
   int64_t buffer_bytes;         /* buckets, pack, receive, staging, fp32 scratch */

@@ -144,7 +144,7 @@ pub struct Stats {
     pub trainable_numel: i64,
     /// Trainable elements after group padding.
     pub padded_numel: i64,
-    /// Fp32 master weights held here.
+    /// Fp32 masters held here (0: the fp32 working copy).
     pub master_bytes: i64,
     /// Optimizer states held here.
     pub optimizer_bytes: i64,
@@ -374,7 +374,7 @@ pub struct MemoryEstimate {
     pub param_bytes: i64,
     /// Gradients.
     pub grad_bytes: i64,
-    /// Fp32 master in memory.
+    /// Fp32 master in memory (0 when it is the fp32 working copy).
     pub master_bytes: i64,
     /// Moments in memory (NVMe: its staging buffers).
     pub optimizer_bytes: i64,
