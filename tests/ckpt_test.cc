@@ -16,6 +16,7 @@
 #include "core/ckpt/checkpoint_reader.h"
 #include "core/ckpt/file_util.h"
 #include "core/ckpt/reshard.h"
+#include "tests/testing/expect_same.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/train_on_threads.h"
 
@@ -40,27 +41,6 @@ std::vector<absl::Status> TrainStatuses(const Config& c, int world, const MlpSpe
   RunThreads(world, [&](int rank, Communicator* comm) {
     out[rank] = TrainMlp(c, comm, spec).status();
   });
-  return out;
-}
-
-// Every state of every param, gathered whole from a checkpoint.
-std::map<std::string, std::vector<float>> AllStates(const std::string& dir,
-                                                    const std::string& tag) {
-  std::map<std::string, std::vector<float>> out;
-  auto ck = Checkpoint::Open(dir, tag);
-  EXPECT_TRUE(ck.ok()) << ck.status();
-  if (!ck.ok()) return out;
-  const ckpt::Manifest& m = (*ck)->manifest();
-  for (const ckpt::ParamRecord& p : m.params) {
-    std::vector<int> kinds = {ckpt::kMaster};
-    if (p.trainable) kinds.insert(kinds.end(), m.states.begin(), m.states.end());
-    for (int k : kinds) {
-      std::vector<float> v(p.numel);
-      absl::Status s = (*ck)->ReadRange(p, k, 0, p.numel, v.data(), nullptr);
-      EXPECT_TRUE(s.ok()) << s;
-      out[p.name + "/" + ckpt::StateName(k)] = std::move(v);
-    }
-  }
   return out;
 }
 
@@ -111,7 +91,8 @@ TEST_P(ResumeTest, ResumedRunIsBitwiseEqualToUninterrupted) {
   MlpResult b = TrainAt(c, world, resumed);
 
   ExpectBitwiseEqual(b, a);
-  ExpectStatesBitwiseEqual(AllStates(resumed.ckpt_dir, "final"), AllStates(full.ckpt_dir, "final"));
+  ExpectStatesBitwiseEqual(CheckpointStates(resumed.ckpt_dir, "final"),
+                           CheckpointStates(full.ckpt_dir, "final"));
   auto ma = Checkpoint::Open(full.ckpt_dir, "final");
   auto mb = Checkpoint::Open(resumed.ckpt_dir, "final");
   ASSERT_TRUE(ma.ok() && mb.ok());
@@ -150,9 +131,9 @@ TEST(CkptTest, SgdMomentumResumesBitwise) {
   resumed.resume_dir = full.ckpt_dir;
   MlpResult b = TrainAt(c, 2, resumed);  // tag empty: latest
   ExpectBitwiseEqual(b, a);
-  auto sa = AllStates(full.ckpt_dir, "final");
+  auto sa = CheckpointStates(full.ckpt_dir, "final");
   EXPECT_EQ(sa.count("fc1.weight/momentum"), 1u);
-  ExpectStatesBitwiseEqual(AllStates(resumed.ckpt_dir, "final"), sa);
+  ExpectStatesBitwiseEqual(CheckpointStates(resumed.ckpt_dir, "final"), sa);
 }
 
 // ---- Reshard -------------------------------------------------------------------
@@ -173,8 +154,8 @@ TEST(CkptTest, LoadsAtAnotherWorldSizeAndStage) {
     MlpResult b = TrainAt(BaseConfig(stage, DType::kF32), world, resumed);
     EXPECT_LE(MaxRelDiff(b, a), 1e-6) << "world " << world << " stage " << stage;
     // Load then save moves every value unchanged into the new layout.
-    ExpectStatesBitwiseEqual(AllStates(resumed.ckpt_dir, "reloaded"),
-                             AllStates(full.ckpt_dir, "mid"));
+    ExpectStatesBitwiseEqual(CheckpointStates(resumed.ckpt_dir, "reloaded"),
+                             CheckpointStates(full.ckpt_dir, "mid"));
     auto m = Checkpoint::Open(resumed.ckpt_dir, "reloaded");
     ASSERT_TRUE(m.ok());
     EXPECT_EQ((*m)->manifest().world_size, world);
@@ -195,7 +176,7 @@ TEST(CkptTest, OfflineReshardThenLoad) {
   ASSERT_TRUE(ck.ok()) << ck.status();
   EXPECT_EQ((*ck)->manifest().world_size, 3);
   EXPECT_TRUE((*ck)->Verify(nullptr).ok());
-  ExpectStatesBitwiseEqual(AllStates(out, "mid"), AllStates(full.ckpt_dir, "mid"));
+  ExpectStatesBitwiseEqual(CheckpointStates(out, "mid"), CheckpointStates(full.ckpt_dir, "mid"));
   MlpSpec resumed;
   resumed.resume_dir = out;
   MlpResult b = TrainAt(BaseConfig(1, DType::kF32), 3, resumed);
@@ -216,8 +197,8 @@ TEST(CkptTest, WithoutOptimizerStatesMomentsStartAtZero) {
   resumed.steps = 6;
   resumed.load_options.load_optimizer_states = false;
   TrainAt(c, 2, resumed);
-  auto saved = AllStates(full.ckpt_dir, "mid");
-  auto got = AllStates(resumed.ckpt_dir, "reloaded");
+  auto saved = CheckpointStates(full.ckpt_dir, "mid");
+  auto got = CheckpointStates(resumed.ckpt_dir, "reloaded");
   EXPECT_EQ(got["fc1.weight/master"], saved["fc1.weight/master"]);
   EXPECT_EQ(got["fc1.weight/exp_avg"], std::vector<float>(200, 0.0f));
   EXPECT_EQ(got["fc2.bias/exp_avg_sq"], std::vector<float>(3, 0.0f));

@@ -21,26 +21,12 @@
 #include "core/engine/optimizer_boundary.h"
 #include "kernels/cast_math.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "tests/testing/expect_same.h"
 #include "tests/testing/train_on_threads.h"
 
 namespace zero {
 namespace testing {
 namespace {
-
-void ExpectSameBits(const MlpResult& a, const MlpResult& b, const std::string& what) {
-  ASSERT_EQ(a.params.size(), b.params.size()) << what;
-  for (size_t p = 0; p < a.params.size(); ++p) {
-    ASSERT_EQ(a.params[p].size(), b.params[p].size()) << what;
-    EXPECT_EQ(std::memcmp(a.params[p].data(), b.params[p].data(), a.params[p].size() * 4), 0)
-        << what << ": param " << a.names[p] << " differs";
-  }
-  ASSERT_EQ(a.steps.size(), b.steps.size()) << what;
-  for (size_t s = 0; s < a.steps.size(); ++s) {
-    EXPECT_EQ(a.steps[s].grad_norm, b.steps[s].grad_norm) << what << ": step " << s;
-    EXPECT_EQ(a.steps[s].skipped, b.steps[s].skipped) << what << ": step " << s;
-    EXPECT_EQ(a.steps[s].loss_scale, b.steps[s].loss_scale) << what << ": step " << s;
-  }
-}
 
 MlpResult Train(const Config& c, int world, const MlpSpec& spec, bool fused) {
   SetFusedBoundary(fused);

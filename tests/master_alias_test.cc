@@ -20,24 +20,12 @@
 #include "core/ckpt/file_util.h"
 #include "core/engine/optimizer_state_store.h"
 #include "tests/testing/off_host_device.h"
+#include "tests/testing/expect_same.h"
 #include "tests/testing/train_on_threads.h"
 
 namespace zero {
 namespace testing {
 namespace {
-
-void ExpectSameBits(const MlpResult& a, const MlpResult& b, const std::string& what) {
-  ASSERT_EQ(a.params.size(), b.params.size()) << what;
-  for (size_t p = 0; p < a.params.size(); ++p) {
-    ASSERT_EQ(a.params[p].size(), b.params[p].size()) << what;
-    EXPECT_EQ(std::memcmp(a.params[p].data(), b.params[p].data(), a.params[p].size() * 4), 0)
-        << what << ": param " << a.names[p] << " differs";
-  }
-  ASSERT_EQ(a.steps.size(), b.steps.size()) << what;
-  for (size_t s = 0; s < a.steps.size(); ++s) {
-    EXPECT_EQ(a.steps[s].grad_norm, b.steps[s].grad_norm) << what << ": step " << s;
-  }
-}
 
 // Every rank's result, with the master aliased or apart.
 std::vector<MlpResult> Train(const Config& c, int world, const MlpSpec& spec, bool alias) {
@@ -52,27 +40,6 @@ std::string TmpDir(const std::string& name) {
   std::string d = ckpt::JoinPath(t ? t : "/tmp", name);
   EXPECT_TRUE(ckpt::RemoveTree(d).ok());
   return d;
-}
-
-// Every state of every param, gathered whole from a checkpoint.
-std::map<std::string, std::vector<float>> AllStates(const std::string& dir,
-                                                    const std::string& tag) {
-  std::map<std::string, std::vector<float>> out;
-  auto ck = ckpt::Checkpoint::Open(dir, tag);
-  EXPECT_TRUE(ck.ok()) << ck.status();
-  if (!ck.ok()) return out;
-  const ckpt::Manifest& m = (*ck)->manifest();
-  for (const ckpt::ParamRecord& p : m.params) {
-    std::vector<int> kinds = {ckpt::kMaster};
-    if (p.trainable) kinds.insert(kinds.end(), m.states.begin(), m.states.end());
-    for (int k : kinds) {
-      std::vector<float> v(p.numel);
-      absl::Status s = (*ck)->ReadRange(p, k, 0, p.numel, v.data(), nullptr);
-      EXPECT_TRUE(s.ok()) << s;
-      out[p.name + "/" + ckpt::StateName(k)] = std::move(v);
-    }
-  }
-  return out;
 }
 
 TEST(MasterAliasTest, SameBitsAsASeparateMaster) {
@@ -180,7 +147,7 @@ TEST(MasterAliasTest, CheckpointsAreTheSameAndLoadEitherWay) {
       Train(c, 3, spec, alias == 1);
     }
     for (const char* tag : {"mid", "final"}) {
-      const auto a = AllStates(dirs[0], tag), b = AllStates(dirs[1], tag);
+      const auto a = CheckpointStates(dirs[0], tag), b = CheckpointStates(dirs[1], tag);
       ASSERT_EQ(a.size(), b.size());
       for (const auto& [key, v] : a) {
         ASSERT_TRUE(b.count(key)) << key;
