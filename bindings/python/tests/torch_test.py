@@ -280,22 +280,34 @@ class _TwiceUsed(torch.nn.Module):
         return self.head(torch.tanh(self.fc(x)) + 0.1 * self.fc.weight.sum(0))
 
 
+def _head_extra(m):
+    """A second gradient for the head's weight, from outside the forward."""
+    return 0.05 * m.head.weight.sum()
+
+
+def _twice_used_reference(extra_at) -> dict:
+    """float64 torch AdamW on _TwiceUsed over _matt_data(), the loss of step
+    k plus _head_extra when extra_at(k)."""
+    ref = _TwiceUsed().double()
+    opt = torch.optim.AdamW(ref.parameters(), lr=torch_model.LR,
+                            betas=torch_model.BETAS, eps=torch_model.EPS,
+                            weight_decay=torch_model.WEIGHT_DECAY)
+    for k, (x, y) in enumerate(_matt_data()):
+        opt.zero_grad()
+        loss = torch_model.loss_fn(ref(x.double()), y.double())
+        (loss + _head_extra(ref) if extra_at(k) else loss).backward()
+        opt.step()
+    return dict(ref.named_parameters())
+
+
 @pytest.mark.parametrize("outside", [False, True])
 def test_stage3_weight_with_two_gradients_is_summed_first(outside):
     """The fc weight gets a second gradient from inside the forward, or
     from outside it (GatheredParameters): only the head's weight goes
     straight to the runtime, and training equals float64 torch."""
     data = _matt_data()
-    extra = lambda m: 0.05 * m.head.weight.sum()  # noqa: E731
-    ref = _TwiceUsed().double()
-    opt = torch.optim.AdamW(ref.parameters(), lr=torch_model.LR,
-                            betas=torch_model.BETAS, eps=torch_model.EPS,
-                            weight_decay=torch_model.WEIGHT_DECAY)
-    for x, y in data:
-        opt.zero_grad()
-        loss = torch_model.loss_fn(ref(x.double()), y.double())
-        (loss + extra(ref) if outside else loss).backward()
-        opt.step()
+    extra = _head_extra
+    want = _twice_used_reference(lambda k: outside)
     model = _TwiceUsed()
     with zt.initialize(model, torch_model.ds_config(3)) as engine:
         for x, y in data:
@@ -308,7 +320,7 @@ def test_stage3_weight_with_two_gradients_is_summed_first(outside):
             engine.step()
         assert engine.direct_weight_grads == (0 if outside else 1) * len(data)
         got = engine.full_state_dict()
-    torch_model.assert_params_close(got, dict(ref.named_parameters()))
+    torch_model.assert_params_close(got, want)
 
 
 def test_frozen_param_stays_put():
@@ -490,16 +502,8 @@ def test_stage3_edge_counts_do_not_outlive_their_backward():
     so training still equals float64 torch (with the previous counts its
     Linear handed in one of the two and the second raised)."""
     data = _matt_data()
-    extra = lambda m: 0.05 * m.head.weight.sum()  # noqa: E731
-    ref = _TwiceUsed().double()
-    opt = torch.optim.AdamW(ref.parameters(), lr=torch_model.LR,
-                            betas=torch_model.BETAS, eps=torch_model.EPS,
-                            weight_decay=torch_model.WEIGHT_DECAY)
-    for k, (x, y) in enumerate(data):
-        opt.zero_grad()
-        loss = torch_model.loss_fn(ref(x.double()), y.double())
-        (loss + extra(ref) if k % 2 else loss).backward()
-        opt.step()
+    extra = _head_extra
+    want = _twice_used_reference(lambda k: k % 2)
     model = _TwiceUsed()
     with zt.initialize(model, torch_model.ds_config(3)) as engine:
         for k, (x, y) in enumerate(data):
@@ -511,4 +515,4 @@ def test_stage3_edge_counts_do_not_outlive_their_backward():
                 engine.backward(torch_model.loss_fn(engine(x), y))
             engine.step()
         got = engine.full_state_dict()
-    torch_model.assert_params_close(got, dict(ref.named_parameters()))
+    torch_model.assert_params_close(got, want)
