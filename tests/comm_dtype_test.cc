@@ -144,7 +144,7 @@ TEST(CommDtype, DefaultFollowsTheWorkingDtype) {
           // the reduced sum times 1/4 into the model-dtype gradient, and
           // rounding the sum to the format before a power-of-two scale is
           // the same rounding as after it. 1/3 is not a power of two.
-          if (world == 3) EXPECT_GT(d, 0.0) << what << ": reduced in fp32 after all?";
+          if (world == 3) { EXPECT_GT(d, 0.0) << what << ": reduced in fp32 after all?"; }
           for (int k : {kRs, kAr}) {
             EXPECT_EQ(got.stats.sent[k], ref.stats.sent[k]) << what;
             EXPECT_EQ(2 * got.stats.sent_bytes[k], ref.stats.sent_bytes[k]) << what;

@@ -64,7 +64,7 @@ FinalizeRun FinalizeOn(const std::string& json, int world, bool guarded) {
   RunThreads(world, [&](int rank, Communicator* comm) {
     auto e = Engine::Create(*c, comm);
     ASSERT_TRUE(e.ok()) << e.status();
-    if (guarded) ASSERT_TRUE((*e)->SetDevice(MakeGuardedDevice()).ok());
+    if (guarded) { ASSERT_TRUE((*e)->SetDevice(MakeGuardedDevice()).ok()); }
     ParamSpec p;
     p.name = "w";
     p.shape = {64};

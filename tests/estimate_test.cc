@@ -196,7 +196,7 @@ TEST_P(EstimateTest, MatchesMeasuredBytes) {
     const int64_t total = s.param_bytes + s.grad_bytes + s.master_bytes + s.optimizer_bytes +
                           s.frozen_bytes + s.buffer_bytes - s.live_gathered_bytes;
     ExpectNear2("total", total_est, total, r);
-    if (stage == 3) EXPECT_LE(s.live_gathered_high_water, e.live_peak_bytes) << "rank " << r;
+    if (stage == 3) { EXPECT_LE(s.live_gathered_high_water, e.live_peak_bytes) << "rank " << r; }
     if (off_host) {
       // What the device really holds, apart from the stats' accounting.
       ExpectNear2("device memory", e.device_bytes, got[r].device_allocated, r);

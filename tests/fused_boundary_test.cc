@@ -62,7 +62,7 @@ TEST(FusedBoundaryTest, SameBitsAsSeparatePasses) {
           MlpResult fused = Train(c, world, spec, true);
           MlpResult separate = Train(c, world, spec, false);
           ExpectSameBits(fused, separate, what);
-          if (m == "overflow") EXPECT_TRUE(fused.steps[2].skipped) << what;
+          if (m == "overflow") { EXPECT_TRUE(fused.steps[2].skipped) << what; }
           if (m == "gas2_clip" && t == DType::kF32) {
             // And both still train like the double-precision reference.
             MlpResult ref = TrainMlpReference(c, spec);
@@ -170,7 +170,7 @@ TEST(FusedBoundaryTest, KernelEqualsCastThenUpdate) {
                                                 DTypeName(wt), sgd ? " sgd" : " adam");
           EXPECT_EQ(std::memcmp(p1.data(), p2.data(), n * 4), 0) << what;
           EXPECT_EQ(std::memcmp(m1.data(), m2.data(), n * 4), 0) << what;
-          if (!sgd) EXPECT_EQ(std::memcmp(v1.data(), v2.data(), n * 4), 0) << what;
+          if (!sgd) { EXPECT_EQ(std::memcmp(v1.data(), v2.data(), n * 4), 0) << what; }
           EXPECT_EQ(std::memcmp(w1.data(), w2.data(), n * DTypeSize(wt)), 0) << what;
           const char* gb = static_cast<const char*>(graw);
           int64_t nonzero = 0;

@@ -154,7 +154,7 @@ TEST(GradPath, Stages23ReduceScatterWithoutThePack) {
           const int64_t copied = s.copied_bytes - p.copied_bytes;
           EXPECT_GE(copied, 0) << what;
           EXPECT_LE(copied, all * es) << what;
-          if (bucket == 100) EXPECT_LT(copied, all * es / 2) << what;
+          if (bucket == 100) { EXPECT_LT(copied, all * es / 2) << what; }
         });
       }
     }

@@ -157,7 +157,7 @@ TEST_P(BreakdownTest, PhasesSumToTheStepTime) {
       EXPECT_LE(b.at(Phase::kUpdate) + b.at(Phase::kPublish) + b.at(Phase::kNorm),
                 b.at(Phase::kStep));
       EXPECT_LE(b.reduce_hidden_ms(), b.at(Phase::kReduce));
-      if (GetParam() == 3) EXPECT_GT(b.at(Phase::kGather), 0);
+      if (GetParam() == 3) { EXPECT_GT(b.at(Phase::kGather), 0); }
       EXPECT_EQ(b.at(Phase::kNvmeBusy), 0);  // no NVMe tier
     }
   }

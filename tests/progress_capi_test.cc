@@ -67,7 +67,7 @@ void ExpectMonotonicToTotal(const std::vector<Seen::Call>& calls, int64_t total,
   ASSERT_FALSE(calls.empty()) << what;
   for (size_t i = 0; i < calls.size(); ++i) {
     EXPECT_EQ(calls[i].total, total) << what << " call " << i;
-    if (i > 0) EXPECT_GT(calls[i].done, calls[i - 1].done) << what << " call " << i;
+    if (i > 0) { EXPECT_GT(calls[i].done, calls[i - 1].done) << what << " call " << i; }
   }
   EXPECT_EQ(calls.back().done, total) << what;
 }
@@ -76,7 +76,7 @@ zero_engine_t* Make(zero_comm_t* comm, const std::string& json, Seen* prealloc =
                     zero_status want = ZERO_OK) {
   zero_engine_t* e = nullptr;
   EXPECT_EQ(zero_engine_create_json(json.c_str(), comm, &e), ZERO_OK) << zero_last_error();
-  if (prealloc) EXPECT_EQ(zero_engine_set_progress(e, &Seen::Fn, prealloc), ZERO_OK);
+  if (prealloc) { EXPECT_EQ(zero_engine_set_progress(e, &Seen::Fn, prealloc), ZERO_OK); }
   std::vector<float> init(kN);
   for (int64_t i = 0; i < kN; ++i) init[i] = 0.001f * static_cast<float>(i % 1000);
   int64_t shape[1] = {kN};
@@ -154,8 +154,8 @@ TEST(ProgressCapiTest, CancelledSaveAndLoadFailAlikeAndKeepEarlierTags) {
     EXPECT_EQ(zero_engine_save(e, dir.c_str(), "bad"), ZERO_CANCELLED) << zero_last_error();
     const std::string msg = zero_last_error();
     EXPECT_NE(msg.find("cancelled by the progress callback"), std::string::npos) << msg;
-    if (rank == 0) EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
-    if (rank == 1) EXPECT_EQ(seen.Of("save").size(), 2u);  // nothing after the cancel
+    if (rank == 0) { EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg; }
+    if (rank == 1) { EXPECT_EQ(seen.Of("save").size(), 2u); }  // nothing after the cancel
     EXPECT_FALSE(Exists(dir + "/bad"));
 
     // The engine goes on after a cancelled save; latest still names the good
