@@ -578,12 +578,7 @@ class MpiCommunicator : public Communicator {
     if (rc == MPI_SUCCESS) {
       rc = MPI_Isend(send + d[peer], c[peer], MPI_FLOAT, peer, kPairTag, comm_, &reqs[1]);
     }
-    if (rc != MPI_SUCCESS) {
-      broken_ = true;  // a posted receive stays posted
-      g_broken = true;
-      return absl::AbortedError(
-          absl::StrCat("mpi communicator: reduce-scatter failed: ", MpiError(rc)));
-    }
+    if (rc != MPI_SUCCESS) return Failed("reduce-scatter", rc);  // a posted receive stays posted
     if (auto s = Wait(MPI_SUCCESS, &reqs[0], "reduce-scatter"); !s.ok()) return s;
     if (auto s = Wait(MPI_SUCCESS, &reqs[1], "reduce-scatter"); !s.ok()) return s;
     const float* own = send + d[rank_];
@@ -681,16 +676,9 @@ class MpiCommunicator : public Communicator {
     if (slot_) return Direct(what, job);
     int rc = MPI_SUCCESS;
     if (!worker_->Run(job, deadline, SmallJob(job), &rc) || rc == kArrivalTimedOut) {
-      broken_ = true;
-      g_broken = true;
       return TimedOut(what);
     }
-    if (rc != MPI_SUCCESS) {
-      broken_ = true;
-      g_broken = true;
-      return absl::AbortedError(
-          absl::StrCat("mpi communicator: ", what, " failed: ", MpiError(rc)));
-    }
+    if (rc != MPI_SUCCESS) return Failed(what, rc);
     return absl::OkStatus();
   }
 
@@ -727,13 +715,20 @@ class MpiCommunicator : public Communicator {
     if (!gate_) return absl::OkStatus();
     const int rc = WaitForArrival(comm_, Deadline(), SerialMutex());
     if (rc == MPI_SUCCESS) return absl::OkStatus();
+    return rc == kArrivalTimedOut ? TimedOut(what) : Failed(what, rc);
+  }
+
+  // An MPI call failed: this communicator is unusable from here on.
+  absl::Status Failed(const char* what, int rc) {
     broken_ = true;
     g_broken = true;
-    if (rc == kArrivalTimedOut) return TimedOut(what);
     return absl::AbortedError(absl::StrCat("mpi communicator: ", what, " failed: ", MpiError(rc)));
   }
 
-  absl::Status TimedOut(const char* what) const {
+  // The deadline passed: this communicator is unusable from here on.
+  absl::Status TimedOut(const char* what) {
+    broken_ = true;
+    g_broken = true;
     return absl::DeadlineExceededError(absl::StrCat(
         "mpi communicator: ", what, " timed out after ", timeout_seconds_, " s on rank ", rank_,
         " of ", world_, ": a peer is dead or stuck (comm_timeout_seconds)"));
@@ -755,12 +750,7 @@ class MpiCommunicator : public Communicator {
       rc = call();
     }
     slot_->deadline_ns.store(0, std::memory_order_release);
-    if (rc != MPI_SUCCESS) {
-      broken_ = true;
-      g_broken = true;
-      return absl::AbortedError(
-          absl::StrCat("mpi communicator: ", what, " failed: ", MpiError(rc)));
-    }
+    if (rc != MPI_SUCCESS) return Failed(what, rc);
     return absl::OkStatus();
   }
 
@@ -783,18 +773,9 @@ class MpiCommunicator : public Communicator {
     for (unsigned spins = 0;; ++spins) {
       int done = 0;
       rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS) {
-        broken_ = true;
-        g_broken = true;
-        return absl::AbortedError(absl::StrCat("mpi communicator: ", what,
-                                               " failed: ", MpiError(rc)));
-      }
+      if (rc != MPI_SUCCESS) return Failed(what, rc);
       if (done) return absl::OkStatus();
-      if ((spins & 1023) == 1023 && Clock::now() > deadline) {
-        broken_ = true;
-        g_broken = true;
-        return TimedOut(what);
-      }
+      if ((spins & 1023) == 1023 && Clock::now() > deadline) return TimedOut(what);
       // Progress happens inside MPI_Test, so poll; when the node's threads
       // outnumber its cores, back off into short sleeps so the peers (and our
       // own compute thread) get the core: spinning would starve them.
