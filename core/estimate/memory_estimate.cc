@@ -209,11 +209,12 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     // fp32 with the update on the engine's device: a group's target is its
     // owned range of the gradient, except where the reduce-scatter reads
     // the gradient unpacked (Stage1ScatterReadsGrads).
-    // (OptimizerStateStore::memory_device() is the engine's device.)
-    const bool host_store = topo.gpu && c.offload_optimizer.device != OffloadDevice::kNone;
+    // (OptimizerStateStore::memory_device() is the engine's device: on a
+    // GPU not with the state offloaded, to the host or to NVMe.)
+    const bool state_off_device = topo.gpu && c.offload_optimizer.device != OffloadDevice::kNone;
     const int64_t pack_cap = ReducerPackCap(c, e.padded_numel, world);
     for (const LayoutGroup& g : layout.groups()) {
-      if (c.dtype != DType::kF32 || host_store ||
+      if (c.dtype != DType::kF32 || state_off_device ||
           Stage1ScatterReadsGrads(c, world, world, pack_cap, g.shard)) {
         e.scratch_bytes += g.shard * 4;
       }
