@@ -21,6 +21,7 @@
 //                other rank must report a timeout for each.
 //   --mismatch   rank 1 registers a different shape; every rank must fail
 //                at finalize naming the param.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -448,6 +449,53 @@ void ReduceScatterPieces(Communicator* comm) {
                                        " calls (" + std::to_string(pages) +
                                        " pages received): a fresh buffer per call");
 }
+
+// The sum all-reduce against an independent reference, float and double,
+// odd and even counts (1 element up to 256K + 3): at 2 ranks each element
+// is exactly a + b, the bits of any 2-rank sum (default mode computes it
+// itself: MpiCommunicator::PairAllReduce); at 3+ ranks within fp rounding
+// of the float64 sum. The max all-reduce is exact at every world size.
+template <typename T>
+void AllReduceOne(Communicator* comm, int64_t n) {
+  const int rank = comm->rank(), W = comm->world_size();
+  std::vector<T> data(n);
+  for (int64_t i = 0; i < n; ++i) data[i] = static_cast<T>(PieceValue(rank, i));
+  absl::Status st = comm->AllReduce(data.data(), n, ReduceOp::kSum);
+  Expect(st.ok(), rank, "all-reduce: " + st.ToString());
+  int64_t bad = -1;
+  for (int64_t i = 0; i < n && bad < 0; ++i) {
+    if (W == 2) {
+      const T exact = static_cast<T>(PieceValue(0, i)) + static_cast<T>(PieceValue(1, i));
+      if (std::memcmp(&exact, &data[i], sizeof(T)) != 0) bad = i;
+    } else {
+      double sum = 0, mag = 0;
+      for (int r = 0; r < W; ++r) {
+        sum += PieceValue(r, i);
+        mag += std::fabs(PieceValue(r, i));
+      }
+      if (std::fabs(data[i] - sum) > 1.2e-7 * mag * W) bad = i;
+    }
+  }
+  Expect(bad < 0, rank, "all-reduce sum of " + std::to_string(n) + (sizeof(T) == 4 ? " floats" : " doubles") +
+                            ": element " + std::to_string(bad) + " differs from the reference");
+  for (int64_t i = 0; i < n; ++i) data[i] = static_cast<T>(PieceValue(rank, i));
+  st = comm->AllReduce(data.data(), n, ReduceOp::kMax);
+  bad = -1;
+  for (int64_t i = 0; i < n && bad < 0; ++i) {
+    T want = static_cast<T>(PieceValue(0, i));
+    for (int r = 1; r < W; ++r) want = std::max(want, static_cast<T>(PieceValue(r, i)));
+    if (data[i] != want) bad = i;
+  }
+  Expect(st.ok() && bad < 0, rank, "all-reduce max of " + std::to_string(n) + ": element " +
+                                       std::to_string(bad) + " differs");
+}
+
+void AllReducePieces(Communicator* comm) {
+  for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{1000}, (int64_t{1} << 18) + 3}) {
+    AllReduceOne<float>(comm, n);
+    AllReduceOne<double>(comm, n);
+  }
+}
 }  // namespace
 }  // namespace testing
 }  // namespace zero
@@ -493,6 +541,7 @@ int main(int argc, char** argv) {
   testing::CommDataType(comm->get());
   testing::SplitCommunicator((*comm)->rank(), (*comm)->world_size());
   testing::ReduceScatterPieces(comm->get());
+  testing::AllReducePieces(comm->get());
   double counts[2] = {static_cast<double>(testing::g_passed), static_cast<double>(testing::g_failed)};
   (void)(*comm)->AllReduce(counts, 2, ReduceOp::kSum);
   if ((*comm)->rank() == 0) {

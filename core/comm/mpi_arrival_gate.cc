@@ -43,14 +43,20 @@ int PostArrival(MPI_Comm comm, MPI_Request* arrival, std::mutex* serial) {
   return MPI_Ibarrier(comm, arrival);
 }
 
-int WaitArrivedAndDone(MPI_Request* arrival, MPI_Request* op,
+int WaitArrivedAndDone(MPI_Request* arrival, int count, MPI_Request* ops,
                        std::chrono::steady_clock::time_point deadline, std::mutex* serial,
                        const ArrivalGateOptions& options) {
   using Clock = std::chrono::steady_clock;
-  auto test = [serial](MPI_Request* r, int* done) {
-    if (serial == nullptr) return MPI_Test(r, done, MPI_STATUS_IGNORE);
+  auto call = [serial](auto f) {
+    if (serial == nullptr) return f();
     std::lock_guard<std::mutex> l(*serial);
-    return MPI_Test(r, done, MPI_STATUS_IGNORE);
+    return f();
+  };
+  auto test = [&](MPI_Request* r, int* done) {
+    return call([&] { return MPI_Test(r, done, MPI_STATUS_IGNORE); });
+  };
+  auto test_ops = [&](int* done) {
+    return call([&] { return MPI_Testall(count, ops, done, MPI_STATUSES_IGNORE); });
   };
   int rc = MPI_SUCCESS, arrived = arrival == nullptr, done = 0;
   if (!arrived) {
@@ -62,7 +68,7 @@ int WaitArrivedAndDone(MPI_Request* arrival, MPI_Request* op,
       // are there, whichever request is tested.
       if ((rc = test(arrival, &arrived)) != MPI_SUCCESS) return rc;
       if (arrived) break;
-      if (!done && (rc = test(op, &done)) != MPI_SUCCESS) return rc;
+      if (!done && (rc = test_ops(&done)) != MPI_SUCCESS) return rc;
       const auto now = Clock::now();
       if (now > deadline) return kArrivalTimedOut;
       if (now < spin_until) {
@@ -77,7 +83,7 @@ int WaitArrivedAndDone(MPI_Request* arrival, MPI_Request* op,
   }
   // Every rank is in the collective: what is left is the transfer itself.
   for (unsigned i = 1; !done; ++i) {
-    if ((rc = test(op, &done)) != MPI_SUCCESS) return rc;
+    if ((rc = test_ops(&done)) != MPI_SUCCESS) return rc;
     if ((i & 63) == 0 && !done && Clock::now() > deadline) return kArrivalTimedOut;
   }
   return MPI_SUCCESS;
