@@ -500,6 +500,19 @@ zero_status zero_engine_gather(zero_engine_t* engine, int32_t id, void** data) {
   });
 }
 
+zero_status zero_engine_gather_into(zero_engine_t* engine, int32_t id, zero_dtype dtype,
+                                    void* dst, size_t bytes) {
+  ZERO_CHECK_ARG("zero_engine_gather_into", engine);
+  ZERO_CHECK_ARG("zero_engine_gather_into", dst);
+  return Guard([&] {
+    if (dtype != ZERO_DTYPE_F32 && dtype != ZERO_DTYPE_F16 && dtype != ZERO_DTYPE_BF16) {
+      return Report(absl::InvalidArgumentError(absl::StrCat(
+          "zero_engine_gather_into: dtype ", static_cast<int>(dtype), " is not a zero_dtype")));
+    }
+    return Report(engine->engine->GatherInto(id, static_cast<zero::DType>(dtype), dst, bytes));
+  });
+}
+
 zero_status zero_engine_release(zero_engine_t* engine, int32_t id) {
   ZERO_CHECK_ARG("zero_engine_release", engine);
   return Guard([&] { return Report(engine->engine->Release(id)); });

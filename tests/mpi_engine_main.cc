@@ -12,6 +12,13 @@
 //                and then stops; every other rank is left inside the
 //                all-gather and must still report a timeout (default mode:
 //                the worker thread's deadline; direct mode: the watchdog).
+//   --stuck-medium
+//                as --stuck-after-arrival, with a medium all-gather (256K
+//                elements) and then, on a second communicator, a medium
+//                broadcast (64K floats) rooted at the stuck rank: the sizes
+//                default mode runs on the calling thread as a polled
+//                non-blocking call (docs/ARCHITECTURE.md "Failures"); every
+//                other rank must report a timeout for each.
 //   --mismatch   rank 1 registers a different shape; every rank must fail
 //                at finalize naming the param.
 #include <chrono>
@@ -317,6 +324,46 @@ int StuckAfterArrival(Communicator* comm) {
   return s.code() == absl::StatusCode::kDeadlineExceeded && secs < 20 ? 0 : 1;
 }
 
+// Returns 0 when `s` is the timeout within the 2 s deadline's margin.
+int ReportTimeout(int rank, const char* what, const absl::Status& s, double secs) {
+  std::printf("[rank %d] %s after the peer stopped: %s (after %.1f s)\n", rank, what,
+              s.ToString().c_str(), secs);
+  std::fflush(stdout);
+  return s.code() == absl::StatusCode::kDeadlineExceeded && secs < 20 ? 0 : 1;
+}
+
+int StuckMedium(Communicator* comm) {
+  auto second = comm->Duplicate();
+  if (!second.ok()) return 1;
+  Communicator* b = second->get();
+  comm->set_timeout_seconds(2.0);
+  b->set_timeout_seconds(2.0);
+  const int world = comm->world_size();
+  if (comm->rank() == 1) {
+    // Arrives at both collectives (with the gate on, a barrier is the gate
+    // alone, which the others' gate meets) and then stops. The others reach
+    // the second only after the first timed out: wait for them longer.
+    (void)comm->Barrier();
+    b->set_timeout_seconds(30.0);
+    (void)b->Barrier();
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
+  const int64_t per_rank = (int64_t{1} << 18) / world;
+  std::vector<float> send(per_rank, 1.0f), recv(per_rank * world);
+  auto t0 = std::chrono::steady_clock::now();
+  absl::Status s = comm->AllGatherV(send.data(), recv.data(),
+                                    std::vector<int64_t>(world, per_rank), DType::kF32);
+  auto secs = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  int rc = ReportTimeout(comm->rank(), "medium all-gather", s, secs());
+  std::vector<float> data(int64_t{1} << 16, 2.0f);
+  t0 = std::chrono::steady_clock::now();
+  s = b->Broadcast(data.data(), static_cast<int64_t>(data.size() * sizeof(float)), /*root=*/1);
+  return ReportTimeout(comm->rank(), "medium broadcast", s, secs()) | rc;
+}
+
 int Mismatch(Communicator* comm) {
   Config c = Cfg(1, DType::kF32);
   auto e = Engine::Create(c, comm);
@@ -438,6 +485,11 @@ int main(int argc, char** argv) {
     int rc = testing::StuckAfterArrival(comm->get());
     std::fflush(stdout);
     std::_Exit(rc);  // as --dead-peer: the communicator is broken
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--stuck-medium") == 0) {
+    int rc = testing::StuckMedium(comm->get());
+    std::fflush(stdout);
+    std::_Exit(rc);  // as --dead-peer: the communicators are broken
   }
   if (argc > 1 && std::strcmp(argv[1], "--mismatch") == 0) {
     int rc = testing::Mismatch(comm->get());

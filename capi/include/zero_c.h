@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 6
+#define ZERO_VERSION_MINOR 7
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -813,6 +813,35 @@ ZERO_API zero_status zero_checkpoint_export_safetensors_progress(
 ZERO_API zero_status zero_checkpoint_reshard(const char* dir, const char* tag,
                                              const char* out_dir, int32_t world,
                                              zero_progress_fn fn, void* user);
+
+/* ---- 1.7: stage 3 gathers into the caller's memory -------------------- */
+
+/* COLLECTIVE in stage 3, as zero_engine_gather (1.7): a gather of `id`
+ * whose full working copy is written to the caller's `dst` (`bytes` bytes,
+ * numel x the element size of `dtype`, which must be the param's dtype:
+ * nothing is converted; fp16 and bf16 are both 2 bytes, so the dtype is
+ * checked, not only the size). On a host device a param that is not
+ * gathered already is all-gathered straight into `dst`, with no buffer of
+ * the engine's and no copy; a prefetched one (or one another gather holds)
+ * is copied into `dst` from the engine's buffer, which a prefetch then
+ * gives back. On a GPU or the stand-in (dst may be host memory) the param is
+ * gathered into the engine's buffer and copied, as zero_engine_copy would.
+ * It is a gather in every other way: ended by zero_engine_release (one per
+ * call; gathers nest, mixed with zero_engine_gather), it counts against
+ * stage3_max_live_parameters and in zero_stats' live_gathered_bytes (not in
+ * buffer_bytes) until then, it goes in the prefetch trace and starts the
+ * prefetches a gather would, and write_master and the like refuse the
+ * param until it is released. `dst` must stay valid and unwritten until
+ * the param's last outstanding gather is released: a nested gather_into of
+ * it copies from there, and zero_engine_gather of it is refused
+ * (ZERO_FAILED_PRECONDITION: the engine holds no copy to hand out).
+ * Frozen and persistent params are copied from their resident copy.
+ * Stages 0-2: ZERO_FAILED_PRECONDITION (zero_engine_gather hands out the
+ * resident copy without any copy). A wrong dtype or size is
+ * ZERO_INVALID_ARGUMENT naming the param, its shape and dtype; dst NULL is
+ * ZERO_INVALID_ARGUMENT. */
+ZERO_API zero_status zero_engine_gather_into(zero_engine_t* engine, int32_t id,
+                                             zero_dtype dtype, void* dst, size_t bytes);
 
 #ifdef __cplusplus
 } /* extern "C" */

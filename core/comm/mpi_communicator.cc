@@ -152,21 +152,23 @@ std::mutex* SerialMutex() {
 }
 
 // Runs blocking MPI collectives for one communicator on its own thread
-// (docs/ARCHITECTURE.md, "Failures"). Blocking collectives take MPI's tuned
-// algorithms, which are faster than the non-blocking ones (libnbc) at most
-// sizes; running them here lets the calling thread wait with a deadline
+// (docs/ARCHITECTURE.md, "Failures"): the all-reduce, whose tuned algorithm
+// is faster than libnbc's non-blocking one and sums in the order every fp32
+// result recorded so far has (all-gathers and broadcasts move bits only and
+// run on the calling thread instead: MpiCommunicator::Polled); running them
+// here lets the calling thread wait with a deadline
 // and return a timeout when a peer is dead or stuck, while this thread stays
 // inside MPI (it is detached then: the communicator is broken, and the job
 // ends without MPI_Finalize). Shared with the communicator by a shared_ptr,
 // so a stuck worker never outlives what it touches: the all-gather-v counts
 // live here too (written only while no job runs).
-class BlockingWorker {
+class BlockingWorker : public std::enable_shared_from_this<BlockingWorker> {
  public:
-  // `thread`: false in direct mode, where the caller runs every job.
-  static std::shared_ptr<BlockingWorker> Start(bool thread) {
-    auto w = std::shared_ptr<BlockingWorker>(new BlockingWorker());
-    if (thread) std::thread([w] { w->Loop(); }).detach();
-    return w;
+  // The thread starts with the first job handed to Run (never in direct
+  // mode, where the caller runs every job, nor for a communicator whose
+  // collectives all run on the caller).
+  static std::shared_ptr<BlockingWorker> Make() {
+    return std::shared_ptr<BlockingWorker>(new BlockingWorker());
   }
 
   std::vector<int> counts, displs;
@@ -175,6 +177,10 @@ class BlockingWorker {
   // passes. false: timed out (the job still runs). `spin`: whether to spin
   // before sleeping (a small job).
   bool Run(const Job& job, Clock::time_point deadline, bool spin, int* rc) {
+    if (!started_) {
+      started_ = true;
+      std::thread([w = shared_from_this()] { w->Loop(); }).detach();
+    }
     const uint64_t seq = posted_.load(std::memory_order_relaxed) + 1;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -289,6 +295,7 @@ class BlockingWorker {
   std::atomic<uint64_t> posted_{0}, finished_{0};
   std::atomic<int> rc_{MPI_SUCCESS};
   bool stop_ = false, worker_sleeping_ = false, caller_sleeping_ = false;
+  bool started_ = false;  // only the caller touches it
 };
 
 // Direct mode (ZERO_MPI_WATCHDOG=1, docs/ARCHITECTURE.md "Failures"): the
@@ -429,6 +436,9 @@ class MpiCommunicator : public Communicator {
   }
   ~MpiCommunicator() override {
     if (worker_) worker_->Stop();  // a stuck one never reads it; it is detached
+    // A request left pending by a timeout may still read the all-gather-v
+    // counts the worker holds: keep them (a broken job ends soon).
+    if (broken_ && worker_) new std::shared_ptr<BlockingWorker>(worker_);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && !broken_) MPI_Comm_free(&comm_);
@@ -442,7 +452,8 @@ class MpiCommunicator : public Communicator {
                           const std::vector<int64_t>& counts,
                           DType dtype) override {
     if (broken_) return Broken("all-gather");
-    // The counts go to the worker's own vectors: it is idle between calls.
+    // The counts go to the worker object's own vectors (used by one call at
+    // a time; kept alive past a timed-out one, see ~MpiCommunicator).
     Worker();
     std::vector<int>& c = worker_->counts;
     std::vector<int>& d = worker_->displs;
@@ -705,7 +716,8 @@ class MpiCommunicator : public Communicator {
 
   // A blocking collective on the worker thread, waited for until the
   // timeout: a peer that never arrives becomes DeadlineExceeded here (and
-  // the communicator is broken) while the worker stays inside MPI.
+  // the communicator is broken) while the worker stays inside MPI. Direct
+  // mode calls it here; all-gathers and broadcasts take Polled instead.
   absl::Status Blocking(const char* what, Job job) {
     if (broken_) return Broken(what);
     Worker();
@@ -714,10 +726,52 @@ class MpiCommunicator : public Communicator {
     job.gate = gate_;
     job.deadline = deadline;
     if (slot_) return Direct(what, job);
+    if (OnCaller(job)) return Polled(what, job);
     int rc = MPI_SUCCESS;
     if (!worker_->Run(job, deadline, SmallJob(job), &rc) || rc == kArrivalTimedOut) {
       return TimedOut(what);
     }
+    if (rc != MPI_SUCCESS) return Failed(what, rc);
+    return absl::OkStatus();
+  }
+
+  // Default mode's all-gathers and broadcasts run on the calling thread,
+  // at every size: non-blocking, waited with the arrival gate folded in
+  // (WaitArrivedAndDone) until the deadline. They move bits only, so
+  // libnbc's algorithm gives the result the tuned blocking one would, at
+  // raw MPI's speed or better here, where the hand-off to the worker cost
+  // 3-8 us per call (bench/README.md, "Collectives on the calling thread").
+  static bool OnCaller(const Job& job) {
+    return job.op == Job::kAllGather || job.op == Job::kAllGatherV || job.op == Job::kBcast;
+  }
+
+  // `job` (OnCaller) on this thread. A peer that never arrives, or stops
+  // inside the collective, is a timeout: the request stays pending and the
+  // communicator is broken, as with the worker's blocking call.
+  absl::Status Polled(const char* what, const Job& j) {
+    std::mutex* serial = SerialMutex();
+    MPI_Request arrival = MPI_REQUEST_NULL, req = MPI_REQUEST_NULL;
+    if (gate_) {
+      if (int rc = PostArrival(comm_, &arrival, serial); rc != MPI_SUCCESS) {
+        return Failed(what, rc);
+      }
+    }
+    int rc = MPI_ERR_OTHER;
+    {
+      std::unique_lock<std::mutex> l;
+      if (serial != nullptr) l = std::unique_lock<std::mutex>(*serial);
+      if (j.op == Job::kAllGather) {
+        rc = MPI_Iallgather(j.send, j.count, j.type, j.recv, j.count, j.type, comm_, &req);
+      } else if (j.op == Job::kAllGatherV) {
+        rc = MPI_Iallgatherv(j.send, j.count, j.type, j.recv, worker_->counts.data(),
+                             worker_->displs.data(), j.type, comm_, &req);
+      } else if (j.op == Job::kBcast) {
+        rc = MPI_Ibcast(j.recv, j.count, j.type, j.root, comm_, &req);
+      }
+    }
+    if (rc != MPI_SUCCESS) return Failed(what, rc);
+    rc = WaitArrivedAndDone(gate_ ? &arrival : nullptr, &req, j.deadline, serial);
+    if (rc == kArrivalTimedOut) return TimedOut(what);
     if (rc != MPI_SUCCESS) return Failed(what, rc);
     return absl::OkStatus();
   }
@@ -839,11 +893,11 @@ class MpiCommunicator : public Communicator {
   bool oversubscribed_ = false;
   bool gate_ = false;
   BlockingWorker& Worker() {
-    if (!worker_) worker_ = BlockingWorker::Start(/*thread=*/!slot_);
+    if (!worker_) worker_ = BlockingWorker::Make();
     return *worker_;
   }
 
-  std::shared_ptr<BlockingWorker> worker_;  // started by the first collective
+  std::shared_ptr<BlockingWorker> worker_;  // made by the first collective
   // ExchangeReduceScatter's receive buffer (W - 1 pieces), its requests
   // and its tag, on this communicator (a duplicate only collectives use: no
   // other point-to-point traffic).

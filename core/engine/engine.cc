@@ -257,6 +257,48 @@ absl::StatusOr<void*> Engine::Gather(int id) {
   return data;
 }
 
+absl::Status Engine::GatherInto(int id, DType dtype, void* dst, size_t bytes) {
+  RETURN_IF_ERROR(Check(true, "gather_into"));
+  RETURN_IF_ERROR(params_.CheckId(id, "gather_into"));
+  ParamRecord& p = params_.at(id);
+  if (ctx_.stage() != 3) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "gather_into '", p.name, "': stage ", ctx_.stage(),
+        " keeps every param whole; gather hands out the resident copy without a copy "
+        "(gather_into is for stage 3)"));
+  }
+  // fp16 and bf16 are both 2 bytes: the dtype is checked, not just the size,
+  // so a caller expecting the other never reads the wrong bits silently.
+  if (dtype != p.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gather_into '", p.name, "': the param is ", DTypeName(p.dtype), ", not ",
+        DTypeName(dtype), " (no conversion: the working copy's bits are copied)"));
+  }
+  const size_t want = static_cast<size_t>(p.numel) * DTypeSize(p.dtype);
+  if (bytes != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gather_into '", p.name, "': ", bytes, " bytes given; its ", p.numel, " ",
+        DTypeName(p.dtype), " elements (shape ", ShapeText(p.shape), ") take ", want));
+  }
+  if (ctx_.recorder) ctx_.recorder->OnCall(false);
+  if (!p.trainable) {
+    device_->Copy(dst, sharded_->Frozen(id), want);
+  } else if (!device_->host_accessible()) {
+    // The engine's collectives move device memory and `dst` may be host
+    // memory: gathered into the engine's buffer (held until the release, as
+    // Gather's), then copied (docs/ARCHITECTURE.md, "Stage 3").
+    ScopedPhase exposed(ctx_.recorder, Phase::kGatherExposed);
+    ASSIGN_OR_RETURN(void* data, coordinator_->Gather(id));
+    device_->Copy(dst, data, want);
+  } else {
+    ScopedPhase exposed(ctx_.recorder, Phase::kGatherExposed);
+    RETURN_IF_ERROR(coordinator_->GatherInto(id, dst));
+  }
+  RETURN_IF_ERROR(DeviceReady("gather_into"));
+  ++p.gather_refs;
+  return absl::OkStatus();
+}
+
 absl::Status Engine::Release(int id) {
   RETURN_IF_ERROR(Check(true, "release"));
   RETURN_IF_ERROR(params_.CheckId(id, "release"));

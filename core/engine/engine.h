@@ -68,6 +68,10 @@ class Engine {
   const char* ParamName(int id) const { return params_.at(id).name.c_str(); }
 
   absl::StatusOr<void*> Gather(int id);
+  // Stage 3: a gather of `id` whose full working copy lands in the caller's
+  // `dst` (`bytes` of `dtype`, both the param's); ended by Release like a
+  // Gather (docs/ARCHITECTURE.md, "Stage 3", gather_into).
+  absl::Status GatherInto(int id, DType dtype, void* dst, size_t bytes);
   absl::Status Release(int id);
   absl::StatusOr<void*> GradBuffer(int id);
   absl::Status GradReady(int id);

@@ -43,8 +43,10 @@ EngineStats CollectStats(const EngineParts& p) {
   }
   if (p.coordinator) {
     s.param_bytes += p.coordinator->persistent_bytes();
-    s.buffer_bytes += p.coordinator->live_bytes() + p.coordinator->pooled_bytes() +
-                      p.coordinator->refresh_staging_bytes();
+    // Params gathered into callers' memory (gather_into) are live, not the
+    // engine's buffers.
+    s.buffer_bytes += p.coordinator->live_bytes() - p.coordinator->caller_bytes() +
+                      p.coordinator->pooled_bytes() + p.coordinator->refresh_staging_bytes();
     s.live_gathered_bytes = p.coordinator->live_bytes();
     s.live_gathered_high_water = p.coordinator->live_high_water();
   }

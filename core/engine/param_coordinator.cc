@@ -62,7 +62,9 @@ void ParamCoordinator::FreeLive(int id) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   if (it->second.pending) (void)ctx_->stream->Wait(it->second.pending);
-  live_bytes_ -= static_cast<int64_t>(params_->at(id).numel * ctx_->es());
+  const int64_t bytes = static_cast<int64_t>(params_->at(id).numel * ctx_->es());
+  live_bytes_ -= bytes;
+  if (it->second.caller != nullptr) caller_bytes_ -= bytes;
   DeviceBuffer buf = std::move(it->second.buf);
   live_.erase(it);
   ReturnBuffer(std::move(buf));
@@ -190,6 +192,12 @@ absl::StatusOr<void*> ParamCoordinator::Gather(int id) {
   auto it = live_.find(id);
   if (it != live_.end()) {
     Live& l = it->second;
+    if (l.caller != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gather '", params_->at(id).name,
+          "': it is held in the caller's memory by gather_into, and the engine has no copy "
+          "to hand out; gather it with gather_into again, or release it first"));
+    }
     if (l.pending) {
       absl::Status s = ctx_->stream->Wait(l.pending);
       l.pending = nullptr;
@@ -218,6 +226,52 @@ absl::StatusOr<void*> ParamCoordinator::Gather(int id) {
   live_high_water_ = std::max(live_high_water_, live_bytes_);
   Prefetch(id);
   return dst;
+}
+
+absl::Status ParamCoordinator::GatherInto(int id, void* dst) {
+  const ParamRecord& p = params_->at(id);
+  const int64_t bytes = p.numel * ctx_->es();
+  if (persistent(id)) {
+    ctx_->device->Copy(dst, persistent_[id].data(), static_cast<size_t>(bytes));
+    return absl::OkStatus();
+  }
+  if (!trace_done_) trace_.push_back(id);
+  auto it = live_.find(id);
+  if (it != live_.end()) {
+    // Prefetched, or held by another gather: one copy from where it is.
+    Live& l = it->second;
+    if (l.pending) {
+      absl::Status s = ctx_->stream->Wait(l.pending);
+      l.pending = nullptr;
+      RETURN_IF_ERROR(ctx_->Fail(s));
+    }
+    const void* src = l.caller != nullptr ? l.caller : l.buf.data();
+    if (src != dst) ctx_->device->Copy(dst, src, static_cast<size_t>(bytes));
+    if (l.refs++ == 0) {
+      // A prefetch nobody held: the engine's buffer goes back to the pool
+      // now, the caller's copy is the one held.
+      l.caller = dst;
+      caller_bytes_ += bytes;
+      ReturnBuffer(std::move(l.buf));
+    }
+    Prefetch(id);
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(EnsureBudget(bytes, id));
+  const int li = p.li;
+  RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Wait(
+      ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kGather,
+                                 [this, li, dst] { return GatherOnStream(li, dst); },
+                                 "gather")))));
+  Live l;
+  l.refs = 1;
+  l.caller = dst;
+  live_[id] = std::move(l);
+  live_bytes_ += bytes;
+  caller_bytes_ += bytes;
+  live_high_water_ = std::max(live_high_water_, live_bytes_);
+  Prefetch(id);
+  return absl::OkStatus();
 }
 
 absl::Status ParamCoordinator::GatherOnStream(int li, void* dst) {

@@ -43,6 +43,17 @@ class ParamCoordinator {
 
   // Param `id` whole in device memory (collective unless persistent).
   absl::StatusOr<void*> Gather(int id);
+  // Param `id` whole in the caller's memory `dst` (host memory here: the
+  // engine checks), held like a Gather until Release: it counts against
+  // the live budget and in live_bytes(), and Prefetch follows the trace
+  // alike. A param not live is all-gathered straight into `dst` (no
+  // buffer of the engine's, no copy); a live one (prefetched, or held by
+  // another gather) is copied from where it is (docs/ARCHITECTURE.md,
+  // "Stage 3", gather_into). The caller must leave `dst` unwritten until
+  // its release: a nested GatherInto copies from it. A plain Gather of a
+  // param held in caller memory is refused (the engine has no copy of its
+  // own to hand out).
+  absl::Status GatherInto(int id, void* dst);
   void Release(int id);
   // The end of a micro-step: prefetched params nobody used are freed; the
   // first micro-step's gathers become the trace.
@@ -66,6 +77,9 @@ class ParamCoordinator {
   void WritePersistentRange(int id, int64_t offset, int64_t count, const float* values);
 
   int64_t live_bytes() const { return live_bytes_; }
+  // Of live_bytes(), those held in callers' memory (GatherInto), not the
+  // engine's.
+  int64_t caller_bytes() const { return caller_bytes_; }
   // Freed gather buffers kept for the next gather of the same size, this
   // micro-step only (TakeBuffer).
   int64_t pooled_bytes() const { return pooled_bytes_; }
@@ -79,6 +93,8 @@ class ParamCoordinator {
     DeviceBuffer buf;
     int refs = 0;
     CommStream::Handle pending;  // prefetch in flight
+    // Held in the caller's memory (GatherInto): `buf` is empty.
+    void* caller = nullptr;
   };
   // offload_param "cpu" on a device with async_uploads(): this rank's slice,
   // uploaded on the copy stream when the prefetch was scheduled, and its
@@ -126,7 +142,7 @@ class ParamCoordinator {
   std::vector<DeviceBuffer> persistent_;  // by param id
   DeviceBuffer refresh_staging_;
   std::unordered_map<int, Live> live_;
-  int64_t live_bytes_ = 0, live_high_water_ = 0;
+  int64_t live_bytes_ = 0, live_high_water_ = 0, caller_bytes_ = 0;
   // Freed gather buffers (TakeBuffer); only on host-accessible devices: a
   // GPU's caching allocator already reuses freed blocks.
   std::vector<DeviceBuffer> pool_;

@@ -380,6 +380,15 @@ class Engine {
     return reinterpret_cast<uintptr_t>(data);
   }
 
+  // 1.7: a stage-3 gather written into `bytes` at `dst` (caller memory).
+  void GatherInto(int32_t id, int32_t dtype, uintptr_t dst, size_t bytes) {
+    zero_engine_t* e = get();
+    CheckNoGil([&] {
+      return zero_engine_gather_into(e, id, static_cast<zero_dtype>(dtype),
+                                     reinterpret_cast<void*>(dst), bytes);
+    });
+  }
+
   void Release(int32_t id) {
     zero_engine_t* e = get();
     CheckNoGil([&] { return zero_engine_release(e, id); });
@@ -744,6 +753,8 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("find_param", &Engine::FindParam, py::arg("name"))
       .def("param_numel", &Engine::ParamNumel, py::arg("id"))
       .def("gather", &Engine::Gather, py::arg("id"))
+      .def("gather_into", &Engine::GatherInto, py::arg("id"), py::arg("dtype"), py::arg("dst"),
+           py::arg("bytes"))
       .def("release", &Engine::Release, py::arg("id"))
       .def("grad_buffer", &Engine::GradBuffer, py::arg("id"))
       .def("grad_ready", &Engine::GradReady, py::arg("id"))

@@ -53,6 +53,53 @@ def test_step_updates_the_gathered_view_in_place():
         eng.release("w")
 
 
+def test_gather_into_writes_the_gathered_bits_into_the_callers_array():
+    # Stage 3 on 2 thread ranks, bf16: gather_into (C ABI 1.7) gives the bits
+    # gather gives (uint16, bf16's numpy dtype), held until release; a wrong
+    # array is refused naming the param; stage 1 refuses the call.
+    world = 2
+    comms = zero.Comm.threads(world)
+    errors = []
+    values = np.linspace(-3, 3, 700, dtype=np.float32).reshape(35, 20)
+
+    def rank_main(r):
+        try:
+            cfg = config(3, bf16={"enabled": True})
+            cfg["zero_optimization"]["stage3_param_persistence_threshold"] = 10
+            with zero.Engine(cfg, comm=comms[r]) as eng:
+                eng.register_param("w", values)
+                eng.finalize()
+                ref = eng.gather("w").copy()
+                eng.release("w")
+                out = np.zeros((35, 20), np.uint16)
+                assert eng.gather_into("w", out) is out
+                np.testing.assert_array_equal(out, ref)
+                np.testing.assert_array_equal(out, zero.float32_to_bf16(values))
+                with pytest.raises(zero.FailedPreconditionError, match="gather 'w'"):
+                    eng.gather("w")
+                eng.release("w")
+                with pytest.raises(zero.FailedPreconditionError, match="not gathered"):
+                    eng.release("w")
+                with pytest.raises(zero.InvalidArgumentError, match="gather_into 'w'"):
+                    eng.gather_into("w", np.zeros((35, 20), np.float16))
+                with pytest.raises(zero.InvalidArgumentError, match="gather_into 'w'"):
+                    eng.gather_into("w", np.zeros(7, np.uint16))  # the runtime: 14 bytes given
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for c in comms:
+        c.close()
+    assert not errors, errors
+    with make_engine(stage=1) as eng:
+        with pytest.raises(zero.FailedPreconditionError, match="gather_into 'w': stage 1"):
+            eng.gather_into("w", np.zeros((2, 3), np.float32))
+
+
 def test_register_accepts_buffer_protocol_and_array_like():
     with zero.Engine(config()) as eng:
         eng.register_param("mv", memoryview(np.ones(4, np.float64)))

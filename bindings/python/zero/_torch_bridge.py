@@ -98,9 +98,14 @@ class GatherPool:
     """Torch-owned host memory for stage 3's gathered copies, reused from
     one gather to the next instead of allocated fresh (issue 18: a fresh
     copy per gather faulted in new pages, about 7K minor faults per pass
-    over a 7M-param model, ~10 ms of the training thread's CPU).
+    over a 7M-param model, ~10 ms of the training thread's CPU). When torch
+    computes in the runtime's dtype the runtime gathers straight into a
+    buffer (:meth:`take`, ``zero_engine_gather_into``: no copy out of the
+    runtime's buffer; a prefetched param is copied once from its prefetch
+    buffer); fp16 on the CPU, computed in fp32, is copied and cast
+    (:meth:`copy`).
 
-    The copy is still needed: autograd may keep a view of a gathered param
+    Torch-owned memory is still needed: autograd may keep a view of a gathered param
     (``weight.t()`` saved by ``F.linear``) past its release, and the
     runtime frees or reuses its own gathered buffer at release. A buffer is
     taken back only when nothing else references it: each is a numpy array
@@ -142,6 +147,26 @@ class GatherPool:
         t.copy_(src)
         self._held[i] = arr
         return t
+
+    def take(self, i: int, shape: Tuple[int, ...]) -> Tuple[torch.Tensor, int, int]:
+        """A free buffer of ``shape`` for param i until :meth:`give_back`:
+        the torch tensor over it, its address and its bytes, for the runtime
+        to gather into (``zero_engine_gather_into``)."""
+        free = self._free.get(shape)
+        arr = free.pop() if free else None
+        if arr is None:
+            arr = np.empty(shape, dtype=self._np_dtype)
+            self.made += 1
+        t = torch.from_numpy(arr)
+        if self._bf16:
+            t = t.view(torch.bfloat16)
+        self._held[i] = arr
+        return t, int(arr.ctypes.data), int(arr.nbytes)
+
+    def held(self, i: int) -> Tuple[int, int]:
+        """Address and bytes of param i's buffer (it holds one)."""
+        arr = self._held[i]
+        return int(arr.ctypes.data), int(arr.nbytes)
 
     def give_back(self, i: int) -> None:
         """Param i no longer holds its copy (``p.data`` moved away): the

@@ -380,8 +380,36 @@ class Engine:
         """:meth:`grad_buffer` of param id ``pid`` without a view."""
         return self._c.grad_buffer(pid)
 
+    def gather_into(self, p: ParamRef, out: np.ndarray) -> np.ndarray:
+        """COLLECTIVE in stage 3 (C ABI 1.7). A gather of ``p`` whose full
+        working copy is written into ``out`` (a writable C-contiguous numpy
+        array of ``p``'s element count and dtype, :attr:`DType.numpy`: bf16
+        as uint16 bits) and returned. On a host device a param not gathered
+        already is all-gathered straight into ``out`` (no copy); a prefetched
+        one is copied from the runtime's buffer. Ended by :meth:`release`
+        like :meth:`gather`, and counted like one until then; ``out`` must
+        stay unwritten until the param's last release (a nested gather_into
+        copies from it; a plain :meth:`gather` of the param is refused
+        meanwhile). Stages 0-2 refuse it: :meth:`gather` copies nothing there."""
+        info = self.param(p)
+        if (not isinstance(out, np.ndarray) or not out.flags.c_contiguous
+                or not out.flags.writeable or out.dtype != info.dtype.numpy):
+            raise InvalidArgumentError(
+                f"gather_into {info.name!r}: out must be a writable C-contiguous numpy "
+                f"array of {info.dtype.numpy} (the param's {info.dtype.name}), got "
+                f"{type(out).__name__}"
+                + (f" of {out.dtype}" if isinstance(out, np.ndarray) else ""))
+        self._c.gather_into(info.id, int(info.dtype), int(out.ctypes.data), int(out.nbytes))
+        return out
+
+    def _gather_into_address(self, pid: int, dtype: int, address: int, nbytes: int) -> None:
+        """:meth:`gather_into` of param id ``pid`` at ``address`` (zero.torch's
+        GatherPool buffers), no checks on this side (the runtime checks size
+        and dtype)."""
+        self._c.gather_into(pid, dtype, address, nbytes)
+
     def release(self, p: ParamRef) -> None:
-        """Ends one :meth:`gather` of ``p``."""
+        """Ends one :meth:`gather` (or :meth:`gather_into`) of ``p``."""
         self._c.release(self.param(p).id)
 
     @contextlib.contextmanager

@@ -26,7 +26,11 @@ stay valid after the runtime frees its gathered copy; ``torch.nn.Linear``
 modules get a linear function that saves the parameter itself instead (as
 DeepSpeed does), so their copies die at release rather than living until
 backward. On the CPU the copies go into torch-owned buffers reused from one
-gather to the next (_torch_bridge.GatherPool: no fresh pages per gather); a
+gather to the next (_torch_bridge.GatherPool: no fresh pages per gather),
+which the runtime all-gathers into directly (``gather_into``, C ABI 1.7: no
+copy out of its own buffer; prefetched params are copied from their
+prefetch buffer once; fp16, computed in fp32 on the CPU, is copied and
+cast as before); a
 buffer that a tensor still references at release (a saved view) is left to
 that tensor and never written again.
 Stage 3 on the CPU, gradients: a Linear weight whose only gradient is its
@@ -932,6 +936,10 @@ class ZeroTorchEngine(torch.nn.Module):
         # reused while no tensor over them outlives a release.
         self._gather_pool = (_torch_bridge.GatherPool(n, self.compute_dtype)
                              if host and self.stage == 3 else None)
+        # ... and the runtime gathers straight into them (gather_into, C ABI
+        # 1.7) unless torch computes in another dtype (fp16 on the CPU).
+        self._gather_into = self._gather_pool is not None and not self._upcast
+        self._runtime_dtype = int(self.zero.dtype)
         # Stage 3: each param's placeholder, made once (a release is then
         # one ``p.data =``, no allocation).
         self._placeholders: List[Optional[torch.Tensor]] = [None] * n
@@ -1194,6 +1202,8 @@ class ZeroTorchEngine(torch.nn.Module):
         copy (the runtime's dtype: fp16/bf16/fp32)."""
         self._check_open()
         i = self._index[id(param)]
+        if self._gather_into:
+            return self._gather_new(i)
         view = self.zero.gather(self._ids[i], writable=True)  # copied at once
         try:
             out = self._bridge.tensor(view, self.zero.dtype).clone()
@@ -1201,6 +1211,16 @@ class ZeroTorchEngine(torch.nn.Module):
             return out
         finally:
             self.zero.release(self._ids[i])
+
+    def _gather_new(self, i: int) -> torch.Tensor:
+        """Stage 3 on the host: param i's working copy gathered into a new
+        tensor of the runtime's dtype (gather_into; a plain gather is refused
+        while a module holds the param in a GatherPool buffer)."""
+        out = torch.empty(tuple(self._params[i].shape), dtype=self.dtype)
+        self.zero._gather_into_address(self._ids[i], self._runtime_dtype, out.data_ptr(),
+                                       out.numel() * out.element_size())
+        self.zero.release(self._ids[i])
+        return out
 
     def save_16bit_model(self, save_dir: str,
                          save_filename: str = "pytorch_model.bin",
@@ -1352,6 +1372,8 @@ class ZeroTorchEngine(torch.nn.Module):
                 elif self.stage < 3:
                     src = self._views[i] if self._upcast else p.data
                     p.data = src.clone()
+                elif getattr(self, "_gather_into", False):
+                    p.data = self._gather_new(i)
                 else:
                     view = self.zero.gather(self._ids[i], writable=True)
                     p.data = self._bridge.tensor(view, self.zero.dtype).clone()
@@ -1659,6 +1681,24 @@ class ZeroTorchEngine(torch.nn.Module):
             self._busy -= 1
 
     def _gather_param(self, i: int) -> None:
+        if self._gather_into:  # host: the runtime writes into the pool's buffer
+            pid = self._ids[i]
+            if self._gather_count[i] == 0:
+                t, address, nbytes = self._gather_pool.take(i, tuple(self._params[i].shape))
+                try:
+                    self.zero._gather_into_address(pid, self._runtime_dtype, address, nbytes)
+                except BaseException:
+                    self._gather_pool.give_back(i)
+                    raise
+                self._gather_count[i] = 1
+                self._params[i].data = t
+            else:
+                # Nested: a gather of the runtime's count, into the buffer
+                # it already wrote (nothing is copied).
+                address, nbytes = self._gather_pool.held(i)
+                self.zero._gather_into_address(pid, self._runtime_dtype, address, nbytes)
+                self._gather_count[i] += 1
+            return
         if self._gather_views is not None:  # host: no view object per gather
             pid = self._ids[i]
             address = self.zero._gather_address(pid)

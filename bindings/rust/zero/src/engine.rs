@@ -352,6 +352,10 @@ pub struct Engine<'c> {
     // the runtime stay put; kept until finalize returns (or the engine drops).
     #[allow(clippy::vec_box)] // the Vec may move; each Box must not
     fills: Vec<Box<FillState<'c>>>,
+    // Params held by a live GatheredInto: the runtime may read that guard's
+    // buffer until the param's last release, so a second gather_into of the
+    // same param (whose guard could outlive the first) is refused here.
+    held_into: std::cell::RefCell<std::collections::HashSet<i32>>,
 }
 
 /// The closure type of [`Engine::register_param_fill`].
@@ -459,6 +463,7 @@ impl<'c> Engine<'c> {
             params: Vec::new(),
             host_accessible: true,
             fills: Vec::new(),
+            held_into: Default::default(),
         };
         engine.host_accessible = engine.device()?.host_accessible;
         Ok(engine)
@@ -808,6 +813,63 @@ impl<'c> Engine<'c> {
         };
         guard.check_pointer()?;
         Ok(guard)
+    }
+
+    /// COLLECTIVE in stage 3 (C ABI 1.7, `zero_engine_gather_into`): gathers
+    /// the param's full working copy into `out`, whose variant states the
+    /// dtype (the param's: fp16 and bf16 bits are both `u16`, so it is
+    /// checked) and whose length must be the param's. On a host device a
+    /// param not gathered already is all-gathered straight into `out` (no
+    /// copy out of a runtime buffer); a prefetched one is copied from its
+    /// prefetch buffer. The guard reads `out` and releases the gather when
+    /// dropped; it borrows `out` mutably meanwhile, because the runtime may
+    /// read it until the release. It counts as a gather (live budget,
+    /// prefetch), nests with [`gather`](Engine::gather) of the param taken
+    /// first; a `gather` of a param held this way is refused by the runtime,
+    /// and so (here) is a second `gather_into` of it while the guard lives.
+    /// Stages 0-2 refuse it ([`Status::FailedPrecondition`]): `gather`
+    /// copies nothing there.
+    pub fn gather_into<'b>(
+        &self,
+        id: ParamId,
+        out: ParamDataMut<'b>,
+    ) -> Result<GatheredInto<'_, 'b>> {
+        self.meta(id)?;
+        let (dtype, ptr, len, bytes) = match out {
+            ParamDataMut::F32(v) => (DType::F32, v.as_mut_ptr() as *mut u8, v.len(), v.len() * 4),
+            ParamDataMut::F16(v) => (DType::F16, v.as_mut_ptr() as *mut u8, v.len(), v.len() * 2),
+            ParamDataMut::BF16(v) => (DType::BF16, v.as_mut_ptr() as *mut u8, v.len(), v.len() * 2),
+        };
+        if self.held_into.borrow().contains(&id.0) {
+            return Err(Error::new(
+                Status::FailedPrecondition,
+                format!(
+                    "gather_into param id {}: already held by a GatheredInto (one buffer per param at a time)",
+                    id.0
+                ),
+            ));
+        }
+        // SAFETY: live handle; `ptr` is `bytes` bytes the guard borrows
+        // mutably until it releases the gather (the runtime writes them here
+        // and may read them until then); the library checks bytes and dtype.
+        check(unsafe {
+            sys::zero_engine_gather_into(
+                self.raw.as_ptr(),
+                id.0,
+                dtype.raw(),
+                ptr as *mut std::ffi::c_void,
+                bytes,
+            )
+        })?;
+        self.held_into.borrow_mut().insert(id.0);
+        Ok(GatheredInto {
+            engine: self,
+            id,
+            dtype,
+            ptr,
+            len,
+            _out: std::marker::PhantomData,
+        })
     }
 
     /// The zero-filled gradient buffer of a trainable param for this
@@ -1270,6 +1332,84 @@ impl<'e> Gathered<'e> {
 }
 
 impl Drop for Gathered<'_> {
+    fn drop(&mut self) {
+        let _ = self.release_raw();
+    }
+}
+
+/// A caller's buffer to gather into ([`Engine::gather_into`]), typed by dtype.
+#[derive(Debug)]
+pub enum ParamDataMut<'a> {
+    /// fp32 values.
+    F32(&'a mut [f32]),
+    /// IEEE half bits.
+    F16(&'a mut [u16]),
+    /// bfloat16 bits.
+    BF16(&'a mut [u16]),
+}
+
+/// A gather into the caller's buffer (from [`Engine::gather_into`]): reads
+/// it, and releases the gather when dropped (the buffer is the caller's
+/// again then).
+pub struct GatheredInto<'e, 'b> {
+    engine: &'e Engine<'e>,
+    id: ParamId,
+    dtype: DType,
+    ptr: *mut u8,
+    len: usize,
+    _out: std::marker::PhantomData<&'b mut [u8]>,
+}
+
+impl std::fmt::Debug for GatheredInto<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatheredInto")
+            .field("id", &self.id)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl GatheredInto<'_, '_> {
+    /// Which param this is.
+    pub fn id(&self) -> ParamId {
+        self.id
+    }
+
+    /// The gathered values in the caller's buffer, typed by dtype.
+    pub fn data(&self) -> ParamData<'_> {
+        // SAFETY: `ptr` is the caller's buffer of `len` elements of `dtype`,
+        // borrowed mutably by `self`; the runtime finished writing it before
+        // gather_into returned and only reads it until the release.
+        unsafe {
+            match self.dtype {
+                DType::F32 => {
+                    ParamData::F32(std::slice::from_raw_parts(self.ptr as *const f32, self.len))
+                }
+                DType::F16 => {
+                    ParamData::F16(std::slice::from_raw_parts(self.ptr as *const u16, self.len))
+                }
+                DType::BF16 => {
+                    ParamData::BF16(std::slice::from_raw_parts(self.ptr as *const u16, self.len))
+                }
+            }
+        }
+    }
+
+    /// Releases now and reports the library's status (dropping the guard
+    /// releases too, but cannot report a failure).
+    pub fn release(self) -> Result<()> {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.release_raw()
+    }
+
+    fn release_raw(&self) -> Result<()> {
+        self.engine.held_into.borrow_mut().remove(&self.id.0);
+        // SAFETY: the engine is alive (borrowed) and this gather is unmatched.
+        check(unsafe { sys::zero_engine_release(self.engine.raw.as_ptr(), self.id.0) })
+    }
+}
+
+impl Drop for GatheredInto<'_, '_> {
     fn drop(&mut self) {
         let _ = self.release_raw();
     }

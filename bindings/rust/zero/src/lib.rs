@@ -50,8 +50,8 @@ pub use config::{Config, ConfigBuilder, DType, Optimizer};
 pub use device::{DeviceInfo, DeviceKind, DeviceSlice, DeviceSliceMut, Element};
 pub use engine::{CommLogEntry, StepBreakdown};
 pub use engine::{
-    Engine, Gathered, GradBuffer, InitSpec, LoadSafetensorsOptions, ParamData, ParamDesc, ParamId,
-    ParamInfo, Stats, StepInfo,
+    Engine, Gathered, GatheredInto, GradBuffer, InitSpec, LoadSafetensorsOptions, ParamData,
+    ParamDataMut, ParamDesc, ParamId, ParamInfo, Stats, StepInfo,
 };
 pub use error::{Error, Result, Status};
 pub use estimate::{estimate_memory, Topology};

@@ -402,3 +402,73 @@ fn step_breakdown_nvme_time() {
     drop(engine);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// gather_into (C ABI 1.7) on two thread ranks at stage 3, bf16: the bits
+/// gather hands out, in the caller's buffer, before and after a step; the
+/// refusals name the param or say why.
+#[test]
+fn gather_into_writes_the_bits_gather_hands_out() {
+    use zero::{ParamDataMut, Status};
+    let config = Config::from_json(
+        r#"{"steps_per_print": 0, "bf16": {"enabled": true},
+            "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
+            "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 10}}"#,
+    )
+    .unwrap();
+    let init: Vec<f32> = (0..37 * 11).map(|i| ((i * 7) % 23) as f32 / 8.0 - 1.4).collect();
+    std::thread::scope(|s| {
+        for comm in Communicator::threads(2).unwrap() {
+            let (init, config) = (&init, &config);
+            s.spawn(move || {
+                let mut engine = Engine::new(config, &comm).unwrap();
+                let w = engine
+                    .register_param(ParamDesc::new("w", &[37, 11]).init(init))
+                    .unwrap();
+                engine.finalize().unwrap();
+                for step in 0..2 {
+                    let want = engine.gather(w).unwrap().as_u16().unwrap().to_vec();
+                    let mut out = vec![0u16; 37 * 11];
+                    {
+                        let g = engine.gather_into(w, ParamDataMut::BF16(&mut out)).unwrap();
+                        match g.data() {
+                            ParamData::BF16(v) => assert_eq!(v, &want[..], "step {step}"),
+                            other => panic!("{other:?}"),
+                        }
+                        // Held in `out`: no plain gather, no second buffer.
+                        let e = engine.gather(w).unwrap_err();
+                        assert_eq!(e.status(), Status::FailedPrecondition);
+                        assert!(e.message().contains("gather 'w'"), "{}", e.message());
+                        let mut other = vec![0u16; 37 * 11];
+                        let e = engine.gather_into(w, ParamDataMut::BF16(&mut other)).unwrap_err();
+                        assert_eq!(e.status(), Status::FailedPrecondition);
+                        g.release().unwrap();
+                    }
+                    assert_eq!(out, want);
+                    assert_eq!(engine.stats().unwrap().live_gathered_bytes, 0);
+                    // fp16 bits are u16 too: the dtype is checked, not only the size.
+                    let e = engine.gather_into(w, ParamDataMut::F16(&mut out)).unwrap_err();
+                    assert_eq!(e.status(), Status::InvalidArgument);
+                    assert!(e.message().contains("gather_into 'w'"), "{}", e.message());
+                    let e = engine.gather_into(w, ParamDataMut::BF16(&mut out[1..])).unwrap_err();
+                    assert!(e.message().contains("812 bytes given"), "{}", e.message());
+                    // Small integers: bf16 is exactly fp32's top half.
+                    let mut grad = engine.grad_buffer(w).unwrap();
+                    for (i, g) in grad.as_u16_mut().unwrap().iter_mut().enumerate() {
+                        *g = (((i % 5) as f32 - 2.0).to_bits() >> 16) as u16;
+                    }
+                    grad.ready().unwrap();
+                    engine.step().unwrap();
+                }
+            });
+        }
+    });
+    // Stages 0-2: gather copies nothing there; gather_into is refused.
+    let comm = Communicator::new_self().unwrap();
+    let mut engine = Engine::new(&sgd(1, 0.1), &comm).unwrap();
+    let w = engine.register_param(ParamDesc::new("w", &[3])).unwrap();
+    engine.finalize().unwrap();
+    let mut out = [0f32; 3];
+    let e = engine.gather_into(w, ParamDataMut::F32(&mut out)).unwrap_err();
+    assert_eq!(e.status(), zero::Status::FailedPrecondition);
+    assert!(e.message().contains("gather_into 'w': stage 1"), "{}", e.message());
+}
