@@ -14,6 +14,14 @@ main="$(realpath "$1")"; launch="$(realpath "$2")"; agent="$(realpath "$3")"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 fail=0
+# mpirun's own session directory, private to this run: OpenMPI names it by
+# host name and PID, and a PID repeats across the PID namespaces of
+# concurrent sandboxed tests. Short, under /tmp: PMIx puts sockets in it.
+# TMPDIR, not OMPI_MCA_orte_tmpdir_base: mpirun forwards MCA params to its
+# daemons' command lines, which would override each "node"'s own directory
+# (tools/zero_launch_agent.sh).
+ompi_tmp="$(mktemp -d /tmp/zero-mh.XXXXXX)"
+export TMPDIR="$ompi_tmp"
 
 hosts=()
 for i in 1 2 3; do
@@ -98,7 +106,7 @@ if "$agent" 192.0.2.123 true 2> "$tmp/agent_err.txt"; then
 fi
 grep -q "not to this machine" "$tmp/agent_err.txt" || { echo "FAILED: agent message"; fail=1; }
 
-rm -rf /dev/shm/zero-node-* 2>/dev/null
+rm -rf /dev/shm/zero-node-* "$ompi_tmp" 2>/dev/null
 if [ $fail -ne 0 ]; then
   echo "multihost_launch_test: FAILED"
   exit 1

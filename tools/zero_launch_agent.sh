@@ -15,7 +15,16 @@
 #   OMPI_MCA_btl_vader_backing_directory=/dev/shm/zero-node-HOST
 #                       each "node" its own shared-memory segments: OpenMPI
 #                       names them by local rank, which two daemons on one
-#                       machine would share.
+#                       machine would share;
+#   OMPI_MCA_orte_tmpdir_base=/dev/shm/zero-node-HOST/session
+#                       each "node" its own session directory: OpenMPI names
+#                       it by host name (`hostname`, the same for every
+#                       daemon here), so daemons started together raced to
+#                       create one directory ("File exists") and wrote one
+#                       hwloc.sm topology file at once (orted crashing in
+#                       hwloc_shmem_topology_write). An orte_tmpdir_base
+#                       given to mpirun reaches the daemons' command lines
+#                       and wins over this: give mpirun TMPDIR instead.
 # ZERO_AGENT_LOG=FILE appends each HOST started to FILE (tests).
 set -eu
 while [ $# -gt 0 ]; do
@@ -46,6 +55,7 @@ if [ "${ZERO_AGENT_NODE_ID:-1}" != 0 ]; then
   export ZERO_NODE_ID="$host"
 fi
 dir="/dev/shm/zero-node-$host"
-mkdir -p "$dir"
+mkdir -p "$dir/session"
 export OMPI_MCA_btl_vader_backing_directory="$dir"
+export OMPI_MCA_orte_tmpdir_base="$dir/session"
 exec /bin/sh -c "$*"

@@ -37,4 +37,50 @@ int WaitForArrival(MPI_Comm comm, std::chrono::steady_clock::time_point deadline
   }
 }
 
+int PostArrival(MPI_Comm comm, MPI_Request* arrival, std::mutex* serial) {
+  if (serial == nullptr) return MPI_Ibarrier(comm, arrival);
+  std::lock_guard<std::mutex> l(*serial);
+  return MPI_Ibarrier(comm, arrival);
+}
+
+int WaitArrivedAndDone(MPI_Request* arrival, MPI_Request* op,
+                       std::chrono::steady_clock::time_point deadline, std::mutex* serial,
+                       const ArrivalGateOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  auto test = [serial](MPI_Request* r, int* done) {
+    if (serial == nullptr) return MPI_Test(r, done, MPI_STATUS_IGNORE);
+    std::lock_guard<std::mutex> l(*serial);
+    return MPI_Test(r, done, MPI_STATUS_IGNORE);
+  };
+  int rc = MPI_SUCCESS, arrived = arrival == nullptr, done = 0;
+  if (!arrived) {
+    const auto spin_until = Clock::now() + options.spin;
+    auto sleep = options.first_sleep;
+    for (;;) {
+      // Each test progresses both requests (MPI_Test drives the whole
+      // progress engine): the collective's data moves as soon as the peers
+      // are there, whichever request is tested.
+      if ((rc = test(arrival, &arrived)) != MPI_SUCCESS) return rc;
+      if (arrived) break;
+      if (!done && (rc = test(op, &done)) != MPI_SUCCESS) return rc;
+      const auto now = Clock::now();
+      if (now > deadline) return kArrivalTimedOut;
+      if (now < spin_until) {
+        std::this_thread::yield();
+        continue;
+      }
+      std::this_thread::sleep_for(
+          std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(deadline - now) +
+                              std::chrono::microseconds(1)));
+      sleep = std::min(sleep * 2, options.max_sleep);
+    }
+  }
+  // Every rank is in the collective: what is left is the transfer itself.
+  for (unsigned i = 1; !done; ++i) {
+    if ((rc = test(op, &done)) != MPI_SUCCESS) return rc;
+    if ((i & 63) == 0 && !done && Clock::now() > deadline) return kArrivalTimedOut;
+  }
+  return MPI_SUCCESS;
+}
+
 }  // namespace zero

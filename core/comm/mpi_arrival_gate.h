@@ -38,6 +38,22 @@ struct ArrivalGateOptions {
 int WaitForArrival(MPI_Comm comm, std::chrono::steady_clock::time_point deadline,
                    std::mutex* serial, const ArrivalGateOptions& options = {});
 
+// The gate folded into a non-blocking collective (bench/README.md,
+// "Collectives on the calling thread"): `arrival` is the gate's
+// MPI_Ibarrier, posted by every rank just before the collective `op`, or
+// null for no gate. Until the barrier completes (a peer has not arrived)
+// both are tested with the gate's spin-then-sleep; from then on, or with
+// no gate, `op` is tested back to back, as a blocking call would (OpenMPI's
+// mpi_yield_when_idle, when set, yields inside each test), so a transfer
+// that needs this rank's progress is never left waiting on a sleep. Both
+// requests complete before it returns MPI_SUCCESS. `deadline`, `serial`
+// and the result as WaitForArrival's; on kArrivalTimedOut or an error the
+// requests may still be pending (the communicator is then broken).
+int PostArrival(MPI_Comm comm, MPI_Request* arrival, std::mutex* serial);
+int WaitArrivedAndDone(MPI_Request* arrival, MPI_Request* op,
+                       std::chrono::steady_clock::time_point deadline, std::mutex* serial,
+                       const ArrivalGateOptions& options = {});
+
 }  // namespace zero
 
 #endif  // ZERO_CORE_COMM_MPI_ARRIVAL_GATE_H_

@@ -152,21 +152,23 @@ std::mutex* SerialMutex() {
 }
 
 // Runs blocking MPI collectives for one communicator on its own thread
-// (docs/ARCHITECTURE.md, "Failures"). Blocking collectives take MPI's tuned
-// algorithms, which are faster than the non-blocking ones (libnbc) at most
-// sizes; running them here lets the calling thread wait with a deadline
+// (docs/ARCHITECTURE.md, "Failures"): the all-reduce, whose tuned algorithm
+// is faster than libnbc's non-blocking one and sums in the order every fp32
+// result recorded so far has (all-gathers and broadcasts move bits only and
+// run on the calling thread instead: MpiCommunicator::Polled); running them
+// here lets the calling thread wait with a deadline
 // and return a timeout when a peer is dead or stuck, while this thread stays
 // inside MPI (it is detached then: the communicator is broken, and the job
 // ends without MPI_Finalize). Shared with the communicator by a shared_ptr,
 // so a stuck worker never outlives what it touches: the all-gather-v counts
 // live here too (written only while no job runs).
-class BlockingWorker {
+class BlockingWorker : public std::enable_shared_from_this<BlockingWorker> {
  public:
-  // `thread`: false in direct mode, where the caller runs every job.
-  static std::shared_ptr<BlockingWorker> Start(bool thread) {
-    auto w = std::shared_ptr<BlockingWorker>(new BlockingWorker());
-    if (thread) std::thread([w] { w->Loop(); }).detach();
-    return w;
+  // The thread starts with the first job handed to Run (never in direct
+  // mode, where the caller runs every job, nor for a communicator whose
+  // collectives all run on the caller).
+  static std::shared_ptr<BlockingWorker> Make() {
+    return std::shared_ptr<BlockingWorker>(new BlockingWorker());
   }
 
   std::vector<int> counts, displs;
@@ -175,6 +177,10 @@ class BlockingWorker {
   // passes. false: timed out (the job still runs). `spin`: whether to spin
   // before sleeping (a small job).
   bool Run(const Job& job, Clock::time_point deadline, bool spin, int* rc) {
+    if (!started_) {
+      started_ = true;
+      std::thread([w = shared_from_this()] { w->Loop(); }).detach();
+    }
     const uint64_t seq = posted_.load(std::memory_order_relaxed) + 1;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -289,6 +295,7 @@ class BlockingWorker {
   std::atomic<uint64_t> posted_{0}, finished_{0};
   std::atomic<int> rc_{MPI_SUCCESS};
   bool stop_ = false, worker_sleeping_ = false, caller_sleeping_ = false;
+  bool started_ = false;  // only the caller touches it
 };
 
 // Direct mode (ZERO_MPI_WATCHDOG=1, docs/ARCHITECTURE.md "Failures"): the
@@ -380,6 +387,33 @@ bool DirectModeFromEnv() {
   return e != nullptr && std::strcmp(e, "1") == 0;
 }
 
+// Sums the W pieces of `n` floats (`piece[r]`: rank r's) into `out` in
+// the order of libnbc's reduce-scatter (OpenMPI 4.1, nbc_ireduce_scatter*.c:
+// a binomial reduce to rank 0, then a scatter): in round k = 1, 2, ...,
+// every rank a with a % 2^k == 0 adds in what rank a + 2^(k-1) holds, if
+// there is one; rank 0 ends with the sum. So at 4 ranks (p0 + p1) + (p2 +
+// p3), at 3 (p0 + p1) + p2: fp32 addition commutes, so only this grouping
+// decides the bits. Partial sums overwrite the pieces in the caller's
+// scratch; `piece[own]` (the caller's send buffer) is never written: its
+// partial sums go to `out`, as does the last round's.
+void TreeSumInto(std::vector<const float*> piece, int own, size_t n, float* out) {
+  const int w = static_cast<int>(piece.size());
+  int rounds = 0;
+  while ((1 << rounds) < w) ++rounds;
+  for (int k = 1; k <= rounds; ++k) {
+    const int half = 1 << (k - 1);
+    for (int a = 0; a + half < w; a += 2 * half) {
+      const float* x = piece[a];
+      const float* y = piece[a + half];
+      float* dst = (k == rounds || a == own) ? out : const_cast<float*>(x);
+#pragma omp simd
+      for (size_t i = 0; i < n; ++i) dst[i] = x[i] + y[i];
+      piece[a] = dst;
+    }
+  }
+  if (w == 1) std::copy(piece[0], piece[0] + n, out);
+}
+
 class MpiCommunicator : public Communicator {
  public:
   explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
@@ -402,6 +436,9 @@ class MpiCommunicator : public Communicator {
   }
   ~MpiCommunicator() override {
     if (worker_) worker_->Stop();  // a stuck one never reads it; it is detached
+    // A request left pending by a timeout may still read the all-gather-v
+    // counts the worker holds: keep them (a broken job ends soon).
+    if (broken_ && worker_) new std::shared_ptr<BlockingWorker>(worker_);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && !broken_) MPI_Comm_free(&comm_);
@@ -415,7 +452,8 @@ class MpiCommunicator : public Communicator {
                           const std::vector<int64_t>& counts,
                           DType dtype) override {
     if (broken_) return Broken("all-gather");
-    // The counts go to the worker's own vectors: it is idle between calls.
+    // The counts go to the worker object's own vectors (used by one call at
+    // a time; kept alive past a timed-out one, see ~MpiCommunicator).
     Worker();
     std::vector<int>& c = worker_->counts;
     std::vector<int>& d = worker_->displs;
@@ -443,14 +481,14 @@ class MpiCommunicator : public Communicator {
                               const std::vector<int64_t>& counts) override {
     std::vector<int> c, d;
     if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
-    // Stays non-blocking and polled: the blocking (tuned) algorithms sum in
-    // another order at 3+ ranks, which would change every fp32 result
-    // recorded so far. At 2 ranks each element is one addition, the same
-    // bits in either order: direct mode takes the blocking call there.
+    // Not the blocking (tuned) algorithms: they sum in another order at 3+
+    // ranks, which would change every fp32 result recorded so far. At 2
+    // ranks each element is one addition, the same bits in either order:
+    // direct mode takes the blocking call there.
     if (DirectPair(c)) {
       return DirectReduceScatter(send, recv, counts, MPI_FLOAT, MPI_SUM, sizeof(float));
     }
-    if (world_ == 2) return PairReduceScatter(send, recv, counts, c, d);
+    if (world_ >= 2) return ExchangeReduceScatter(send, recv, counts, c, d);
     if (auto s = Gate("reduce-scatter"); !s.ok()) return s;
     MPI_Request req;
     int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_FLOAT,
@@ -557,37 +595,50 @@ class MpiCommunicator : public Communicator {
     return slot_ != nullptr && world_ == 2 && Equal(c);
   }
 
-  // Default mode, two ranks: the fp32 reduce-scatter as one exchange of
-  // the pieces into a scratch this communicator keeps, then one sum per
-  // element here. libnbc's reduce-scatter allocated a temporary of the
-  // whole vector per call, which with a fixed mmap threshold was fresh
+  // The fp32 reduce-scatter as one exchange of the pieces (each rank sends
+  // piece q to rank q) into a scratch this communicator keeps, then the
+  // sums here, in libnbc's order (TreeSumInto): the same bits as
+  // MPI_Ireduce_scatter(_block), which reduces the whole vector to rank 0
+  // along a binomial tree and scatters it. libnbc allocated a temporary of
+  // the whole vector per call, which with a fixed mmap threshold was fresh
   // pages every time: a page fault per 4 KiB received and an munmap, a
-  // quarter of the comm stream's CPU at stage 3 (bench/README.md,
-  // "Stage 3's runtime threads"). The same bits: each element is one fp32
-  // addition of the two ranks' values, and addition commutes. Arrival is
-  // gated and the wait polled with the timeout, as the collective's was.
-  absl::Status PairReduceScatter(const float* send, float* recv,
-                                 const std::vector<int64_t>& counts, const std::vector<int>& c,
-                                 const std::vector<int>& d) {
+  // quarter of the comm stream's CPU at stage 3 at 2 ranks and two fifths
+  // at 4 (bench/README.md, "Stage 3's runtime threads" and "The
+  // reduce-scatter at 3+ ranks"). One round instead of log2(W) + 1 also
+  // leaves fewer waits on a peer that has no core. Arrival is gated and the
+  // wait polled with the timeout, as the collective's was.
+  absl::Status ExchangeReduceScatter(const float* send, float* recv,
+                                     const std::vector<int64_t>& counts,
+                                     const std::vector<int>& c, const std::vector<int>& d) {
     if (auto s = Gate("reduce-scatter"); !s.ok()) return s;
-    const int peer = 1 - rank_;
     const size_t mine = static_cast<size_t>(c[rank_]);
-    if (pair_scratch_.size() < mine) pair_scratch_.resize(mine);
-    MPI_Request reqs[2];
-    int rc = MPI_Irecv(pair_scratch_.data(), c[rank_], MPI_FLOAT, peer, kPairTag, comm_, &reqs[0]);
-    if (rc == MPI_SUCCESS) {
-      rc = MPI_Isend(send + d[peer], c[peer], MPI_FLOAT, peer, kPairTag, comm_, &reqs[1]);
+    const size_t need = mine * static_cast<size_t>(world_ - 1);
+    if (exchange_scratch_.size() < need) exchange_scratch_.resize(need);
+    // Peer q's piece lands in slot q (q < rank) or q - 1 (q > rank).
+    std::vector<const float*> piece(world_);
+    reqs_.assign(2 * static_cast<size_t>(world_ - 1), MPI_REQUEST_NULL);
+    int rc = MPI_SUCCESS;
+    for (int q = 0, k = 0; q < world_ && rc == MPI_SUCCESS; ++q) {
+      if (q == rank_) {
+        piece[q] = send + d[rank_];
+        continue;
+      }
+      float* slot = exchange_scratch_.data() + static_cast<size_t>(q < rank_ ? q : q - 1) * mine;
+      piece[q] = slot;
+      rc = MPI_Irecv(slot, c[rank_], MPI_FLOAT, q, kExchangeTag, comm_, &reqs_[k++]);
+      if (rc == MPI_SUCCESS) {
+        rc = MPI_Isend(send + d[q], c[q], MPI_FLOAT, q, kExchangeTag, comm_, &reqs_[k++]);
+      }
     }
-    if (rc != MPI_SUCCESS) return Failed("reduce-scatter", rc);  // a posted receive stays posted
-    if (auto s = Wait(MPI_SUCCESS, &reqs[0], "reduce-scatter"); !s.ok()) return s;
-    if (auto s = Wait(MPI_SUCCESS, &reqs[1], "reduce-scatter"); !s.ok()) return s;
-    const float* own = send + d[rank_];
-    const float* other = pair_scratch_.data();
-#pragma omp simd
-    for (size_t i = 0; i < mine; ++i) recv[i] = own[i] + other[i];
+    if (rc != MPI_SUCCESS) return Failed("reduce-scatter", rc);  // posted requests stay posted
+    for (MPI_Request& r : reqs_) {
+      if (r == MPI_REQUEST_NULL) continue;
+      if (auto s = Wait(MPI_SUCCESS, &r, "reduce-scatter"); !s.ok()) return s;
+    }
+    TreeSumInto(piece, rank_, mine, recv);
     // A piece far larger than a bucket's (a large param reduced alone) is
     // not kept: the scratch would hold that memory for the run.
-    if (pair_scratch_.size() > (size_t{16} << 20)) std::vector<float>().swap(pair_scratch_);
+    if (exchange_scratch_.size() > (size_t{16} << 20)) std::vector<float>().swap(exchange_scratch_);
     Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
     return absl::OkStatus();
   }
@@ -665,7 +716,8 @@ class MpiCommunicator : public Communicator {
 
   // A blocking collective on the worker thread, waited for until the
   // timeout: a peer that never arrives becomes DeadlineExceeded here (and
-  // the communicator is broken) while the worker stays inside MPI.
+  // the communicator is broken) while the worker stays inside MPI. Direct
+  // mode calls it here; all-gathers and broadcasts take Polled instead.
   absl::Status Blocking(const char* what, Job job) {
     if (broken_) return Broken(what);
     Worker();
@@ -674,10 +726,52 @@ class MpiCommunicator : public Communicator {
     job.gate = gate_;
     job.deadline = deadline;
     if (slot_) return Direct(what, job);
+    if (OnCaller(job)) return Polled(what, job);
     int rc = MPI_SUCCESS;
     if (!worker_->Run(job, deadline, SmallJob(job), &rc) || rc == kArrivalTimedOut) {
       return TimedOut(what);
     }
+    if (rc != MPI_SUCCESS) return Failed(what, rc);
+    return absl::OkStatus();
+  }
+
+  // Default mode's all-gathers and broadcasts run on the calling thread,
+  // at every size: non-blocking, waited with the arrival gate folded in
+  // (WaitArrivedAndDone) until the deadline. They move bits only, so
+  // libnbc's algorithm gives the result the tuned blocking one would, at
+  // raw MPI's speed or better here, where the hand-off to the worker cost
+  // 3-8 us per call (bench/README.md, "Collectives on the calling thread").
+  static bool OnCaller(const Job& job) {
+    return job.op == Job::kAllGather || job.op == Job::kAllGatherV || job.op == Job::kBcast;
+  }
+
+  // `job` (OnCaller) on this thread. A peer that never arrives, or stops
+  // inside the collective, is a timeout: the request stays pending and the
+  // communicator is broken, as with the worker's blocking call.
+  absl::Status Polled(const char* what, const Job& j) {
+    std::mutex* serial = SerialMutex();
+    MPI_Request arrival = MPI_REQUEST_NULL, req = MPI_REQUEST_NULL;
+    if (gate_) {
+      if (int rc = PostArrival(comm_, &arrival, serial); rc != MPI_SUCCESS) {
+        return Failed(what, rc);
+      }
+    }
+    int rc = MPI_ERR_OTHER;
+    {
+      std::unique_lock<std::mutex> l;
+      if (serial != nullptr) l = std::unique_lock<std::mutex>(*serial);
+      if (j.op == Job::kAllGather) {
+        rc = MPI_Iallgather(j.send, j.count, j.type, j.recv, j.count, j.type, comm_, &req);
+      } else if (j.op == Job::kAllGatherV) {
+        rc = MPI_Iallgatherv(j.send, j.count, j.type, j.recv, worker_->counts.data(),
+                             worker_->displs.data(), j.type, comm_, &req);
+      } else if (j.op == Job::kBcast) {
+        rc = MPI_Ibcast(j.recv, j.count, j.type, j.root, comm_, &req);
+      }
+    }
+    if (rc != MPI_SUCCESS) return Failed(what, rc);
+    rc = WaitArrivedAndDone(gate_ ? &arrival : nullptr, &req, j.deadline, serial);
+    if (rc == kArrivalTimedOut) return TimedOut(what);
     if (rc != MPI_SUCCESS) return Failed(what, rc);
     return absl::OkStatus();
   }
@@ -799,15 +893,17 @@ class MpiCommunicator : public Communicator {
   bool oversubscribed_ = false;
   bool gate_ = false;
   BlockingWorker& Worker() {
-    if (!worker_) worker_ = BlockingWorker::Start(/*thread=*/!slot_);
+    if (!worker_) worker_ = BlockingWorker::Make();
     return *worker_;
   }
 
-  std::shared_ptr<BlockingWorker> worker_;  // started by the first collective
-  // PairReduceScatter's receive buffer; its tag, on this communicator (a
-  // duplicate only collectives use: no other point-to-point traffic).
-  std::vector<float> pair_scratch_;
-  static constexpr int kPairTag = 7301;
+  std::shared_ptr<BlockingWorker> worker_;  // made by the first collective
+  // ExchangeReduceScatter's receive buffer (W - 1 pieces), its requests
+  // and its tag, on this communicator (a duplicate only collectives use: no
+  // other point-to-point traffic).
+  std::vector<float> exchange_scratch_;
+  std::vector<MPI_Request> reqs_;
+  static constexpr int kExchangeTag = 7301;
   std::shared_ptr<WatchSlot> slot_;  // direct mode only
 };
 
