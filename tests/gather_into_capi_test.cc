@@ -26,16 +26,18 @@ std::string TmpDir(const std::string& name) {
   return std::string(t ? t : "/tmp") + "/" + name;
 }
 
-void RunOnThreads(int world, zero_dtype dtype, const std::string& offload) {
+void RunOnThreads(int world, zero_dtype dtype, const std::string& offload,
+                  bool standin = false) {
   std::vector<zero_comm_t*> ca(world), cb(world);
   ASSERT_EQ(zero_comm_create_threads(world, ca.data()), ZERO_OK);
   ASSERT_EQ(zero_comm_create_threads(world, cb.data()), ZERO_OK);
   const std::string dir = TmpDir("gi_" + std::to_string(world) + "_" +
-                                 std::to_string(static_cast<int>(dtype)) + "_" + offload);
+                                 std::to_string(static_cast<int>(dtype)) + "_" + offload +
+                                 (standin ? "_standin" : ""));
   std::vector<std::string> errs(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] { errs[r] = Run(ca[r], cb[r], dtype, offload, dir, r, 3); });
+    threads.emplace_back([&, r] { errs[r] = Run(ca[r], cb[r], dtype, offload, dir, r, 3, standin); });
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < world; ++r) {
@@ -64,6 +66,17 @@ TEST(GatherInto, OffloadParamCpu) {
 TEST(GatherInto, OffloadParamNvme) {
   RunOnThreads(2, ZERO_DTYPE_BF16, "nvme");
   RunOnThreads(3, ZERO_DTYPE_F32, "nvme");
+}
+
+// Off the host (the CPU stand-in for a GPU, whose memory the host cannot
+// touch): gathered into the engine's buffer and copied out, the same bits;
+// with offload_param cpu the shard lives in host memory there.
+TEST(GatherInto, StandinDevice) {
+  ASSERT_EQ(setenv("ZERO_GPU_STANDIN", "1", 1), 0);
+  RunOnThreads(2, ZERO_DTYPE_F32, "", true);
+  RunOnThreads(3, ZERO_DTYPE_BF16, "", true);
+  RunOnThreads(2, ZERO_DTYPE_BF16, "cpu", true);
+  unsetenv("ZERO_GPU_STANDIN");
 }
 
 // One rank, one param "w" of 64 x 32 (and "b", 8 elements, persistent).

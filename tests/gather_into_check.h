@@ -83,9 +83,13 @@ inline std::string Expect(zero_status s, const char* what) {
     if (!e_.empty()) return e_;                  \
   } while (0)
 
-inline std::string MakeEngine(zero_comm_t* comm, const std::string& json,
+// `standin`: the engine's state on the CPU stand-in for a GPU (device
+// "cuda" under ZERO_GPU_STANDIN=1): pointers the host cannot touch, read
+// and written through zero_engine_copy.
+inline std::string MakeEngine(zero_comm_t* comm, const std::string& json, bool standin,
                               zero_engine_t** out) {
   GIC_TRY(zero_engine_create_json(json.c_str(), comm, out));
+  if (standin) GIC_TRY(zero_engine_set_device(*out, "cuda", 0));
   const std::vector<ParamDef> defs = Params();
   zero_dtype dtype = ZERO_DTYPE_F32;
   GIC_TRY(zero_engine_dtype(*out, &dtype));
@@ -111,7 +115,7 @@ inline std::string MakeEngine(zero_comm_t* comm, const std::string& json,
 // `rank` only varies the gradients.
 inline std::string Run(zero_comm_t* comm_a, zero_comm_t* comm_b, zero_dtype dtype,
                        const std::string& offload, const std::string& nvme_root,
-                       int rank, int steps) {
+                       int rank, int steps, bool standin = false) {
   zero_engine_t* a = nullptr;
   zero_engine_t* b = nullptr;
   if (offload == "nvme") {  // the ranks share the folders: EEXIST is fine
@@ -119,8 +123,10 @@ inline std::string Run(zero_comm_t* comm_a, zero_comm_t* comm_b, zero_dtype dtyp
       ::mkdir(d.c_str(), 0755);
     }
   }
-  std::string err = MakeEngine(comm_a, Config(dtype, offload, nvme_root + "/a"), &a);
-  if (err.empty()) err = MakeEngine(comm_b, Config(dtype, offload, nvme_root + "/b"), &b);
+  std::string err = MakeEngine(comm_a, Config(dtype, offload, nvme_root + "/a"), standin, &a);
+  if (err.empty()) {
+    err = MakeEngine(comm_b, Config(dtype, offload, nvme_root + "/b"), standin, &b);
+  }
   const std::vector<ParamDef> defs = Params();
   const int n = static_cast<int>(defs.size());
   auto esize = [&](int id) { return defs[id].trainable ? ElemSize(dtype) : 4; };
@@ -131,11 +137,20 @@ inline std::string Run(zero_comm_t* comm_a, zero_comm_t* comm_b, zero_dtype dtyp
     into[id].assign(Numel(defs[id]) * esize(id), 0);
     nested[id].assign(Numel(defs[id]) * esize(id), 0);
   }
+  // A's gathered values where the host can read them.
+  std::vector<char> host;
+  auto readable = [&](const void* pa, size_t bytes) -> const void* {
+    if (!standin) return pa;
+    host.assign(bytes, 0);
+    return zero_engine_copy(a, host.data(), pa, bytes) == ZERO_OK ? host.data() : nullptr;
+  };
   auto gather_both = [&](int id, int step, const char* phase) -> std::string {
     void* pa = nullptr;
     GIC_TRY(zero_engine_gather(a, id, &pa));
     GIC_TRY(zero_engine_gather_into(b, id, pdtype(id), into[id].data(), into[id].size()));
-    if (std::memcmp(pa, into[id].data(), into[id].size()) != 0) {
+    const void* ra = readable(pa, into[id].size());
+    if (ra == nullptr) return std::string("zero_engine_copy: ") + zero_last_error();
+    if (std::memcmp(ra, into[id].data(), into[id].size()) != 0) {
       return std::string("rank ") + std::to_string(rank) + " step " + std::to_string(step) +
              " " + phase + ": '" + defs[id].name + "' from gather_into differs from gather";
     }
@@ -165,7 +180,9 @@ inline std::string Run(zero_comm_t* comm_a, zero_comm_t* comm_b, zero_dtype dtyp
                                                nested[id].size()),
                        "nested gather_into");
         }
-        if (err.empty() && std::memcmp(nested[id].data(), pa, nested[id].size()) != 0) {
+        const void* ra = err.empty() ? readable(pa, nested[id].size()) : nullptr;
+        if (err.empty() && ra == nullptr) err = std::string("zero_engine_copy: ") + zero_last_error();
+        if (err.empty() && std::memcmp(nested[id].data(), ra, nested[id].size()) != 0) {
           err = "nested gather_into of 'w2' differs from gather";
         }
         if (err.empty()) err = Expect(zero_engine_release(a, id), "release a");
@@ -187,12 +204,13 @@ inline std::string Run(zero_comm_t* comm_a, zero_comm_t* comm_b, zero_dtype dtyp
       }
       if (err.empty()) err = Expect(zero_engine_release(a, n - 1), "release a");
       if (err.empty()) err = Expect(zero_engine_release(b, n - 1), "release b");
-      // Releasing "w3", held in B's memory, frees none of B's buffers.
+      // Releasing "w3", held in B's memory, frees none of B's buffers (off
+      // the host it was gathered into B's buffer and copied: that goes).
       zero_stats after = ZERO_STATS_INIT;
       if (err.empty()) err = Expect(zero_engine_stats(b, &after), "stats b");
       const int64_t w3 = Numel(defs[n - 1]) * static_cast<int64_t>(ElemSize(dtype));
       if (err.empty() && (after.live_gathered_bytes != sb.live_gathered_bytes - w3 ||
-                          after.buffer_bytes != sb.buffer_bytes)) {
+                          after.buffer_bytes != sb.buffer_bytes - (standin ? w3 : 0))) {
         err = "releasing a gather_into changed buffer_bytes " + std::to_string(sb.buffer_bytes) +
               " -> " + std::to_string(after.buffer_bytes) + " or live bytes " +
               std::to_string(sb.live_gathered_bytes) + " -> " +
@@ -205,9 +223,12 @@ inline std::string Run(zero_comm_t* comm_a, zero_comm_t* comm_b, zero_dtype dtyp
       if (!err.empty()) break;
       if (defs[id].trainable) {
         for (zero_engine_t* e : {a, b}) {
-          void* g = nullptr;
-          err = Expect(zero_engine_grad_buffer(e, id, &g), "grad_buffer");
+          void* gdev = nullptr;
+          err = Expect(zero_engine_grad_buffer(e, id, &gdev), "grad_buffer");
           if (!err.empty()) break;
+          const size_t gbytes = Numel(defs[id]) * ElemSize(dtype);
+          std::vector<char> ghost(gbytes);
+          void* g = standin ? static_cast<void*>(ghost.data()) : gdev;
           for (int64_t i = 0; i < Numel(defs[id]); ++i) {
             const float v = static_cast<float>(((i * 31 + id * 17 + rank * 5 + step) % 19) - 9) / 64.0f;
             if (dtype == ZERO_DTYPE_F32) {
@@ -228,7 +249,8 @@ inline std::string Run(zero_comm_t* comm_a, zero_comm_t* comm_b, zero_dtype dtyp
               static_cast<uint16_t*>(g)[i] = h;
             }
           }
-          err = Expect(zero_engine_grad_ready(e, id), "grad_ready");
+          if (standin) err = Expect(zero_engine_copy(e, gdev, ghost.data(), gbytes), "copy grad");
+          if (err.empty()) err = Expect(zero_engine_grad_ready(e, id), "grad_ready");
           if (!err.empty()) break;
         }
       }

@@ -381,17 +381,30 @@ int Mismatch(Communicator* comm) {
 
 
 // The fp32 reduce-scatter against an independent reference: pieces of
-// unequal and equal sizes, values that round when summed. At 2 ranks each
-// element is one addition, so the result is exactly a + b (default mode
-// exchanges the pieces itself: MpiCommunicator::PairReduceScatter); at 3+
-// ranks the order is MPI's, within fp32 rounding of the float64 sum. At 2
-// ranks in default mode, repeated calls take no page faults for what they
-// receive: with glibc's mmap threshold fixed (as torch_gpt_bench fixes it)
-// libnbc's per-call temporary was fresh pages each time (bench/README.md,
-// "Stage 3's runtime threads").
+// unequal and equal sizes, values that round when summed. The result is
+// bit for bit the fp32 sum grouped as libnbc's binomial reduce to rank 0
+// groups it (TreeSum below: at 2 ranks a + b, at 3 (a + b) + c, at 4
+// (a + b) + (c + d)), the order every fp32 result recorded so far was made
+// in; default mode exchanges the pieces itself
+// (MpiCommunicator::ExchangeReduceScatter). It is also within fp32 rounding
+// of the float64 sum. In default mode repeated calls take no page faults
+// for what they receive: with glibc's mmap threshold fixed (as
+// torch_gpt_bench fixes it) libnbc's per-call temporary was fresh pages
+// each time (bench/README.md, "Stage 3's runtime threads" and "The
+// reduce-scatter at 3+ ranks").
 float PieceValue(int rank, int64_t i) {
   const uint32_t h = static_cast<uint32_t>(i) * 2654435761u + static_cast<uint32_t>(rank) * 40503u;
   return (static_cast<float>(h % 100003) - 50000.0f) * (rank % 2 ? 1.1e-3f : 0.7f);
+}
+
+// Element i of the ranks' pieces summed in fp32 as a binomial reduce to
+// rank 0 groups it: ranks [lo, lo + 2^k) are the sum of [lo, lo + 2^(k-1))
+// and [lo + 2^(k-1), lo + 2^k), ranks past the world left out.
+float TreeSum(int lo, int span, int world, int64_t i) {
+  if (span == 1) return PieceValue(lo, i);
+  const int half = span / 2;
+  const float left = TreeSum(lo, half, world, i);
+  return lo + half < world ? left + TreeSum(lo + half, half, world, i) : left;
 }
 
 void ReduceScatterPieces(Communicator* comm) {
@@ -416,12 +429,11 @@ void ReduceScatterPieces(Communicator* comm) {
           sum += PieceValue(r, at + i);
           mag += std::fabs(PieceValue(r, at + i));
         }
-        if (W == 2) {
-          const float exact = PieceValue(0, at + i) + PieceValue(1, at + i);
-          if (std::memcmp(&exact, &recv[i], sizeof(float)) != 0) bad = i;
-        } else if (std::fabs(recv[i] - sum) > 1.2e-7 * mag * W) {  // fp32 rounding per add
-          bad = i;
-        }
+        int span = 1;
+        while (span < W) span *= 2;
+        const float exact = TreeSum(0, span, W, at + i);
+        if (std::memcmp(&exact, &recv[i], sizeof(float)) != 0) bad = i;
+        if (std::fabs(recv[i] - sum) > 1.2e-7 * mag * W) bad = i;  // fp32 rounding per add
       }
       Expect(bad < 0, rank, "reduce-scatter pieces (base " + std::to_string(base) +
                                 (equal ? ", equal" : ", unequal") + "): element " +
@@ -429,11 +441,11 @@ void ReduceScatterPieces(Communicator* comm) {
     }
   }
   const char* direct = std::getenv("ZERO_MPI_WATCHDOG");
-  if (W != 2 || (direct != nullptr && std::strcmp(direct, "1") == 0)) return;
+  if (direct != nullptr && std::strcmp(direct, "1") == 0) return;
   mallopt(M_MMAP_THRESHOLD, 131072);
-  const int64_t n = int64_t{1} << 20;  // 4 MiB received per call
-  std::vector<int64_t> counts = {n, n};
-  std::vector<float> send(2 * n, 1.0f), recv(n, 0.0f);
+  const int64_t n = int64_t{1} << 20;  // 4 MiB received per call from each peer
+  std::vector<int64_t> counts(W, n);
+  std::vector<float> send(W * n, 1.0f), recv(n, 0.0f);
   Expect(comm->ReduceScatterV(send.data(), recv.data(), counts).ok(), rank, "warm-up");
   rusage before{}, after{};
   getrusage(RUSAGE_SELF, &before);
@@ -443,7 +455,7 @@ void ReduceScatterPieces(Communicator* comm) {
   }
   getrusage(RUSAGE_SELF, &after);
   const long faults = after.ru_minflt - before.ru_minflt;
-  const long pages = kCalls * n * 4 / 4096;  // what a fresh receive buffer would fault
+  const long pages = kCalls * n * 4 / 4096;  // what a fresh receive buffer (one piece) would fault
   Expect(faults < pages / 8, rank, "reduce-scatter took " + std::to_string(faults) +
                                        " page faults over " + std::to_string(kCalls) +
                                        " calls (" + std::to_string(pages) +

@@ -833,8 +833,8 @@ ZERO_API zero_status zero_checkpoint_reshard(const char* dir, const char* tag,
  * prefetches a gather would, and write_master and the like refuse the
  * param until it is released. `dst` must stay valid and unwritten until
  * the param's last outstanding gather is released: a nested gather_into of
- * it copies from there, and zero_engine_gather of it is refused
- * (ZERO_FAILED_PRECONDITION: the engine holds no copy to hand out).
+ * it copies from there, and (host device) zero_engine_gather of it is
+ * refused (ZERO_FAILED_PRECONDITION: the engine holds no copy to hand out).
  * Frozen and persistent params are copied from their resident copy.
  * Stages 0-2: ZERO_FAILED_PRECONDITION (zero_engine_gather hands out the
  * resident copy without any copy). A wrong dtype or size is

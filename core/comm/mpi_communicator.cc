@@ -387,6 +387,33 @@ bool DirectModeFromEnv() {
   return e != nullptr && std::strcmp(e, "1") == 0;
 }
 
+// Sums the W pieces of `n` floats (`piece[r]`: rank r's) into `out` in
+// the order of libnbc's reduce-scatter (OpenMPI 4.1, nbc_ireduce_scatter*.c:
+// a binomial reduce to rank 0, then a scatter): in round k = 1, 2, ...,
+// every rank a with a % 2^k == 0 adds in what rank a + 2^(k-1) holds, if
+// there is one; rank 0 ends with the sum. So at 4 ranks (p0 + p1) + (p2 +
+// p3), at 3 (p0 + p1) + p2: fp32 addition commutes, so only this grouping
+// decides the bits. Partial sums overwrite the pieces in the caller's
+// scratch; `piece[own]` (the caller's send buffer) is never written: its
+// partial sums go to `out`, as does the last round's.
+void TreeSumInto(std::vector<const float*> piece, int own, size_t n, float* out) {
+  const int w = static_cast<int>(piece.size());
+  int rounds = 0;
+  while ((1 << rounds) < w) ++rounds;
+  for (int k = 1; k <= rounds; ++k) {
+    const int half = 1 << (k - 1);
+    for (int a = 0; a + half < w; a += 2 * half) {
+      const float* x = piece[a];
+      const float* y = piece[a + half];
+      float* dst = (k == rounds || a == own) ? out : const_cast<float*>(x);
+#pragma omp simd
+      for (size_t i = 0; i < n; ++i) dst[i] = x[i] + y[i];
+      piece[a] = dst;
+    }
+  }
+  if (w == 1) std::copy(piece[0], piece[0] + n, out);
+}
+
 class MpiCommunicator : public Communicator {
  public:
   explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
@@ -454,14 +481,14 @@ class MpiCommunicator : public Communicator {
                               const std::vector<int64_t>& counts) override {
     std::vector<int> c, d;
     if (auto s = Displacements(counts, &c, &d); !s.ok()) return s;
-    // Stays non-blocking and polled: the blocking (tuned) algorithms sum in
-    // another order at 3+ ranks, which would change every fp32 result
-    // recorded so far. At 2 ranks each element is one addition, the same
-    // bits in either order: direct mode takes the blocking call there.
+    // Not the blocking (tuned) algorithms: they sum in another order at 3+
+    // ranks, which would change every fp32 result recorded so far. At 2
+    // ranks each element is one addition, the same bits in either order:
+    // direct mode takes the blocking call there.
     if (DirectPair(c)) {
       return DirectReduceScatter(send, recv, counts, MPI_FLOAT, MPI_SUM, sizeof(float));
     }
-    if (world_ == 2) return PairReduceScatter(send, recv, counts, c, d);
+    if (world_ >= 2) return ExchangeReduceScatter(send, recv, counts, c, d);
     if (auto s = Gate("reduce-scatter"); !s.ok()) return s;
     MPI_Request req;
     int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_FLOAT,
@@ -568,37 +595,50 @@ class MpiCommunicator : public Communicator {
     return slot_ != nullptr && world_ == 2 && Equal(c);
   }
 
-  // Default mode, two ranks: the fp32 reduce-scatter as one exchange of
-  // the pieces into a scratch this communicator keeps, then one sum per
-  // element here. libnbc's reduce-scatter allocated a temporary of the
-  // whole vector per call, which with a fixed mmap threshold was fresh
+  // The fp32 reduce-scatter as one exchange of the pieces (each rank sends
+  // piece q to rank q) into a scratch this communicator keeps, then the
+  // sums here, in libnbc's order (TreeSumInto): the same bits as
+  // MPI_Ireduce_scatter(_block), which reduces the whole vector to rank 0
+  // along a binomial tree and scatters it. libnbc allocated a temporary of
+  // the whole vector per call, which with a fixed mmap threshold was fresh
   // pages every time: a page fault per 4 KiB received and an munmap, a
-  // quarter of the comm stream's CPU at stage 3 (bench/README.md,
-  // "Stage 3's runtime threads"). The same bits: each element is one fp32
-  // addition of the two ranks' values, and addition commutes. Arrival is
-  // gated and the wait polled with the timeout, as the collective's was.
-  absl::Status PairReduceScatter(const float* send, float* recv,
-                                 const std::vector<int64_t>& counts, const std::vector<int>& c,
-                                 const std::vector<int>& d) {
+  // quarter of the comm stream's CPU at stage 3 at 2 ranks and two fifths
+  // at 4 (bench/README.md, "Stage 3's runtime threads" and "The
+  // reduce-scatter at 3+ ranks"). One round instead of log2(W) + 1 also
+  // leaves fewer waits on a peer that has no core. Arrival is gated and the
+  // wait polled with the timeout, as the collective's was.
+  absl::Status ExchangeReduceScatter(const float* send, float* recv,
+                                     const std::vector<int64_t>& counts,
+                                     const std::vector<int>& c, const std::vector<int>& d) {
     if (auto s = Gate("reduce-scatter"); !s.ok()) return s;
-    const int peer = 1 - rank_;
     const size_t mine = static_cast<size_t>(c[rank_]);
-    if (pair_scratch_.size() < mine) pair_scratch_.resize(mine);
-    MPI_Request reqs[2];
-    int rc = MPI_Irecv(pair_scratch_.data(), c[rank_], MPI_FLOAT, peer, kPairTag, comm_, &reqs[0]);
-    if (rc == MPI_SUCCESS) {
-      rc = MPI_Isend(send + d[peer], c[peer], MPI_FLOAT, peer, kPairTag, comm_, &reqs[1]);
+    const size_t need = mine * static_cast<size_t>(world_ - 1);
+    if (exchange_scratch_.size() < need) exchange_scratch_.resize(need);
+    // Peer q's piece lands in slot q (q < rank) or q - 1 (q > rank).
+    std::vector<const float*> piece(world_);
+    reqs_.assign(2 * static_cast<size_t>(world_ - 1), MPI_REQUEST_NULL);
+    int rc = MPI_SUCCESS;
+    for (int q = 0, k = 0; q < world_ && rc == MPI_SUCCESS; ++q) {
+      if (q == rank_) {
+        piece[q] = send + d[rank_];
+        continue;
+      }
+      float* slot = exchange_scratch_.data() + static_cast<size_t>(q < rank_ ? q : q - 1) * mine;
+      piece[q] = slot;
+      rc = MPI_Irecv(slot, c[rank_], MPI_FLOAT, q, kExchangeTag, comm_, &reqs_[k++]);
+      if (rc == MPI_SUCCESS) {
+        rc = MPI_Isend(send + d[q], c[q], MPI_FLOAT, q, kExchangeTag, comm_, &reqs_[k++]);
+      }
     }
-    if (rc != MPI_SUCCESS) return Failed("reduce-scatter", rc);  // a posted receive stays posted
-    if (auto s = Wait(MPI_SUCCESS, &reqs[0], "reduce-scatter"); !s.ok()) return s;
-    if (auto s = Wait(MPI_SUCCESS, &reqs[1], "reduce-scatter"); !s.ok()) return s;
-    const float* own = send + d[rank_];
-    const float* other = pair_scratch_.data();
-#pragma omp simd
-    for (size_t i = 0; i < mine; ++i) recv[i] = own[i] + other[i];
+    if (rc != MPI_SUCCESS) return Failed("reduce-scatter", rc);  // posted requests stay posted
+    for (MPI_Request& r : reqs_) {
+      if (r == MPI_REQUEST_NULL) continue;
+      if (auto s = Wait(MPI_SUCCESS, &r, "reduce-scatter"); !s.ok()) return s;
+    }
+    TreeSumInto(piece, rank_, mine, recv);
     // A piece far larger than a bucket's (a large param reduced alone) is
     // not kept: the scratch would hold that memory for the run.
-    if (pair_scratch_.size() > (size_t{16} << 20)) std::vector<float>().swap(pair_scratch_);
+    if (exchange_scratch_.size() > (size_t{16} << 20)) std::vector<float>().swap(exchange_scratch_);
     Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
     return absl::OkStatus();
   }
@@ -630,8 +670,8 @@ class MpiCommunicator : public Communicator {
       {
         std::unique_lock<std::mutex> l;
         if (serial != nullptr) l = std::unique_lock<std::mutex>(*serial);
-        rc = MPI_Irecv(recv, n_recv, t, peer, kPairTag, comm_, &reqs[0]);
-        if (rc == MPI_SUCCESS) rc = MPI_Isend(send, n_send, t, peer, kPairTag, comm_, &reqs[1]);
+        rc = MPI_Irecv(recv, n_recv, t, peer, kExchangeTag, comm_, &reqs[0]);
+        if (rc == MPI_SUCCESS) rc = MPI_Isend(send, n_send, t, peer, kExchangeTag, comm_, &reqs[1]);
       }
       if (rc == MPI_SUCCESS) rc = WaitArrivedAndDone(arrival, 2, reqs, deadline, serial);
       return rc;
@@ -647,7 +687,7 @@ class MpiCommunicator : public Communicator {
       for (int i = 0; i < n_mine; ++i) mine[i] = mine[i] + other[i];
       rc = exchange(nullptr, theirs, n_theirs, mine, n_mine);
     }
-    // A piece far larger than a bucket's is not kept (as PairReduceScatter).
+    // A piece far larger than a bucket's is not kept (as ExchangeReduceScatter).
     if (scratch.size() > (size_t{16} << 20)) std::vector<T>().swap(scratch);
     if (rc == kArrivalTimedOut) return TimedOut(what);
     if (rc != MPI_SUCCESS) return Failed(what, rc);
@@ -917,17 +957,20 @@ class MpiCommunicator : public Communicator {
   }
 
   std::shared_ptr<BlockingWorker> worker_;  // made by the first collective
-  // PairReduceScatter's receive buffer; its tag, on this communicator (a
-  // duplicate only collectives use: no other point-to-point traffic).
-  std::vector<float> pair_scratch_;
-  std::vector<double> pair_scratch_f64_;  // PairAllReduce's, for doubles
-  static constexpr int kPairTag = 7301;
+  // ExchangeReduceScatter's receive buffer (W - 1 pieces), its requests
+  // and its tag, on this communicator (a duplicate only collectives use: no
+  // other point-to-point traffic); PairAllReduce takes the same buffer and
+  // tag (for doubles a buffer of its own).
+  std::vector<float> exchange_scratch_;
+  std::vector<double> pair_scratch_f64_;
+  std::vector<MPI_Request> reqs_;
+  static constexpr int kExchangeTag = 7301;
   std::shared_ptr<WatchSlot> slot_;  // direct mode only
 };
 
 template <>
 std::vector<float>& MpiCommunicator::PairScratch<float>() {
-  return pair_scratch_;
+  return exchange_scratch_;
 }
 template <>
 std::vector<double>& MpiCommunicator::PairScratch<double>() {
