@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -508,6 +509,47 @@ void AllReducePieces(Communicator* comm) {
     AllReduceOne<double>(comm, n);
   }
 }
+
+// A rank that waits for a late peer does not burn its core: the last rank
+// reaches an all-gather, a broadcast and a reduce-scatter 300 ms after the
+// others, whose calling thread must use well under a quarter of that wait
+// in CPU time. With a core per rank the arrival gate sleeps through it;
+// with more ranks than cores (np 3 and 4 on 2 cores) there is no gate and
+// the polls sleep between tests (ArrivalGateOptions::transfer_max_sleep,
+// MpiCommunicator::Wait): back-to-back tests spun at 100 % of a core for
+// the whole wait (bench/README.md, "Waiting at 4 ranks on 2 cores").
+// Direct mode waits in MPI's blocking calls, which spin: not checked.
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+void LatePeerWaitSleeps(Communicator* comm) {
+  const char* direct = std::getenv("ZERO_MPI_WATCHDOG");
+  if (direct != nullptr && std::strcmp(direct, "1") == 0) return;
+  const int rank = comm->rank(), W = comm->world_size();
+  const int64_t n = 4096;
+  std::vector<float> piece(n, static_cast<float>(rank)), all(n * W), send(n * W, 1.0f), out(n);
+  const std::vector<int64_t> counts(W, n);
+  const char* names[] = {"all-gather", "broadcast", "reduce-scatter"};
+  for (int op = 0; op < 3; ++op) {
+    Expect(comm->Barrier().ok(), rank, "barrier");
+    if (rank == W - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const double c0 = ThreadCpuSeconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status st = op == 0   ? comm->AllGatherV(piece.data(), all.data(), counts, DType::kF32)
+                      : op == 1 ? comm->Broadcast(all.data(), n * sizeof(float), W - 1)
+                                : comm->ReduceScatterV(send.data(), out.data(), counts);
+    const double cpu = ThreadCpuSeconds() - c0;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    Expect(st.ok(), rank, std::string(names[op]) + " after a late peer: " + st.ToString());
+    if (rank == W - 1 || wall < 0.2) continue;  // the late one; or no wait to speak of
+    Expect(cpu < 0.25 * wall, rank,
+           std::string(names[op]) + " waiting " + std::to_string(wall * 1e3) + " ms for a late " +
+               "peer took " + std::to_string(cpu * 1e3) + " ms of CPU: it spun");
+  }
+}
 }  // namespace
 }  // namespace testing
 }  // namespace zero
@@ -553,6 +595,7 @@ int main(int argc, char** argv) {
   testing::CommDataType(comm->get());
   testing::SplitCommunicator((*comm)->rank(), (*comm)->world_size());
   testing::ReduceScatterPieces(comm->get());
+  testing::LatePeerWaitSleeps(comm->get());
   testing::AllReducePieces(comm->get());
   double counts[2] = {static_cast<double>(testing::g_passed), static_cast<double>(testing::g_failed)};
   (void)(*comm)->AllReduce(counts, 2, ReduceOp::kSum);

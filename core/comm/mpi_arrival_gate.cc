@@ -81,10 +81,16 @@ int WaitArrivedAndDone(MPI_Request* arrival, int count, MPI_Request* ops,
       sleep = std::min(sleep * 2, options.max_sleep);
     }
   }
-  // Every rank is in the collective: what is left is the transfer itself.
+  // Every rank is in the collective (or, with no gate, may be): what is
+  // left is the transfer itself.
+  auto sleep = std::chrono::microseconds(5);
   for (unsigned i = 1; !done; ++i) {
     if ((rc = test_ops(&done)) != MPI_SUCCESS) return rc;
     if ((i & 63) == 0 && !done && Clock::now() > deadline) return kArrivalTimedOut;
+    if (options.transfer_max_sleep.count() > 0 && !done && (i & 7) == 0) {
+      std::this_thread::sleep_for(sleep);
+      sleep = std::min(sleep * 2, options.transfer_max_sleep);
+    }
   }
   return MPI_SUCCESS;
 }

@@ -29,6 +29,14 @@ struct ArrivalGateOptions {
   std::chrono::microseconds spin{50};
   std::chrono::microseconds first_sleep{20};
   std::chrono::microseconds max_sleep{250};
+  // WaitArrivedAndDone's transfer: zero tests back to back; otherwise
+  // eight tests, then a sleep of 5 us doubling up to this, and again. For
+  // a node whose ranks outnumber its cores (no gate there): a peer that
+  // has not got to the collective, or is mid-transfer, has no core, and
+  // back-to-back tests (each a sched_yield in OpenMPI's progress loop) took
+  // half the comm stream's CPU at stage 3, 4 ranks on 2 cores, without
+  // shortening the step (bench/README.md, "Waiting at 4 ranks on 2 cores").
+  std::chrono::microseconds transfer_max_sleep{0};
 };
 
 // Posts an MPI_Ibarrier on `comm` and tests it until every rank has posted
@@ -46,7 +54,8 @@ int WaitForArrival(MPI_Comm comm, std::chrono::steady_clock::time_point deadline
 // all are tested with the gate's spin-then-sleep; from then on, or with
 // no gate, `ops` are tested back to back, as a blocking call would (OpenMPI's
 // mpi_yield_when_idle, when set, yields inside each test), so a transfer
-// that needs this rank's progress is never left waiting on a sleep. All
+// that needs this rank's progress is never left waiting on a sleep (unless
+// options.transfer_max_sleep asks for sleeps: more ranks than cores). All
 // requests complete before it returns MPI_SUCCESS. `deadline`, `serial`
 // and the result as WaitForArrival's; on kArrivalTimedOut or an error the
 // requests may still be pending (the communicator is then broken).

@@ -427,6 +427,10 @@ class MpiCommunicator : public Communicator {
     // (the C engine's stage-3 step took 1.7-2.7x as long at 4 ranks on 2
     // cores, bench/README.md), and OpenMPI yields in its waits there anyway.
     gate_ = !DirectModeFromEnv() && !RanksOutnumberCores();
+    // No gate there, and no core for a late peer: sleep between tests
+    // (ArrivalGateOptions::transfer_max_sleep, Wait).
+    sleepy_ = RanksOutnumberCores();
+    if (sleepy_) wait_options_.transfer_max_sleep = std::chrono::microseconds(kMaxPollSleepUs);
     if (DirectModeFromEnv()) {
       slot_ = std::make_shared<WatchSlot>();
       slot_->rank = rank_;
@@ -673,7 +677,7 @@ class MpiCommunicator : public Communicator {
         rc = MPI_Irecv(recv, n_recv, t, peer, kExchangeTag, comm_, &reqs[0]);
         if (rc == MPI_SUCCESS) rc = MPI_Isend(send, n_send, t, peer, kExchangeTag, comm_, &reqs[1]);
       }
-      if (rc == MPI_SUCCESS) rc = WaitArrivedAndDone(arrival, 2, reqs, deadline, serial);
+      if (rc == MPI_SUCCESS) rc = WaitArrivedAndDone(arrival, 2, reqs, deadline, serial, wait_options_);
       return rc;
     };
     MPI_Request arrival = MPI_REQUEST_NULL;
@@ -829,7 +833,8 @@ class MpiCommunicator : public Communicator {
       }
     }
     if (rc != MPI_SUCCESS) return Failed(what, rc);
-    rc = WaitArrivedAndDone(gate_ ? &arrival : nullptr, 1, &req, j.deadline, serial);
+    rc = WaitArrivedAndDone(gate_ ? &arrival : nullptr, 1, &req, j.deadline, serial,
+                            wait_options_);
     if (rc == kArrivalTimedOut) return TimedOut(what);
     if (rc != MPI_SUCCESS) return Failed(what, rc);
     return absl::OkStatus();
@@ -933,12 +938,19 @@ class MpiCommunicator : public Communicator {
       // outnumber its cores, back off into short sleeps so the peers (and our
       // own compute thread) get the core: spinning would starve them.
       // Most collectives finish within the first millisecond of polling.
+      // With more ranks than cores a peer not yet done has no core, so the
+      // sleeps start after 64 tests, 5 us doubling up to kMaxPollSleepUs
+      // (bench/README.md, "Waiting at 4 ranks on 2 cores").
       if (oversubscribed_ && !backoff && (spins & 63) == 63 &&
-          Clock::now() - start > std::chrono::milliseconds(1)) {
+          (sleepy_ || Clock::now() - start > std::chrono::milliseconds(1))) {
         backoff = true;
         spins = 0;
       }
-      if (backoff) {
+      if (backoff && sleepy_) {
+        std::this_thread::sleep_for(
+            std::chrono::microseconds(std::min<int64_t>(int64_t{5} << std::min(spins, 4u),
+                                                        kMaxPollSleepUs)));
+      } else if (backoff) {
         std::this_thread::sleep_for(std::chrono::microseconds(spins > 4096 ? 100 : 5));
       } else {
         std::this_thread::yield();
@@ -951,6 +963,10 @@ class MpiCommunicator : public Communicator {
   bool broken_ = false;
   bool oversubscribed_ = false;
   bool gate_ = false;
+  // The node's ranks outnumber its cores: polls sleep between tests.
+  bool sleepy_ = false;
+  static constexpr int64_t kMaxPollSleepUs = 80;
+  ArrivalGateOptions wait_options_;
   BlockingWorker& Worker() {
     if (!worker_) worker_ = BlockingWorker::Make();
     return *worker_;
