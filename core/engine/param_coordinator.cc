@@ -175,9 +175,7 @@ void ParamCoordinator::Prefetch(int id) {
           },
           "prefetch"));
     } else {
-      l.pending = ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kGather,
-                                             [this, li, dst] { return GatherOnStream(li, dst); },
-                                             "prefetch"));
+      l.pending = SubmitGather(li, dst, "prefetch");
     }
     live_[q] = std::move(l);
     live_bytes_ += p.numel * es;
@@ -214,10 +212,7 @@ absl::StatusOr<void*> ParamCoordinator::Gather(int id) {
   ASSIGN_OR_RETURN(DeviceBuffer buf, TakeBuffer(bytes));
   void* dst = buf.data();
   const int li = p.li;
-  RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Wait(
-      ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kGather,
-                                 [this, li, dst] { return GatherOnStream(li, dst); },
-                                 "gather")))));
+  RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Wait(SubmitGather(li, dst, "gather"))));
   Live l;
   l.buf = std::move(buf);
   l.refs = 1;
@@ -259,10 +254,7 @@ absl::Status ParamCoordinator::GatherInto(int id, void* dst) {
   }
   RETURN_IF_ERROR(EnsureBudget(bytes, id));
   const int li = p.li;
-  RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Wait(
-      ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kGather,
-                                 [this, li, dst] { return GatherOnStream(li, dst); },
-                                 "gather")))));
+  RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Wait(SubmitGather(li, dst, "gather"))));
   Live l;
   l.refs = 1;
   l.caller = dst;
@@ -276,6 +268,12 @@ absl::Status ParamCoordinator::GatherInto(int id, void* dst) {
 
 absl::Status ParamCoordinator::GatherOnStream(int li, void* dst) {
   return zpp_.enabled() ? zpp_.GatherInto(li, dst) : sharded_->GatherInto(li, dst);
+}
+
+CommStream::Handle ParamCoordinator::SubmitGather(int li, void* dst, const char* what) {
+  return ctx_->stream->Submit(
+      Timed(ctx_->recorder, Phase::kGather, [this, li, dst] { return GatherOnStream(li, dst); },
+            what));
 }
 
 void ParamCoordinator::Release(int id) {

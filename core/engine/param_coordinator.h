@@ -133,6 +133,9 @@ class ParamCoordinator {
   void FreeLive(int id);
   // One gather on the comm stream: ZeRO++ (hpZ, qwZ) when configured.
   absl::Status GatherOnStream(int li, void* dst);
+  // GatherOnStream submitted to the comm stream, timed as a gather phase
+  // (`what`: "gather" or "prefetch").
+  CommStream::Handle SubmitGather(int li, void* dst, const char* what);
   // Persistent params `ids` (in order) in one all-gather through the staging.
   absl::Status RefreshBatch(const std::vector<int>& ids);
 

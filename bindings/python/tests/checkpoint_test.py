@@ -1,13 +1,13 @@
 """zero.Engine save/load, zero.export_safetensors, param_info and the
 resolved gradient_accumulation_steps, on one rank and on thread ranks."""
 import os
-import threading
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
 import zero
+from thread_ranks import on_ranks
 
 STEPS, SAVE_AT = 6, 3
 SHAPES = {"w": (3, 5), "b": (5,), "frozen": (2,)}
@@ -123,26 +123,12 @@ def test_allow_missing_keeps_params_the_checkpoint_lacks(tmp_path):
 
 
 def test_two_thread_ranks_at_stage_3_save_and_one_rank_at_stage_1_resumes(tmp_path):
-    world = 2
-    comms = zero.Comm.threads(world)
-    errors = []
+    def rank_main(r, comm):
+        with make_engine(3, comm=comm) as eng:
+            train(eng, 0, SAVE_AT, rank=r)
+            eng.save(tmp_path, "t")
 
-    def rank_main(r):
-        try:
-            with make_engine(3, comm=comms[r]) as eng:
-                train(eng, 0, SAVE_AT, rank=r)
-                eng.save(tmp_path, "t")
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    for c in comms:
-        c.close()
-    assert not errors, errors
+    on_ranks(2, rank_main)
     assert {"rank_00000.bin", "rank_00001.bin"} <= set(os.listdir(tmp_path / "t"))
     with make_engine(1) as eng:
         eng.load(tmp_path, "t")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import zero
+from thread_ranks import on_ranks
 
 ADAMW = {"type": "AdamW", "params": {"lr": 0.1, "weight_decay": 0.0}}
 
@@ -57,44 +58,31 @@ def test_gather_into_writes_the_gathered_bits_into_the_callers_array():
     # Stage 3 on 2 thread ranks, bf16: gather_into (C ABI 1.7) gives the bits
     # gather gives (uint16, bf16's numpy dtype), held until release; a wrong
     # array is refused naming the param; stage 1 refuses the call.
-    world = 2
-    comms = zero.Comm.threads(world)
-    errors = []
     values = np.linspace(-3, 3, 700, dtype=np.float32).reshape(35, 20)
 
-    def rank_main(r):
-        try:
-            cfg = config(3, bf16={"enabled": True})
-            cfg["zero_optimization"]["stage3_param_persistence_threshold"] = 10
-            with zero.Engine(cfg, comm=comms[r]) as eng:
-                eng.register_param("w", values)
-                eng.finalize()
-                ref = eng.gather("w").copy()
+    def rank_main(r, comm):
+        cfg = config(3, bf16={"enabled": True})
+        cfg["zero_optimization"]["stage3_param_persistence_threshold"] = 10
+        with zero.Engine(cfg, comm=comm) as eng:
+            eng.register_param("w", values)
+            eng.finalize()
+            ref = eng.gather("w").copy()
+            eng.release("w")
+            out = np.zeros((35, 20), np.uint16)
+            assert eng.gather_into("w", out) is out
+            np.testing.assert_array_equal(out, ref)
+            np.testing.assert_array_equal(out, zero.float32_to_bf16(values))
+            with pytest.raises(zero.FailedPreconditionError, match="gather 'w'"):
+                eng.gather("w")
+            eng.release("w")
+            with pytest.raises(zero.FailedPreconditionError, match="not gathered"):
                 eng.release("w")
-                out = np.zeros((35, 20), np.uint16)
-                assert eng.gather_into("w", out) is out
-                np.testing.assert_array_equal(out, ref)
-                np.testing.assert_array_equal(out, zero.float32_to_bf16(values))
-                with pytest.raises(zero.FailedPreconditionError, match="gather 'w'"):
-                    eng.gather("w")
-                eng.release("w")
-                with pytest.raises(zero.FailedPreconditionError, match="not gathered"):
-                    eng.release("w")
-                with pytest.raises(zero.InvalidArgumentError, match="gather_into 'w'"):
-                    eng.gather_into("w", np.zeros((35, 20), np.float16))
-                with pytest.raises(zero.InvalidArgumentError, match="gather_into 'w'"):
-                    eng.gather_into("w", np.zeros(7, np.uint16))  # the runtime: 14 bytes given
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+            with pytest.raises(zero.InvalidArgumentError, match="gather_into 'w'"):
+                eng.gather_into("w", np.zeros((35, 20), np.float16))
+            with pytest.raises(zero.InvalidArgumentError, match="gather_into 'w'"):
+                eng.gather_into("w", np.zeros(7, np.uint16))  # the runtime: 14 bytes given
 
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    for c in comms:
-        c.close()
-    assert not errors, errors
+    on_ranks(2, rank_main)
     with make_engine(stage=1) as eng:
         with pytest.raises(zero.FailedPreconditionError, match="gather_into 'w': stage 1"):
             eng.gather_into("w", np.zeros((2, 3), np.float32))
@@ -222,30 +210,17 @@ def test_bf16_engine_exposes_uint16_bits():
 
 def test_thread_comm_ranks_average_their_gradients():
     world = 2
-    comms = zero.Comm.threads(world)
-    results = [None] * world
-    errors = []
 
-    def rank_main(r):
-        try:
-            with zero.Engine(config(2), comm=comms[r]) as eng:
-                eng.register_param("w", np.zeros(8, np.float32))
-                eng.finalize()
-                eng.set_grad("w", np.full(8, float(r + 1), np.float32))
-                eng.step()
-                with eng.gathered("w") as (w,):
-                    results[r] = w.copy()
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+    def rank_main(r, comm):
+        with zero.Engine(config(2), comm=comm) as eng:
+            eng.register_param("w", np.zeros(8, np.float32))
+            eng.finalize()
+            eng.set_grad("w", np.full(8, float(r + 1), np.float32))
+            eng.step()
+            with eng.gathered("w") as (w,):
+                return w.copy()
 
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    for c in comms:
-        c.close()
-    assert not errors, errors
+    results = on_ranks(world, rank_main)
     # AdamW's first step: -lr * sign(mean gradient) everywhere, on both ranks.
     for r in range(world):
         np.testing.assert_allclose(results[r], np.full(8, -0.1), rtol=1e-6)
@@ -347,25 +322,14 @@ def test_register_by_init_spec_and_fill_is_the_same_at_every_world():
     np.testing.assert_array_equal(want["ln"], np.ones(8))
     np.testing.assert_array_equal(want["f"], np.arange(300) * 0.5)
     world = 3
-    comms = zero.Comm.threads(world)
-    got = [None] * world
     calls = [[] for _ in range(world)]
-    errors = []
 
-    def rank_main(r):
-        try:
-            with zero.Engine(config(3), comm=comms[r]) as eng:
-                _init_model(eng, calls[r])
-                got[r] = {n: eng.read_master(n).copy() for n in want}
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+    def rank_main(r, comm):
+        with zero.Engine(config(3), comm=comm) as eng:
+            _init_model(eng, calls[r])
+            return {n: eng.read_master(n).copy() for n in want}
 
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    got = on_ranks(world, rank_main)
     for r in range(world):
         for n in want:
             np.testing.assert_array_equal(got[r][n], want[n])

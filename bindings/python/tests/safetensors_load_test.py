@@ -3,7 +3,6 @@ file or a Hugging Face index of shards (written by the safetensors package),
 F32 and BF16 sources, on thread ranks at stages 1 and 3; each rank reads only
 what it holds; bad files fail on every rank naming the problem."""
 import json
-import threading
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ from safetensors import TensorSpec, serialize_file
 from safetensors.numpy import save_file
 
 import zero
+from thread_ranks import on_ranks
 
 SHAPES = {"w": (6, 7), "b": (7,), "emb": (40, 33), "frozen": (3,)}
 
@@ -64,28 +64,6 @@ def write_index(dirpath, ts, prefix="", split=("w", "b")):
     index = dirpath / "model.safetensors.index.json"
     index.write_text(json.dumps({"metadata": {"total_size": 0}, "weight_map": wm}))
     return index
-
-
-def on_ranks(world, fn):
-    """fn(rank, comm) on `world` thread ranks; returns results by rank."""
-    comms = zero.Comm.threads(world)
-    results, errors = [None] * world, []
-
-    def main(r):
-        try:
-            results[r] = fn(r, comms[r])
-        except BaseException as e:  # noqa: BLE001
-            errors.append((r, e))
-
-    threads = [threading.Thread(target=main, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    for c in comms:
-        c.close()
-    assert not errors, errors
-    return results
 
 
 # Stage 3 with the default persistence threshold keeps these small params

@@ -135,17 +135,8 @@ class GatherPool:
     def copy(self, i: int, src: torch.Tensor) -> torch.Tensor:
         """A torch-owned tensor holding ``src``'s values (cast to the pool's
         dtype), for param i until :meth:`give_back`."""
-        shape = tuple(src.shape)
-        free = self._free.get(shape)
-        arr = free.pop() if free else None
-        if arr is None:
-            arr = np.empty(shape, dtype=self._np_dtype)
-            self.made += 1
-        t = torch.from_numpy(arr)
-        if self._bf16:
-            t = t.view(torch.bfloat16)
+        t, _, _ = self.take(i, tuple(src.shape))
         t.copy_(src)
-        self._held[i] = arr
         return t
 
     def take(self, i: int, shape: Tuple[int, ...]) -> Tuple[torch.Tensor, int, int]:
