@@ -84,10 +84,12 @@ int WaitArrivedAndDone(MPI_Request* arrival, int count, MPI_Request* ops,
   // Every rank is in the collective (or, with no gate, may be): what is
   // left is the transfer itself.
   auto sleep = std::chrono::microseconds(5);
+  const bool sleeps = options.transfer_max_sleep.count() > 0;
+  const auto sleep_from = sleeps ? Clock::now() + options.transfer_spin : Clock::time_point::max();
   for (unsigned i = 1; !done; ++i) {
     if ((rc = test_ops(&done)) != MPI_SUCCESS) return rc;
     if ((i & 63) == 0 && !done && Clock::now() > deadline) return kArrivalTimedOut;
-    if (options.transfer_max_sleep.count() > 0 && !done && (i & 7) == 0) {
+    if (sleeps && !done && (i & 7) == 0 && Clock::now() > sleep_from) {
       std::this_thread::sleep_for(sleep);
       sleep = std::min(sleep * 2, options.transfer_max_sleep);
     }

@@ -30,13 +30,19 @@ struct ArrivalGateOptions {
   std::chrono::microseconds first_sleep{20};
   std::chrono::microseconds max_sleep{250};
   // WaitArrivedAndDone's transfer: zero tests back to back; otherwise
-  // eight tests, then a sleep of 5 us doubling up to this, and again. For
-  // a node whose ranks outnumber its cores (no gate there): a peer that
-  // has not got to the collective, or is mid-transfer, has no core, and
-  // back-to-back tests (each a sched_yield in OpenMPI's progress loop) took
-  // half the comm stream's CPU at stage 3, 4 ranks on 2 cores, without
-  // shortening the step (bench/README.md, "Waiting at 4 ranks on 2 cores").
+  // back to back for `transfer_spin`, then eight tests and a sleep of 5 us
+  // doubling up to this, in turn. For a node whose ranks outnumber its
+  // cores (no gate there): a peer that has not got to the collective has
+  // no core, and back-to-back tests (each a sched_yield in OpenMPI's
+  // progress loop) took half the comm stream's CPU at stage 3, 4 ranks on
+  // 2 cores. The spin first: a transfer that moves in fragments (no
+  // single-copy shared memory) needs a test per fragment, and sleeping from
+  // the start cut 4-rank all-gathers and broadcasts of 256K+ elements to
+  // 0.3-0.7x raw MPI's speed there (bench/README.md, "Waiting at 4 ranks on
+  // 2 cores"); the communicator lengthens the spin to the transfer's time
+  // at ~1 GB/s.
   std::chrono::microseconds transfer_max_sleep{0};
+  std::chrono::microseconds transfer_spin{1000};
 };
 
 // Posts an MPI_Ibarrier on `comm` and tests it until every rank has posted

@@ -427,10 +427,12 @@ class MpiCommunicator : public Communicator {
     // (the C engine's stage-3 step took 1.7-2.7x as long at 4 ranks on 2
     // cores, bench/README.md), and OpenMPI yields in its waits there anyway.
     gate_ = !DirectModeFromEnv() && !RanksOutnumberCores();
-    // No gate there, and no core for a late peer: sleep between tests
-    // (ArrivalGateOptions::transfer_max_sleep, Wait).
-    sleepy_ = RanksOutnumberCores();
-    if (sleepy_) wait_options_.transfer_max_sleep = std::chrono::microseconds(kMaxPollSleepUs);
+    // No gate there, and no core for a late peer: after a millisecond the
+    // calling thread's polls sleep between tests, as Wait's do, up to 80 us
+    // (ArrivalGateOptions::transfer_max_sleep; Wait's too).
+    if (RanksOutnumberCores()) {
+      wait_options_.transfer_max_sleep = std::chrono::microseconds(80);
+    }
     if (DirectModeFromEnv()) {
       slot_ = std::make_shared<WatchSlot>();
       slot_->rank = rank_;
@@ -833,8 +835,19 @@ class MpiCommunicator : public Communicator {
       }
     }
     if (rc != MPI_SUCCESS) return Failed(what, rc);
-    rc = WaitArrivedAndDone(gate_ ? &arrival : nullptr, 1, &req, j.deadline, serial,
-                            wait_options_);
+    ArrivalGateOptions options = wait_options_;
+    if (options.transfer_max_sleep.count() > 0) {
+      // Sleeps only past the time the transfer itself would take at ~1 GB/s
+      // (at least the default 1 ms): a fragmented transfer needs a test per
+      // fragment (ArrivalGateOptions::transfer_spin).
+      int type_bytes = 1;
+      MPI_Type_size(j.type, &type_bytes);
+      const int64_t bytes = static_cast<int64_t>(j.count) * type_bytes *
+                            (j.op == Job::kBcast ? 1 : world_);
+      options.transfer_spin =
+          std::max(options.transfer_spin, std::chrono::microseconds(bytes / 1000));
+    }
+    rc = WaitArrivedAndDone(gate_ ? &arrival : nullptr, 1, &req, j.deadline, serial, options);
     if (rc == kArrivalTimedOut) return TimedOut(what);
     if (rc != MPI_SUCCESS) return Failed(what, rc);
     return absl::OkStatus();
@@ -938,18 +951,18 @@ class MpiCommunicator : public Communicator {
       // outnumber its cores, back off into short sleeps so the peers (and our
       // own compute thread) get the core: spinning would starve them.
       // Most collectives finish within the first millisecond of polling.
-      // With more ranks than cores a peer not yet done has no core, so the
-      // sleeps start after 64 tests, 5 us doubling up to kMaxPollSleepUs
-      // (bench/README.md, "Waiting at 4 ranks on 2 cores").
       if (oversubscribed_ && !backoff && (spins & 63) == 63 &&
-          (sleepy_ || Clock::now() - start > std::chrono::milliseconds(1))) {
+          Clock::now() - start > std::chrono::milliseconds(1)) {
         backoff = true;
         spins = 0;
       }
-      if (backoff && sleepy_) {
-        std::this_thread::sleep_for(
-            std::chrono::microseconds(std::min<int64_t>(int64_t{5} << std::min(spins, 4u),
-                                                        kMaxPollSleepUs)));
+      if (backoff && wait_options_.transfer_max_sleep.count() > 0) {
+        // More ranks than cores: a late peer has no core, and 5 us sleeps
+        // (each ~55 us with the default timer slack, plus a test) cost a
+        // quarter of the wait in CPU; doubling to the cap costs a few %.
+        std::this_thread::sleep_for(std::min<std::chrono::microseconds>(
+            std::chrono::microseconds(int64_t{5} << std::min(spins, 5u)),
+            wait_options_.transfer_max_sleep));
       } else if (backoff) {
         std::this_thread::sleep_for(std::chrono::microseconds(spins > 4096 ? 100 : 5));
       } else {
@@ -963,9 +976,6 @@ class MpiCommunicator : public Communicator {
   bool broken_ = false;
   bool oversubscribed_ = false;
   bool gate_ = false;
-  // The node's ranks outnumber its cores: polls sleep between tests.
-  bool sleepy_ = false;
-  static constexpr int64_t kMaxPollSleepUs = 80;
   ArrivalGateOptions wait_options_;
   BlockingWorker& Worker() {
     if (!worker_) worker_ = BlockingWorker::Make();
