@@ -39,10 +39,10 @@ struct ArrivalGateOptions {
   // single-copy shared memory) needs a test per fragment, and sleeping from
   // the start cut 4-rank all-gathers and broadcasts of 256K+ elements to
   // 0.3-0.7x raw MPI's speed there (bench/README.md, "Waiting at 4 ranks on
-  // 2 cores"); the communicator lengthens the spin to the transfer's time
-  // at ~1 GB/s.
+  // 2 cores"); the communicator sets the spin to the transfer's time at
+  // ~4 GB/s, at least 100 us.
   std::chrono::microseconds transfer_max_sleep{0};
-  std::chrono::microseconds transfer_spin{1000};
+  std::chrono::microseconds transfer_spin{100};
 };
 
 // Posts an MPI_Ibarrier on `comm` and tests it until every rank has posted

@@ -427,9 +427,9 @@ class MpiCommunicator : public Communicator {
     // (the C engine's stage-3 step took 1.7-2.7x as long at 4 ranks on 2
     // cores, bench/README.md), and OpenMPI yields in its waits there anyway.
     gate_ = !DirectModeFromEnv() && !RanksOutnumberCores();
-    // No gate there, and no core for a late peer: after a millisecond the
-    // calling thread's polls sleep between tests, as Wait's do, up to 80 us
-    // (ArrivalGateOptions::transfer_max_sleep; Wait's too).
+    // No gate there, and no core for a late peer: once a wait outlasts the
+    // transfer the calling thread's polls sleep between tests, up to 80 us
+    // (ArrivalGateOptions::transfer_max_sleep; Wait's too, after 1 ms).
     if (RanksOutnumberCores()) {
       wait_options_.transfer_max_sleep = std::chrono::microseconds(80);
     }
@@ -837,15 +837,16 @@ class MpiCommunicator : public Communicator {
     if (rc != MPI_SUCCESS) return Failed(what, rc);
     ArrivalGateOptions options = wait_options_;
     if (options.transfer_max_sleep.count() > 0) {
-      // Sleeps only past the time the transfer itself would take at ~1 GB/s
-      // (at least the default 1 ms): a fragmented transfer needs a test per
-      // fragment (ArrivalGateOptions::transfer_spin).
+      // Sleeps only past the time the transfer itself would take at ~4 GB/s
+      // (raw MPI's 4-rank all-gather of 4M floats without single-copy here:
+      // 5.8 GB/s), and at least 100 us: a fragmented transfer needs a test
+      // per fragment (ArrivalGateOptions::transfer_spin).
       int type_bytes = 1;
       MPI_Type_size(j.type, &type_bytes);
       const int64_t bytes = static_cast<int64_t>(j.count) * type_bytes *
                             (j.op == Job::kBcast ? 1 : world_);
-      options.transfer_spin =
-          std::max(options.transfer_spin, std::chrono::microseconds(bytes / 1000));
+      options.transfer_spin = std::max(std::chrono::microseconds(100),
+                                       std::chrono::microseconds(bytes / 4000));
     }
     rc = WaitArrivedAndDone(gate_ ? &arrival : nullptr, 1, &req, j.deadline, serial, options);
     if (rc == kArrivalTimedOut) return TimedOut(what);
