@@ -37,10 +37,10 @@ struct ArrivalGateOptions {
   // progress loop) took half the comm stream's CPU at stage 3, 4 ranks on
   // 2 cores. The spin first: a transfer that moves in fragments (no
   // single-copy shared memory) needs a test per fragment, and sleeping from
-  // the start cut 4-rank all-gathers and broadcasts of 256K+ elements to
-  // 0.3-0.7x raw MPI's speed there (bench/README.md, "Waiting at 4 ranks on
-  // 2 cores"); the communicator sets the spin to the transfer's time at
-  // ~4 GB/s, at least 100 us.
+  // the start cut 4-rank all-gathers of 256K+ elements and broadcasts of
+  // 64K+ to 0.3-0.7x raw MPI's speed there (bench/README.md, "Waiting at 4
+  // ranks on 2 cores"); the communicator sets the spin to the transfer's
+  // time at ~4 GB/s, at least 100 us.
   std::chrono::microseconds transfer_max_sleep{0};
   std::chrono::microseconds transfer_spin{100};
 };
