@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
@@ -23,30 +22,17 @@ import zero  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import device_worker  # noqa: E402
+from thread_ranks import on_ranks  # noqa: E402
 from device_worker import SHAPES, build, config, train  # noqa: E402
 
 
 def _run_world(world, stage, dtype, device):
-    """Trains on `world` thread ranks; returns rank -> (masters, norms)."""
-    comms = zero.Comm.threads(world)
-    results, errors = {}, []
+    """Trains on `world` thread ranks; returns (masters, norms) by rank."""
+    def rank_main(r, comm):
+        with build(config(stage, dtype, gas=2), comm, device) as eng:
+            return train(eng, r, steps=4)
 
-    def rank_main(r):
-        try:
-            with build(config(stage, dtype, gas=2), comms[r], device) as eng:
-                results[r] = train(eng, r, steps=4)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append((r, e))
-
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for c in comms:
-        c.close()
-    assert not errors, errors
-    return results
+    return on_ranks(world, rank_main)
 
 
 @pytest.mark.parametrize("world", [1, 2, 3])
