@@ -504,13 +504,12 @@ zero_status zero_engine_gather_into(zero_engine_t* engine, int32_t id, zero_dtyp
                                     void* dst, size_t bytes) {
   ZERO_CHECK_ARG("zero_engine_gather_into", engine);
   ZERO_CHECK_ARG("zero_engine_gather_into", dst);
-  return Guard([&] {
-    if (dtype != ZERO_DTYPE_F32 && dtype != ZERO_DTYPE_F16 && dtype != ZERO_DTYPE_BF16) {
-      return Report(absl::InvalidArgumentError(absl::StrCat(
-          "zero_engine_gather_into: dtype ", static_cast<int>(dtype), " is not a zero_dtype")));
-    }
-    return Report(engine->engine->GatherInto(id, static_cast<zero::DType>(dtype), dst, bytes));
-  });
+  const int64_t dt = EnumValue(dtype);
+  if (!ValidDType(dt)) {
+    g_last_error = absl::StrCat("zero_engine_gather_into: dtype ", dt, " is not a zero_dtype");
+    return ZERO_INVALID_ARGUMENT;
+  }
+  return Guard([&] { return Report(engine->engine->GatherInto(id, ToDType(dt), dst, bytes)); });
 }
 
 zero_status zero_engine_release(zero_engine_t* engine, int32_t id) {

@@ -80,6 +80,15 @@ int main(void) {
     d.shape = shape;
     EXPECT(zero_engine_register_param(engine, &d, &id) == ZERO_OK && id == 0);
   }
+  /* zero_engine_gather_into's dtype, refused before the param is looked at. */
+  {
+    float dst[4];
+    for (i = 0; i < COUNT(kBad); ++i) {
+      EXPECT(is_error(zero_engine_gather_into(engine, id, (zero_dtype)kBad[i], dst, sizeof dst),
+                      ZERO_INVALID_ARGUMENT, "zero_engine_gather_into: dtype") &&
+             names(kBad[i]));
+    }
+  }
   zero_engine_destroy(engine);
 
   /* The export's dtype is refused before any file is opened. */
