@@ -46,6 +46,19 @@ gone() {  # every process of the job in DIR gone within 10 s
   done
   return 1
 }
+# fails_promptly NAME DIR LOG REGEX WHAT [args...]: the faulted job in DIR
+# ends non-zero, every process gone, within 2 x comm_timeout_seconds + 5 s,
+# its log naming WHAT (REGEX, grep -E); the seconds it took in $secs.
+fails_promptly() {
+  local name="$1" d="$2" log="$3" regex="$4" what="$5" start rc; shift 5
+  start=$(now)
+  job "$d" "$log" "$@"; rc=$?
+  secs=$(echo "$(now) - $start" | bc)
+  [ $rc -ne 0 ] || { cat "$log"; die "$name: the job exited 0"; }
+  gone "$d" || die "$name: processes left behind"
+  grep -E "$regex" "$log" > /dev/null || { cat "$log"; die "$name: no message naming $what"; }
+  (( $(echo "$secs < 2 * $TIMEOUT + 5" | bc) )) || die "$name: the job took $secs s"
+}
 
 # References (no fault).
 job "$tmp/ref" "$tmp/ref.log" --dump "$tmp/ref.bin" || { cat "$tmp/ref.log"; die "reference failed"; }
@@ -54,16 +67,11 @@ job "$tmp/refnv" "$tmp/refnv.log" --nvme "$tmp/refnv/nv" --dump "$tmp/refnv.bin"
   || { cat "$tmp/refnv.log"; die "nvme reference failed"; }
 
 # save: rank 1's rank file of step6.
-d="$tmp/save"; start=$(now)
-ZERO_IO_FAULT="write:1:EIO:.step6.partial/rank_00001" job "$d" "$d.log"; rc=$?
-secs=$(echo "$(now) - $start" | bc)
-[ $rc -ne 0 ] || { cat "$d.log"; die "save: the job exited 0"; }
-gone "$d" || die "save: processes left behind"
-grep "rank_00001.bin" "$d.log" | grep "Input/output error" > /dev/null \
-  || { cat "$d.log"; die "save: no message naming the file and the error"; }
+d="$tmp/save"
+ZERO_IO_FAULT="write:1:EIO:.step6.partial/rank_00001" fails_promptly save "$d" "$d.log" \
+  'rank_00001.bin.*Input/output error|Input/output error.*rank_00001.bin' "the file and the error"
 [ "$(cat "$d/ck/latest")" = "step3" ] || die "save: latest is $(cat "$d/ck/latest")"
 [ -d "$d/ck/step6" ] && die "save: the failed tag was published"
-(( $(echo "$secs < 2 * $TIMEOUT + 5" | bc) )) || die "save: the job took $secs s"
 rm -rf "$d/run"
 job "$d" "$d.resume.log" --resume --dump "$d.bin" || { cat "$d.resume.log"; die "save: resume failed"; }
 cmp "$d.bin" "$tmp/ref.bin" > /dev/null || die "save: resumed params differ from the uninterrupted run"
@@ -71,14 +79,9 @@ printf '{"bench": "io_fault_mpi", "scenario": "save_write_eio", "np": 3, "second
 echo "ok: save_write_eio"
 
 # nvme: rank 2's optimizer reads.
-d="$tmp/nvme"; mkdir -p "$d/nv"; start=$(now)
-ZERO_IO_FAULT="read:1+:EIO:zero_r2_" job "$d" "$d.log" --nvme "$d/nv"; rc=$?
-secs=$(echo "$(now) - $start" | bc)
-[ $rc -ne 0 ] || { cat "$d.log"; die "nvme: the job exited 0"; }
-gone "$d" || die "nvme: processes left behind"
-grep "zero_r2_.*_optim_g.*Input/output error" "$d.log" > /dev/null \
-  || { cat "$d.log"; die "nvme: no message naming rank 2's state file"; }
-(( $(echo "$secs < 2 * $TIMEOUT + 5" | bc) )) || die "nvme: the job took $secs s"
+d="$tmp/nvme"; mkdir -p "$d/nv"
+ZERO_IO_FAULT="read:1+:EIO:zero_r2_" fails_promptly nvme "$d" "$d.log" \
+  "zero_r2_.*_optim_g.*Input/output error" "rank 2's state file" --nvme "$d/nv"
 left=$(find "$d/nv" -type f | wc -l)
 rm -rf "$d/run" "$d/ck"
 job "$d" "$d.again.log" --nvme "$d/nv" --dump "$d.bin" || { cat "$d.again.log"; die "nvme: the next job failed"; }
@@ -98,16 +101,10 @@ job "$d/count" "$d.count.log" "${acc[@]}" --accum-read count --dump "$d.ref.bin"
   || { cat "$d.count.log"; die "accum: the counting job failed"; }
 n=$(cat "$d/count/run/accum_reads")
 [ "$n" -ge 1 ] || die "accum: no accumulation read counted ($n)"
-start=$(now)
-job "$d" "$d.log" "${acc[@]}" --accum-read "$n:EIO"; rc=$?
-secs=$(echo "$(now) - $start" | bc)
-[ $rc -ne 0 ] || { cat "$d.log"; die "accum: the job exited 0"; }
-gone "$d" || die "accum: processes left behind"
-grep "rank1/zero_r1_.*_grad_g.*Input/output error" "$d.log" > /dev/null \
-  || { cat "$d.log"; die "accum: no message naming rank 1's gradient file"; }
+fails_promptly accum "$d" "$d.log" "rank1/zero_r1_.*_grad_g.*Input/output error" \
+  "rank 1's gradient file" "${acc[@]}" --accum-read "$n:EIO"
 grep "the aimed read passed" "$d.log" && die "accum: the fault missed the accumulation read"
 [ "$(cat "$d/ck/latest")" = "step3" ] || die "accum: latest is $(cat "$d/ck/latest")"
-(( $(echo "$secs < 2 * $TIMEOUT + 5" | bc) )) || die "accum: the job took $secs s"
 rm -rf "$d/run"
 job "$d" "$d.resume.log" "${acc[@]}" --resume --dump "$d.bin" \
   || { cat "$d.resume.log"; die "accum: resume failed"; }
