@@ -44,15 +44,8 @@ TEST(FusedBoundaryTest, SameBitsAsSeparatePasses) {
           Config c = SmallMlpConfig(stage, t);
           MlpSpec spec;
           spec.steps = 5;
-          if (m == "gas2_clip") {
-            c.gradient_accumulation_steps = 2;
-            c.gradient_clipping = 0.05;  // small enough to clip
-          }
-          if (m == "sgd") {
-            c.optimizer = OptimizerType::kSgd;
-            c.momentum = 0.9;
-            c.weight_decay = 0.01;
-          }
+          ApplyStepMode(m, &c);
+          if (m == "sgd") c.weight_decay = 0.01;
           if (m == "overflow") {
             spec.inf_step = 2;
             spec.inf_rank = world - 1;

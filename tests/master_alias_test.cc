@@ -50,14 +50,7 @@ TEST(MasterAliasTest, SameBitsAsASeparateMaster) {
         Config c = SmallMlpConfig(stage, DType::kF32);
         MlpSpec spec;
         spec.steps = 5;
-        if (m == "gas2_clip") {
-          c.gradient_accumulation_steps = 2;
-          c.gradient_clipping = 0.05;  // small enough to clip
-        }
-        if (m == "sgd") {
-          c.optimizer = OptimizerType::kSgd;
-          c.momentum = 0.9;
-        }
+        ApplyStepMode(m, &c);
         if (m == "write_master") {
           // Before step 3 every param is set to 0.9x its master: the
           // aliased master and the working copy both take it.

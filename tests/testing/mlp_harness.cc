@@ -143,6 +143,16 @@ Config SmallMlpConfig(int stage, DType dtype) {
   return c;
 }
 
+void ApplyStepMode(const std::string& mode, Config* config) {
+  if (mode == "gas2_clip") {
+    config->gradient_accumulation_steps = 2;
+    config->gradient_clipping = 0.05;
+  } else if (mode == "sgd") {
+    config->optimizer = OptimizerType::kSgd;
+    config->momentum = 0.9;
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> MakeMlpEngine(const Config& config,
                                                       Communicator* comm,
                                                       const MlpSpec& spec) {

@@ -73,6 +73,11 @@ struct MlpResult {
 // scale 2^8 (gradients * 256 stay finite), small stage-3 persistence.
 Config SmallMlpConfig(int stage, DType dtype);
 
+// The step scenarios the boundary tests share, on a SmallMlpConfig:
+// "gas2_clip" (accumulation 2, clipping 0.05: small enough to clip) and
+// "sgd" (SGD, momentum 0.9); any other mode leaves `config` as it is.
+void ApplyStepMode(const std::string& mode, Config* config);
+
 // The MLP's params registered on a new, finalized engine. Collective.
 absl::StatusOr<std::unique_ptr<Engine>> MakeMlpEngine(const Config& config,
                                                       Communicator* comm,
