@@ -434,11 +434,11 @@ class MpiCommunicator : public Communicator {
     // that sleep between tests waits for the slowest sleeper each round
     // (the C engine's stage-3 step took 1.7-2.7x as long at 4 ranks on 2
     // cores, bench/README.md), and OpenMPI yields in its waits there anyway.
-    gate_ = !DirectModeFromEnv() && !RanksOutnumberCores();
+    gate_ = !DirectModeFromEnv() && !ranks_outnumber_cores_;
     // No gate there, and no core for a late peer: once a wait outlasts the
     // transfer the calling thread's polls sleep between tests, up to 80 us
     // (ArrivalGateOptions::transfer_max_sleep; Wait's too, after 1 ms).
-    if (RanksOutnumberCores()) {
+    if (ranks_outnumber_cores_) {
       wait_options_.transfer_max_sleep = std::chrono::microseconds(80);
     }
     if (DirectModeFromEnv()) {
