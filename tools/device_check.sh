@@ -239,8 +239,9 @@ if [ "$built_with" = bundle ]; then
   # pybind11 and Python, then the device tests and zero.torch on CUDA.
   CXX="${CXX:-c++}"
   PYDIR="$WORK/py"
-  mkdir -p "$PYDIR/zero"
+  mkdir -p "$PYDIR/zero/torch"
   cp bindings/python/zero/*.py bindings/python/zero/py.typed "$PYDIR/zero/" 2>/dev/null
+  cp bindings/python/zero/torch/*.py "$PYDIR/zero/torch/" 2>/dev/null
   ext="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or ".so")' 2>/dev/null || echo .so)"
   # pybind11's own flags (pip), else its headers in /usr/include beside
   # Python's (Debian's pybind11-dev has no module).

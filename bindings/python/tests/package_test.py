@@ -28,12 +28,16 @@ def test_missing_library_names_it_and_its_apt_package():
 
 
 def _source_copy(tmp_path):
-    """The package's .py files alone: what bindings/python/zero holds."""
+    """The package's .py files alone (its subpackages' too): what
+    bindings/python/zero holds."""
     src = tmp_path / "zero"
     src.mkdir()
     for name in os.listdir(PKG):
+        path = os.path.join(PKG, name)
         if name.endswith(".py"):
-            shutil.copy(os.path.join(PKG, name), src / name)
+            shutil.copy(path, src / name)
+        elif os.path.isfile(os.path.join(path, "__init__.py")):
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     return src
 
 

@@ -123,7 +123,7 @@ def test_steady_steps_make_no_placeholders_or_gradient_views(stage, policy,
         def no_hook(*a, **k):
             raise AssertionError("a hook registered during a steady step")
 
-        monkeypatch.setattr(zt, "_placeholder", no_placeholder)
+        monkeypatch.setattr(zt.stage3, "_placeholder", no_placeholder)
         hooks = len(engine._hooks)
         for owner, name in ((torch.nn.Module, "register_forward_pre_hook"),
                             (torch.nn.Module, "register_forward_hook"),

@@ -35,7 +35,8 @@ def find_wheel():
 
 def test_wheel_holds_package_extension_and_library():
     names = zipfile.ZipFile(find_wheel()).namelist()
-    for want in ("zero/__init__.py", "zero/torch.py", "zero/_zero_c.so",
+    for want in ("zero/__init__.py", "zero/torch/__init__.py", "zero/torch/engine.py",
+                 "zero/torch/api.py", "zero/_zero_c.so",
                  "zero/libzero_c.so.1", "zero/launch.py", "zero/_requirements.py",
                  "zero-1.0.0.dist-info/RECORD",
                  "zero-1.0.0.dist-info/entry_points.txt"):
