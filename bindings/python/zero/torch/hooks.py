@@ -44,8 +44,9 @@ class _ModuleBackward(torch.autograd.Function):
 
 
 def _wrap_tensors(action, module, value):
-    """Applies _ModuleBackward(action) to the grad-requiring tensors in value (a tensor or a flat
-    tuple/list of them); other structures are returned unchanged."""
+    """Applies _ModuleBackward(action) to the grad-requiring tensors in
+    value (a tensor or a flat tuple/list of them); other structures are
+    returned unchanged."""
     if isinstance(value, torch.Tensor):
         if value.requires_grad:
             return _ModuleBackward.apply(action, module, value)
