@@ -1,9 +1,9 @@
 // The optimizer boundary against the Adam kernel alone on the same shard
-// (issue: the step at the machine's limit). For each stage 1-3 x fp32 /
+// (the step at the machine's limit). For each stage 1-3 x fp32 /
 // bf16 / fp16, two engines over the same model run side by side in one
 // process, step for step: the two-pass boundary (fused, the default) and
 // the separate cast / norm / update / zeroing passes it replaced
-// (SetFusedBoundary(false)); both give the same bits. Reports per config
+// (Config::engine_paths.fused_boundary false); both give the same bits. Reports per config
 // the boundary's time (Engine::Step at gradient_accumulation_steps 1, every
 // bucket already reduced in grad_ready: overlap_comm off, one param per
 // bucket; so Step is the boundary, plus stage 1's reduce-scatter of the full
@@ -191,7 +191,9 @@ int main(int argc, char** argv) {
       if (offload) c.offload_optimizer.device = zero::OffloadDevice::kCpu;
       auto comms_a = zero::MakeThreadCommunicators(world);
       auto comms_b = zero::MakeThreadCommunicators(world);
-      std::vector<Rank> separate = MakeEngines(c, comms_b, per);
+      zero::Config separate_config = c;
+      separate_config.engine_paths.fused_boundary = false;
+      std::vector<Rank> separate = MakeEngines(separate_config, comms_b, per);
       // Per-piece times of the fused boundary (a clock read per phase).
       c.observe.wall_clock_breakdown = true;
       std::vector<Rank> fused = MakeEngines(c, comms_a, per);
@@ -206,13 +208,10 @@ int main(int argc, char** argv) {
       double best_fused = 1e30;
       for (int k = 0; k < steps + 2; ++k) {
         double a_cpu, b_cpu;
-        zero::SetFusedBoundary(true);
         Pieces pieces;
         Backward bwd;
         const double a = OneStep(fused, t, per, &a_cpu, &pieces, &bwd);
-        zero::SetFusedBoundary(false);
         const double b = OneStep(separate, t, per, &b_cpu);
-        zero::SetFusedBoundary(true);
         const double c0 = ThreadCpu();
         const double t0 = Now();
         zero::cpu::AdamStep(as, g.data(), p.data(), m.data(), v.data(), owned, w.data(), t);

@@ -65,7 +65,7 @@ int Fail(const std::string& what, const absl::Status& s) {
 int main(int argc, char** argv) {
   int64_t layers = 4, hidden = 1024, steps = 2;
   std::string nvme, dtype = "bf16", save;
-  bool atomic = false, breakdown = false;
+  bool atomic = false, breakdown = false, pipeline = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--layers") layers = std::atoll(v.c_str());
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     else if (k == "--atomic") atomic = v == "1";
     else if (k == "--save") save = v;
     else if (k == "--breakdown") breakdown = v == "1";
-    else if (k == "--pipeline") zero::SetUpdateIoPipeline(v == "1");
+    else if (k == "--pipeline") pipeline = v == "1";
     else {
       std::fprintf(stderr, "infinity_rss_main: unknown flag %s\n", k.c_str());
       return 2;
@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
   c.offload_param.device = zero::OffloadDevice::kNvme;
   c.offload_param.nvme_path = nvme;
   c.offload_param.atomic_step = atomic;
+  c.engine_paths.update_io_pipeline = pipeline;
   auto comms = zero::MakeThreadCommunicators(1);
   const double t0 = Now();
   auto e = zero::Engine::Create(c, comms[0].get());

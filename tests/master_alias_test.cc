@@ -1,7 +1,7 @@
 // An fp32 model's master weights are its working copy's owned range when both
-// are in the engine's memory (DeviceStateStore::Allocate, issue 18's peak
-// RSS; docs/ARCHITECTURE.md, "Where each byte lives"). Against a master of
-// its own (SetFp32MasterAliasing(false), the engine before): the same bits at
+// are in the engine's memory (DeviceStateStore::Allocate, OffloadPlacement;
+// docs/ARCHITECTURE.md, "Precision"). Against a master of its own
+// (EnginePaths::fp32_master_aliasing false, the engine before): the same bits at
 // stages 0-3 x worlds 1/3 with Adam, accumulation + clipping, SGD with
 // momentum, and write_master; checkpoints hold the same states and load
 // into either (resharded 3 -> 2); zero_stats' master_bytes is 0 only where
@@ -28,11 +28,9 @@ namespace testing {
 namespace {
 
 // Every rank's result, with the master aliased or apart.
-std::vector<MlpResult> Train(const Config& c, int world, const MlpSpec& spec, bool alias) {
-  SetFp32MasterAliasing(alias);
-  std::vector<MlpResult> r = TrainAll(c, world, spec);
-  SetFp32MasterAliasing(true);
-  return r;
+std::vector<MlpResult> Train(Config c, int world, const MlpSpec& spec, bool alias) {
+  c.engine_paths.fp32_master_aliasing = alias;
+  return TrainAll(c, world, spec);
 }
 
 std::string TmpDir(const std::string& name) {

@@ -220,9 +220,9 @@ TEST(NvmeOffload, Stage3UpdateIoPipelineIsBitwiseLikeBlockingIo) {
         n.offload_optimizer.buffer_count = depth;
         n.offload_param.device = OffloadDevice::kNvme;
         n.offload_param.nvme_path = dir;
-        SetUpdateIoPipeline(false);
-        MlpResult blocking = TrainAt(n, world, spec);
-        SetUpdateIoPipeline(true);
+        Config b = n;
+        b.engine_paths.update_io_pipeline = false;
+        MlpResult blocking = TrainAt(b, world, spec);
         MlpResult piped = TrainAt(n, world, spec);
         SCOPED_TRACE("sub_group_size " + std::to_string(sub) + ", buffer_count " +
                      std::to_string(depth) + ", world " + std::to_string(world));

@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "core/ckpt/safetensors_reader.h"
 #include "core/config/config.h"
+#include "core/engine/offload_placement.h"
 #include "core/estimate/memory_estimate.h"
 
 namespace {
@@ -136,11 +137,12 @@ int main(int argc, char** argv) {
   for (int stage = 0; stage <= 3; ++stage) {
     if (only_stage >= 0 && stage != only_stage) continue;
     for (const Choice& ch : choices) {
-      if (ch.param != OffloadDevice::kNone && stage != 3) continue;
       Config c = base;
       c.stage = stage;
       c.offload_optimizer.device = ch.optim;
       c.offload_param.device = ch.param;
+      // A choice the engine refuses (offload_param below stage 3) has no row.
+      if (!DecideOffloadPlacement(c, !topo.gpu, topo.gpu ? "gpu" : "cpu").ok()) continue;
       auto e = EstimateMemory(ps, c, topo);
       if (!e.ok()) {
         std::fprintf(stderr, "zero-estimate: %s\n", std::string(e.status().message()).c_str());

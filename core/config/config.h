@@ -57,6 +57,24 @@ struct ObserveConfig {
   int64_t trace_end_step = 1;         // zero_trace.end_step: first step not traced
 };
 
+// Alternatives to the engine's default paths that give the same bits, for
+// the tests that check they agree and the benchmarks' side-by-side runs.
+// Each engine reads its own (no ds_config key or C ABI field sets them).
+struct EnginePaths {
+  // The optimizer boundary's second pass fused (raw gradients cast per tile,
+  // zeroed once read) on devices that have it, or the separate cast, update
+  // and zeroing passes it replaced (OptimizerBoundary::Step).
+  bool fused_boundary = true;
+  // Stage 3's streamed update (gradients and working params in files) reads
+  // gradients ahead and writes working copies behind on IO threads
+  // (core/engine/update_io_pipeline.h), or blocking on the caller's thread.
+  bool update_io_pipeline = true;
+  // An fp32 model's master weights are its working copy's owned range when
+  // both are in the engine's device memory (OffloadPlacement), or a buffer
+  // of their own.
+  bool fp32_master_aliasing = true;
+};
+
 struct Config {
   // Batch arithmetic; -1 = unset ("auto" or absent). Resolve() fills them.
   int64_t train_batch_size = -1;
@@ -165,6 +183,9 @@ struct Config {
   // Observing a run (docs/ARCHITECTURE.md, "Observing a run"):
   // wall_clock_breakdown, comms_logger, zero_trace.
   ObserveConfig observe;
+
+  // Which of two equivalent implementations the engine runs (EnginePaths).
+  EnginePaths engine_paths;
 
   // Full paths of the keys in the parsed JSON that zero accepts and that
   // change nothing ("zero_optimization.allgather_bucket_size", "tensorboard"),

@@ -8,9 +8,11 @@
 #include "absl/strings/str_join.h"
 #include "core/backend/comm_device_binding.h"
 #include "core/common/status_macros.h"
+#include "core/engine/auto_sizes.h"
 #include "core/engine/engine_checkpoint.h"
 #include "core/engine/gradient_reducer.h"
 #include "core/engine/hierarchy.h"
+#include "core/engine/offload_placement.h"
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/param_coordinator.h"
 #include "core/engine/sharded_state.h"
@@ -124,23 +126,9 @@ absl::StatusOr<ParamSpec> Engine::ParamInfo(int id) const {
 }
 
 void Engine::ResolveAuto() {
-  // hidden^2 (HF's "auto"), hidden from the largest 2-D trainable param
-  // (ParamRegistry::HiddenSize), for sizes that were "auto" or absent from
-  // the ds_config (Config::reduce_bucket_size_auto); buckets never above
-  // DeepSpeed's fixed 5e8. A param larger than a bucket gets a gradient buffer of
-  // its own (GradientReducer), so buffers do not follow the embedding or the
-  // model. A model with no 2-D trainable param keeps the fixed defaults.
-  Config& c = ctx_.config;
-  const int64_t hidden = params_.HiddenSize();
-  if (hidden == 0) return;
-  const int64_t hidden2 = hidden * hidden;
-  if (c.reduce_bucket_size_auto) c.reduce_bucket_size = std::min<int64_t>(hidden2, 500000000);
-  if (c.stage3_prefetch_bucket_size_auto) {
-    c.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * static_cast<double>(hidden2));
-  }
-  if (c.stage3_param_persistence_threshold_auto) {
-    c.stage3_param_persistence_threshold = 10 * hidden;
-  }
+  // hidden^2 (HF's "auto") for sizes that were "auto" or absent from the
+  // ds_config, by the rule the memory estimator runs too.
+  ResolveAutoSizes(params_.SizingParams(), &ctx_.config);
 }
 
 // offload_param "cpu" and its pin_memory move stage 3's shard off a GPU;
@@ -193,6 +181,8 @@ absl::Status Engine::Finalize() {
   ctx_.ctrl = b.ctrl;
   RETURN_IF_ERROR(ctx_.Fail(params_.VerifyRanksAgree(ctx_.ctrl, stream_.get())));
   ResolveAuto();
+  ASSIGN_OR_RETURN(ctx_.placement, DecideOffloadPlacement(ctx_.config, device_->host_accessible(),
+                                                          device_->name()));
   ctx_.layout = Layout(params_.AssignLayout(), ctx_.world, ctx_.config.sub_group_size);
   RETURN_IF_ERROR(CreateParts());
   RETURN_IF_ERROR(DeviceReady("finalize"));
@@ -251,7 +241,8 @@ absl::StatusOr<void*> Engine::Gather(int id) {
     ASSIGN_OR_RETURN(data, coordinator_->Gather(id));
   }
   // The pointer is the caller's now: the update or gather that wrote it
-  // must have run (issue 15, fix 3), and any device error surfaces here.
+  // must have run (a GPU computes asynchronously), and any device error
+  // surfaces here.
   RETURN_IF_ERROR(DeviceReady("gather"));
   ++p.gather_refs;
   return data;
@@ -351,7 +342,7 @@ absl::StatusOr<StepInfo> Engine::Step() {
   auto info = boundary_->EndMicroStep();
   // A failed kernel makes the norm NaN, which alone would read as an fp16
   // overflow (a skipped step, forever in fp32/bf16): the device's error
-  // comes first (issue 15, fix 2). The update has run when step returns.
+  // comes first. The update has run when step returns.
   RETURN_IF_ERROR(DeviceReady("step"));
   if (!info.ok()) return ctx_.Fail(AfterFailedStep(info.status()));
   if (boundary) log_->MaybePrint(*info, boundary_->counters());
@@ -363,10 +354,7 @@ absl::StatusOr<StepInfo> Engine::Step() {
 // in place (one slot), so after a failed step it is neither the old step's
 // nor the new one's; the engine refuses to go on and says where to resume.
 absl::Status Engine::AfterFailedStep(const absl::Status& s) const {
-  const Config& c = ctx_.config;
-  const bool nvme = c.offload_optimizer.device == OffloadDevice::kNvme ||
-                    c.offload_param.device == OffloadDevice::kNvme;
-  if (!nvme) return s;
+  if (!ctx_.placement.any_nvme()) return s;
   return absl::Status(
       s.code(),
       absl::StrCat(s.message(), "; the step failed with state on NVMe, so this engine refuses "

@@ -15,6 +15,7 @@
 #include "core/common/progress.h"
 #include "core/config/config.h"
 #include "core/device/device.h"
+#include "core/engine/offload_placement.h"
 #include "core/partition/layout.h"
 #include "core/profile/recorder.h"
 
@@ -31,6 +32,7 @@ struct EngineContext {
   CommStream* stream = nullptr;   // reductions and prefetch (overlap_comm)
   int rank = 0, world = 1;
   Layout layout;                  // fixed at finalize
+  OffloadPlacement placement;     // where each state lives; fixed at finalize
   // Beyond one node (core/engine/hierarchy.h): the topology and the
   // sub-communicators. With hybrid sharding comm/rank/world are the shard
   // group's and `replicas` groups hold copies of each shard.

@@ -1,7 +1,6 @@
 #include "core/engine/optimizer_boundary.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -12,11 +11,6 @@
 #include "kernels/norm_math.h"
 
 namespace zero {
-
-std::atomic<bool> g_fused_boundary{true};
-void SetFusedBoundary(bool on) { g_fused_boundary = on; }
-std::atomic<bool> g_update_io_pipeline{true};
-void SetUpdateIoPipeline(bool on) { g_update_io_pipeline = on; }
 
 OptimizerBoundary::OptimizerBoundary(EngineContext* ctx)
     : ctx_(ctx),
@@ -61,9 +55,9 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   // scratch its reduce-scatter writes (the full local gradient is zeroed as
   // the pack reads it), unless that reduce-scatter is the identity (one
   // rank, nothing to scale): then they are the gradients, as at stages 2-3.
-  // A device without the fused update, or fused off, casts into the
-  // scratch, updates from it and zeroes afterwards.
-  const bool fused = device->fused_update() && g_fused_boundary.load();
+  // A device without the fused update, or fused off (EnginePaths), casts
+  // into the scratch, updates from it and zeroes afterwards.
+  const bool fused = device->fused_update() && ctx_->config.engine_paths.fused_boundary;
   const bool scatter = stage == 1 && !reducer_->Stage1IsIdentity();
   const bool in_place = t == DType::kF32 && !scatter;
   const bool raw = !scatter && (in_place || fused);
@@ -219,10 +213,12 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   // Stage 3 streamed (gradients, and maybe working params, in files): the
   // gradient reads ahead and the param-file writes behind run on IO threads
   // while the caller updates, alongside the tier's own optimizer-state
-  // pipeline (core/engine/update_io_pipeline.h; issue 14's profile: the
-  // blocking ones were the update's exposed IO).
+  // pipeline (core/engine/update_io_pipeline.h; profiled, the blocking ones
+  // were the update's exposed IO). EnginePaths can turn it off.
   std::vector<UpdatePiece> order;
-  if (streamed && !device_staged && g_update_io_pipeline.load()) order = store_->UpdateOrder();
+  if (streamed && !device_staged && c.engine_paths.update_io_pipeline) {
+    order = store_->UpdateOrder();
+  }
   const bool piped = !order.empty();
   if (piped) {
     if (pipeline_ == nullptr) {

@@ -8,7 +8,6 @@
 #ifndef ZERO_CORE_ENGINE_OPTIMIZER_BOUNDARY_H_
 #define ZERO_CORE_ENGINE_OPTIMIZER_BOUNDARY_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -41,22 +40,6 @@ struct StepCounters {
   int64_t global_step = 0, skipped_steps = 0;
   int64_t micro_step = 0;  // micro-steps since the last boundary
 };
-
-// Whether the boundary's second pass runs fused (raw gradients cast per
-// tile, zeroed once read) on devices that have it (the default), or as the
-// separate cast, update and zeroing passes it replaced. Both give the same
-// bits; the switch is for the benchmark's side-by-side runs and the test
-// that checks they agree (process-wide, read at each boundary).
-void SetFusedBoundary(bool on);
-extern std::atomic<bool> g_fused_boundary;
-
-// Whether stage 3's streamed update (gradients and working params in files)
-// reads gradients ahead and writes working copies behind on IO threads
-// (core/engine/update_io_pipeline.h; the default) or blocking on the
-// caller's thread, as before. Same bits; the switch is for the benchmark's
-// side-by-side runs and the test that checks they agree.
-void SetUpdateIoPipeline(bool on);
-extern std::atomic<bool> g_update_io_pipeline;
 
 class OptimizerBoundary {
  public:

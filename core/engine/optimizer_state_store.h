@@ -8,7 +8,6 @@
 #ifndef ZERO_CORE_ENGINE_OPTIMIZER_STATE_STORE_H_
 #define ZERO_CORE_ENGINE_OPTIMIZER_STATE_STORE_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -105,14 +104,6 @@ class OptimizerStateStore {
 
   virtual StateStoreStats stats() const = 0;
 };
-
-// Whether an fp32 model's master weights are its working copy's owned range
-// when both are in the engine's device memory (DeviceStateStore::Allocate;
-// the default), or a buffer of their own, as before. Same bits; the switch
-// is for the test that checks they agree and the benchmark's side-by-side
-// runs (process-wide, read when an engine finalizes).
-void SetFp32MasterAliasing(bool on);
-extern std::atomic<bool> g_fp32_master_aliasing;
 
 // The store for this config and device; allocates it (not yet initialized).
 absl::StatusOr<std::unique_ptr<OptimizerStateStore>> MakeOptimizerStateStore(

@@ -113,15 +113,14 @@ std::vector<LayoutParam> ParamRegistry::AssignLayout() {
   return lps;
 }
 
-int64_t ParamRegistry::HiddenSize() const {
-  int64_t n = 0, hidden = 0;
+std::vector<SizingParam> ParamRegistry::SizingParams() const {
+  std::vector<SizingParam> out;
+  out.reserve(params_.size());
   for (const ParamRecord& p : params_) {
-    if (p.trainable && p.shape.size() == 2 && p.numel > n) {
-      n = p.numel;
-      hidden = std::min(p.shape[0], p.shape[1]);
-    }
+    const bool matrix = p.shape.size() == 2;
+    out.push_back({p.numel, p.trainable, matrix, matrix ? std::min(p.shape[0], p.shape[1]) : 0});
   }
-  return hidden;
+  return out;
 }
 
 void ParamRegistry::DropInitValues() {

@@ -15,6 +15,7 @@
 #include "core/comm/comm_stream.h"
 #include "core/comm/communicator.h"
 #include "core/common/dtype.h"
+#include "core/engine/auto_sizes.h"
 #include "core/engine/init_spec.h"
 #include "core/partition/layout.h"
 
@@ -79,10 +80,9 @@ class ParamRegistry {
   // Layout index -> param id.
   const std::vector<int>& trainable_ids() const { return trainable_ids_; }
   const ParamRecord& by_layout(int li) const { return params_[trainable_ids_[li]]; }
-  // The model's hidden size for "auto" sizes: the smaller dimension of the
-  // largest trainable 2-D param (an embedding [vocab, h], a Linear [4h, h]
-  // or [h, h] all give h); 0 without a 2-D trainable param.
-  int64_t HiddenSize() const;
+  // What the "auto" sizes read of each param (core/engine/auto_sizes.h: an
+  // embedding [vocab, h], a Linear [4h, h] or [h, h] all give hidden h).
+  std::vector<SizingParam> SizingParams() const;
   void DropInitValues();
 
   // The fp32 initial values of elements [offset, offset+count) of `p`,

@@ -15,7 +15,7 @@ namespace zero {
 ShardedState::~ShardedState() {
   for (GroupShard& gs : groups_) {
     if (gs.host_working != nullptr) {
-      ctx_->device->FreeHost(gs.host_working, ctx_->config.offload_param.pin_memory);
+      ctx_->device->FreeHost(gs.host_working, ctx_->placement.pin_params);
     }
   }
 }
@@ -26,28 +26,14 @@ absl::Status ShardedState::Allocate() {
   const DType t = ctx_->dtype();
   const size_t es = ctx_->es();
   const int stage = ctx_->stage();
-  const bool nvme_params =
-      stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kNvme;
-  // offload_param "cpu" with device state: stage 3's own working shard in
-  // host memory, uploaded for each gather (docs/ARCHITECTURE.md, "Offload").
-  // On the cpu device the shard is host memory already.
-  host_params_ = stage == 3 && ctx_->config.offload_param.device == OffloadDevice::kCpu &&
-                 !d->host_accessible();
-  // (ZeRO++'s quantized gather uploads the own slice as GatherInto does.)
-  // ZeRO-Offload's store writes the updated working copy straight into the
-  // device's shard, which a param file does not have: refused by name.
-  if (nvme_params && !d->host_accessible() &&
-      ctx_->config.offload_optimizer.device == OffloadDevice::kCpu) {
-    return absl::UnimplementedError(absl::StrCat(
-        "zero_optimization.offload_param.device: \"nvme\" with "
-        "offload_optimizer.device \"cpu\" and model state on device ", d->name(),
-        " is not supported in this version; use offload_optimizer \"nvme\" or \"none\""));
-  }
-  // Stage 3 with offload_optimizer "nvme" on a host-accessible device: the
-  // gradient shard in a file per group (ZeRO-Infinity; host memory bounded).
-  // On a GPU the shard stays in device memory, which host RAM does not hold.
-  const bool nvme_grads = stage == 3 && d->host_accessible() &&
-                          ctx_->config.offload_optimizer.device == OffloadDevice::kNvme;
+  // Where the own working shard and the gradient shard live
+  // (core/engine/offload_placement.h; docs/ARCHITECTURE.md, "Offload"). A
+  // host shard is uploaded for each gather (ZeRO++'s quantized gather
+  // uploads the own slice as GatherInto does).
+  const OffloadPlacement& where = ctx_->placement;
+  const bool nvme_params = where.params == StateTier::kNvme;
+  host_params_ = where.params == StateTier::kHost;
+  const bool nvme_grads = where.grads_on_nvme;
   groups_.resize(layout.groups().size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     const LayoutGroup& lg = layout.groups()[g];
@@ -59,7 +45,7 @@ absl::Status ShardedState::Allocate() {
     ASSIGN_OR_RETURN(gs.working, DeviceBuffer::Make(d, work_len * es));
     if (host_params_) {
       const size_t bytes = std::max<size_t>(1, lg.shard * es);
-      ASSIGN_OR_RETURN(void* h, d->AllocateHost(bytes, ctx_->config.offload_param.pin_memory));
+      ASSIGN_OR_RETURN(void* h, d->AllocateHost(bytes, ctx_->placement.pin_params));
       gs.host_working = static_cast<char*>(h);
       host_param_bytes_ += lg.shard * es;
     }
@@ -230,7 +216,7 @@ absl::Status ShardedState::AccumulateGradIo(int g, int64_t offset, const float* 
   // an old one elsewhere. The range grows by adjacent buckets without
   // writing zeros or reading them back (a whole-group zero fill and a
   // read-modify-write per bucket were 2 of the step's ~40 bytes of storage
-  // IO per parameter, issue 14's profile); a gap is zero-filled, and only
+  // IO per parameter in the ZeRO-Infinity profile); a gap is zero-filled, and only
   // a bucket overlapping the range (accumulation) reads.
   auto& [lo, hi] = grad_valid_[g];
   const int64_t end = offset + n;
@@ -386,8 +372,9 @@ absl::Status ShardedState::GatherInto(int li, void* dst) {
   std::vector<char> mine;
   // A param file on a host-accessible device: the own slice is read
   // straight into its place in `dst` and the all-gather runs in place, not
-  // through a zeroed scratch of the slice's size and a copy (issue 14's
-  // profile: a 128 MiB allocation, its page faults and two copies per gather).
+  // through a zeroed scratch of the slice's size and a copy (in the
+  // ZeRO-Infinity profile a 128 MiB allocation, its page faults and two
+  // copies per gather).
   char* into = nullptr;
   if (!param_files_.empty() && !shard_on_host()) {
     const std::vector<int64_t> counts = ctx_->layout.Counts(li);

@@ -5,7 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/engine/auto_sizes.h"
 #include "core/engine/gradient_reducer.h"
+#include "core/engine/offload_placement.h"
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/param_coordinator.h"
 #include "core/partition/layout.h"
@@ -31,10 +33,14 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     return absl::InvalidArgumentError(
         absl::StrCat("estimate: zero_optimization.stage must be 0-3, got ", config_in.stage));
   }
-  if (config_in.offload_param.device != OffloadDevice::kNone && config_in.stage != 3) {
-    return absl::InvalidArgumentError(
-        "estimate: zero_optimization.offload_param needs stage 3");
+  // Where each state lives: the engine's own decision (offload_placement.h).
+  const absl::StatusOr<OffloadPlacement> placed =
+      DecideOffloadPlacement(config_in, !topo.gpu, topo.gpu ? "gpu" : "cpu");
+  if (!placed.ok()) {
+    return absl::Status(placed.status().code(),
+                        absl::StrCat("estimate: ", placed.status().message()));
   }
+  const OffloadPlacement& where = *placed;
   Config c = config_in;
   const int world = topo.ranks_per_node * topo.nodes;
   const int stage = c.stage;
@@ -43,9 +49,10 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   e.world = world;
   e.stage = stage;
 
-  // Engine::ResolveAuto: hidden = the smaller dimension of the largest 2-D
-  // trainable param (ParamRegistry::HiddenSize).
-  int64_t matrix = 0, hidden = 0, largest = 1;
+  // The engine's "auto" sizes (auto_sizes.h); a param given without its
+  // smaller dimension is taken as square.
+  int64_t largest = 1;
+  std::vector<SizingParam> sizing;
   std::vector<LayoutParam> lps;
   for (size_t i = 0; i < params.size(); ++i) {
     const EstimateParam& p = params[i];
@@ -57,24 +64,15 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
       e.frozen_bytes += p.numel * static_cast<int64_t>(DTypeSize(p.dtype));
       continue;
     }
-    if (p.ndim == 2 && p.numel > matrix) {
-      matrix = p.numel;
-      hidden = p.min_dim > 0 ? p.min_dim
-                             : static_cast<int64_t>(std::sqrt(static_cast<double>(p.numel)));
+    SizingParam s{p.numel, true, p.ndim == 2, p.min_dim};
+    if (s.matrix && s.min_dim <= 0) {
+      s.min_dim = static_cast<int64_t>(std::sqrt(static_cast<double>(p.numel)));
     }
+    sizing.push_back(s);
     largest = std::max(largest, p.numel);
     lps.push_back({static_cast<int>(i), p.numel, c.dtype});
   }
-  if (hidden > 0) {
-    const int64_t hidden2 = hidden * hidden;
-    if (c.reduce_bucket_size_auto) c.reduce_bucket_size = std::min<int64_t>(hidden2, 500000000);
-    if (c.stage3_prefetch_bucket_size_auto) {
-      c.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * static_cast<double>(hidden2));
-    }
-    if (c.stage3_param_persistence_threshold_auto) {
-      c.stage3_param_persistence_threshold = 10 * hidden;
-    }
-  }
+  ResolveAutoSizes(sizing, &c);
   e.reduce_bucket_size = c.reduce_bucket_size;
   e.comm_dtype = c.CommDType();
   e.prefetch_bucket_size = c.stage3_prefetch_bucket_size;
@@ -83,11 +81,11 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   const Layout layout(lps, world, c.sub_group_size);
   e.trainable_numel = layout.total_numel();
   e.padded_numel = layout.total_padded();
-  const bool nvme_params = stage == 3 && c.offload_param.device == OffloadDevice::kNvme;
-  const bool nvme_optim = c.offload_optimizer.device == OffloadDevice::kNvme;
-  // ShardedState::params_on_host: offload_param "cpu" on a GPU keeps the own
-  // shard in host memory (counted in param_bytes, as zero_stats does).
-  const bool host_params = stage == 3 && topo.gpu && c.offload_param.device == OffloadDevice::kCpu;
+  const bool nvme_params = where.params == StateTier::kNvme;
+  const bool nvme_optim = where.optimizer_state == StateTier::kNvme;
+  // A host shard (offload_param "cpu" on a GPU) is counted in param_bytes,
+  // as zero_stats does.
+  const bool host_params = where.params == StateTier::kHost;
   int64_t host_param_bytes = 0;
   std::vector<int64_t> owned;
   int64_t owned_total = 0;
@@ -95,9 +93,8 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     // ShardedState::Allocate
     e.param_bytes += (stage == 3 ? (nvme_params ? 0 : g.shard) : g.padded) * es;
     if (host_params) host_param_bytes += g.shard * es;
-    // Stage 3 with offload_optimizer nvme on the cpu: the gradient shard in
-    // a file (on a GPU it stays in device memory).
-    if (stage == 3 && nvme_optim && !topo.gpu) {
+    // The gradient shard in a file (stage 3, NVMe state, the cpu device).
+    if (where.grads_on_nvme) {
       e.nvme_bytes += std::max(kFileAlign, RoundUp(g.shard * es, kFileAlign));
     } else {
       e.grad_bytes += (stage <= 1 ? g.padded : g.shard) * es;
@@ -151,13 +148,8 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
         std::max<int64_t>(1, std::min<int64_t>(std::max(2, c.offload_optimizer.buffer_count), chunks));
     e.optimizer_bytes = nbuf * buffer;
   } else {
-    // DeviceStateStore: an fp32 model's master is the working copy's owned
-    // range when both are in the engine's memory (no param file, no host
-    // shard, not ZeRO-Offload's host store on a GPU).
-    const bool host_store = topo.gpu && c.offload_optimizer.device == OffloadDevice::kCpu;
-    const bool aliased = g_fp32_master_aliasing.load() && c.dtype == DType::kF32 &&
-                         !host_store && !nvme_params && !host_params;
-    e.master_bytes = aliased ? 0 : owned_total * 4;
+    // DeviceStateStore: an fp32 master may be the working copy's owned range.
+    e.master_bytes = where.master_aliases_working ? 0 : owned_total * 4;
     e.optimizer_bytes = owned_total * 4 * (arrays - 1);
   }
   // Buffers. ShardedState: the stage 1-2 all-gather staging.
@@ -187,7 +179,7 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   // fp16/bf16 on a device without the fused update (the GPU; the CPU device
   // reads raw gradients in place).
   const bool scatter = stage == 1 && !Stage1ReduceIsIdentity(c, world);
-  if (stage == 3 && nvme_optim && !topo.gpu) {
+  if (where.grads_on_nvme) {
     // Stage 3 with offload_optimizer nvme on the cpu: one group's
     // gradients, raw and fp32, streamed from the gradient files.
     int64_t most = 1;
@@ -201,7 +193,7 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
       piece = std::max(piece, std::min<int64_t>(std::max<int64_t>(1, c.sub_group_size), len));
     }
     const int64_t depth = std::max(2, c.offload_optimizer.buffer_count);
-    const int64_t sets = c.offload_param.device == OffloadDevice::kNvme ? 2 : 1;
+    const int64_t sets = nvme_params ? 2 : 1;
     e.scratch_bytes += sets * depth * std::max<int64_t>(1, piece) * es;
   } else if (c.dtype != DType::kF32 && topo.gpu) {
     e.scratch_bytes = owned_total * 4;
@@ -211,7 +203,7 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     // the gradient unpacked (Stage1ScatterReadsGrads).
     // (OptimizerStateStore::memory_device() is the engine's device: on a
     // GPU not with the state offloaded, to the host or to NVMe.)
-    const bool state_off_device = topo.gpu && c.offload_optimizer.device != OffloadDevice::kNone;
+    const bool state_off_device = topo.gpu && where.optimizer_state != StateTier::kDevice;
     const int64_t pack_cap = ReducerPackCap(c, e.padded_numel, world);
     for (const LayoutGroup& g : layout.groups()) {
       if (c.dtype != DType::kF32 || state_off_device ||
@@ -234,7 +226,7 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
                    e.scratch_bytes + e.large_grad_bytes + nvme_up_bytes;
 
   // HostStateStore::Update: 2 fp32 + 2 working buffers of the largest piece.
-  if (topo.gpu && c.offload_optimizer.device == OffloadDevice::kCpu) {
+  if (where.optimizer_state == StateTier::kHost) {
     int64_t piece = 0;
     const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(c.sub_group_size, 1 << 22));
     for (int64_t len : owned) piece = std::max(piece, std::min(cap, len));
@@ -245,7 +237,7 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   const int64_t on_device =
       e.param_bytes - host_param_bytes + e.grad_bytes + e.frozen_bytes + e.buffer_bytes;
   if (topo.gpu) {
-    const bool states_on_device = c.offload_optimizer.device == OffloadDevice::kNone;
+    const bool states_on_device = where.optimizer_state == StateTier::kDevice;
     e.device_bytes = on_device + (states_on_device ? states : 0);
     e.host_bytes = (states_on_device ? 0 : states) + e.offload_pipeline_bytes + host_param_bytes;
     e.host_bytes_per_node = e.host_bytes * topo.ranks_per_node;
