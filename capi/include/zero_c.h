@@ -859,6 +859,35 @@ ZERO_API zero_status zero_checkpoint_reshard(const char* dir, const char* tag,
 ZERO_API zero_status zero_engine_gather_into(zero_engine_t* engine, int32_t id,
                                              zero_dtype dtype, void* dst, size_t bytes);
 
+/* ---- 1.8: conversions and gradients from the caller's memory --------- */
+
+/* NOT collective; no engine (1.8). Converts `count` elements at `src` of
+ * `src_dtype` into `dst` as `dst_dtype`, with the engine's own rounding
+ * (kernels/cast_math.h): to fp16 and bf16 round to nearest even, NaN stays
+ * NaN, fp16 overflows to infinity and keeps subnormals; widening is exact;
+ * fp16 <-> bf16 goes through fp32 exactly (one rounding). Equal dtypes
+ * copy. Host memory; src and dst must not overlap unless they are the same
+ * pointer with equal element sizes. A dtype outside zero_dtype is
+ * ZERO_INVALID_ARGUMENT; NULL pointers are allowed only with count 0. */
+ZERO_API zero_status zero_convert(zero_dtype dst_dtype, void* dst, zero_dtype src_dtype,
+                                  const void* src, size_t count);
+
+/* COLLECTIVE as zero_engine_grad_ready (1.8). Hands in this micro-step's
+ * gradient of trainable param `id` from the caller's own buffer: `bytes`
+ * bytes at `src` of `dtype` (any zero_dtype: an fp32 gradient of a bf16 or
+ * fp16 model is rounded inside, with zero_convert's rounding), numel
+ * elements in the param's row-major order, host memory. The gradient
+ * buffer's contents are replaced by it (as if zero_engine_grad_buffer,
+ * zero_convert into the buffer, zero_engine_grad_ready -- bit for bit),
+ * then it is handed over; `src` is not used after the call returns, so the
+ * caller's backward may write its own buffer again at once (what a
+ * zero_engine_grad_buffer of `id` left in the buffer this micro-step is
+ * replaced too). A wrong size is ZERO_INVALID_ARGUMENT naming the param,
+ * its shape and dtype; a frozen param, or a gradient handed in twice in a
+ * micro-step, fails as zero_engine_grad_buffer/_grad_ready do. */
+ZERO_API zero_status zero_engine_set_grad(zero_engine_t* engine, int32_t id, zero_dtype dtype,
+                                          const void* src, size_t bytes);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
