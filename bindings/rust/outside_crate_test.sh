@@ -47,7 +47,7 @@ case ":$runpath:" in
   *":$(readlink -f "$prefix/lib"):"*|*":$prefix/lib:"*) ;;
   *) die "the binary's rpath '$runpath' lacks $prefix/lib" ;;
 esac
-case "$runpath" in *bazel*) die "the rpath names a Bazel directory: $runpath" ;; esac
+case "$runpath" in *bazel-bin*|*/bin/capi*) die "the rpath names Bazel's output: $runpath" ;; esac
 loaded=$(ldd "$bin" | awk '$1 == "libzero_c.so.1" {print $3}')
 [ "$(readlink -f "$loaded")" = "$(readlink -f "$prefix/lib/libzero_c.so.1")" ] \
   || die "loads libzero_c.so.1 from '$loaded'"
