@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "capi/abi_struct.h"
+#include "capi/caller_memory.h"
 #include "capi/status_code.h"
 #include "core/ckpt/reshard.h"
 #include "core/ckpt/safetensors.h"
@@ -989,6 +990,37 @@ zero_status zero_checkpoint_reshard(const char* dir, const char* tag, const char
     return Report(zero::ckpt::ReshardCheckpoint(dir, tag != nullptr ? tag : "", out_dir, world,
                                                 zero::ProgressFor(WrapProgress(fn, user),
                                                                   "reshard")));
+  });
+}
+
+// ---- 1.8: conversions and gradients from the caller's memory ----------------
+
+zero_status zero_convert(zero_dtype dst_dtype, void* dst, zero_dtype src_dtype, const void* src,
+                         size_t count) {
+  const int64_t dt = EnumValue(dst_dtype), st = EnumValue(src_dtype);
+  if (!ValidDType(dt) || !ValidDType(st)) {
+    g_last_error = absl::StrCat("zero_convert: dtype ", ValidDType(dt) ? st : dt,
+                                " is not a zero_dtype");
+    return ZERO_INVALID_ARGUMENT;
+  }
+  if (count == 0) return Report(absl::OkStatus());
+  ZERO_CHECK_ARG("zero_convert", dst);
+  ZERO_CHECK_ARG("zero_convert", src);
+  zero_capi::Convert(ToDType(dt), dst, ToDType(st), src, count);
+  return Report(absl::OkStatus());
+}
+
+zero_status zero_engine_set_grad(zero_engine_t* engine, int32_t id, zero_dtype dtype,
+                                 const void* src, size_t bytes) {
+  ZERO_CHECK_ARG("zero_engine_set_grad", engine);
+  ZERO_CHECK_ARG("zero_engine_set_grad", src);
+  const int64_t dt = EnumValue(dtype);
+  if (!ValidDType(dt)) {
+    g_last_error = absl::StrCat("zero_engine_set_grad: dtype ", dt, " is not a zero_dtype");
+    return ZERO_INVALID_ARGUMENT;
+  }
+  return Guard([&] {
+    return Report(zero_capi::SetGrad(engine->engine.get(), id, ToDType(dt), src, bytes));
   });
 }
 

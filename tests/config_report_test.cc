@@ -104,6 +104,23 @@ TEST(ConfigReportTest, ParamOffloadCpuReportedAtFinalizeOnTheCpuDevice) {
   }
 }
 
+TEST(ConfigReportTest, OptimizerOffloadCpuReportedAtFinalizeOnTheCpuDevice) {
+  const FinalizeRun r = FinalizeOn(R"({"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})",
+                                   2, false);
+  for (const absl::Status& s : r.status) EXPECT_TRUE(s.ok()) << s;
+  const std::string line =
+      "[zero] accepted without effect on the cpu device: "
+      "zero_optimization.offload_optimizer.device\n";
+  ASSERT_NE(r.err.find(line), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(line), r.err.rfind(line)) << "printed more than once:\n" << r.err;
+  const FinalizeRun off = FinalizeOn(R"({"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})",
+                                     2, true);
+  for (const absl::Status& s : off.status) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(off.err.find("accepted without effect"), std::string::npos) << off.err;
+}
+
 TEST(ConfigReportTest, ParamOffloadCpuTakesEffectSilentlyOffTheHost) {
   for (const char* json : {kParamCpu, kParamCpuStrict}) {
     const FinalizeRun r = FinalizeOn(json, 2, true);

@@ -108,6 +108,47 @@ TEST(ConfigTest, Stage3ParamOffloadPinnedIsParsedAndReported) {
   EXPECT_FALSE(strict.allow_untested_keys);
 }
 
+// The parser would keep the last of duplicate keys (a second
+// "zero_optimization" block would win unnoticed); DeepSpeed refuses such a
+// file: an error naming the key, where it sits and both lines.
+TEST(ConfigTest, DuplicateKeysAreErrorsNamingTheKeyAndBothLines) {
+  EXPECT_EQ(Error("{\"train_batch_size\": 8,\n"
+                  "  \"zero_optimization\": {\"stage\": 1},\n"
+                  "  # a comment\n"
+                  "  \"zero_optimization\": {\"stage\": 3}}"),
+            "config: key 'zero_optimization' appears twice in one object (lines 2 and 4); "
+            "DeepSpeed refuses duplicate keys (the parser would keep the last)");
+  EXPECT_EQ(Error("{\"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 1,\n"
+                  "  /* \"lr\": 9, in a comment, is no key */ \"betas\": [0.9, 0.99],\n"
+                  "  \"lr\": 2}}}"),
+            "optimizer.params: key 'lr' appears twice in one object (lines 1 and 3); "
+            "DeepSpeed refuses duplicate keys (the parser would keep the last)");
+  // Inside arrays, escapes decoded as the parser decodes them.
+  EXPECT_NE(Error(R"({"x": [{"a": 1}, {"b": 1, "\u0062": 2}]})")
+                .find("x[1]: key 'b' appears twice in one object (lines 1 and 1)"),
+            std::string::npos);
+  // The same key in different objects, or a value equal to a key, is fine.
+  Config c = Parse(R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"},
+      "offload_param": {"device": "none"}}, "fp16": {"enabled": false}, "bf16": {"enabled": false}})");
+  EXPECT_EQ(c.stage, 2);
+}
+
+// offload_optimizer "cpu" moves the master and moments off a GPU; on the
+// CPU device it does nothing and is reported at finalize, as offload_param's.
+TEST(ConfigTest, OptimizerOffloadCpuIsKeptForTheDeviceReport) {
+  Config c = Parse(R"({"zero_optimization": {"stage": 2,
+      "offload_optimizer": {"device": "cpu", "pin_memory": true}}})");
+  EXPECT_EQ(c.offload_optimizer.device, OffloadDevice::kCpu);
+  EXPECT_EQ(c.device_only_keys,
+            (std::vector<std::string>{"zero_optimization.offload_optimizer.device",
+                                      "zero_optimization.offload_optimizer.pin_memory"}));
+  Config legacy = Parse(R"({"zero_optimization": {"stage": 2, "cpu_offload": true}})");
+  EXPECT_EQ(legacy.device_only_keys, std::vector<std::string>{"zero_optimization.cpu_offload"});
+  Config nvme = Parse(R"({"zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}})");
+  EXPECT_TRUE(nvme.device_only_keys.empty());
+}
+
 TEST(ConfigTest, Stage3LiveParametersAndAutoPrefetch) {
   Config c = Parse(R"({
     "zero_optimization": {"stage": 3, "stage3_max_live_parameters": 1e9,

@@ -1,9 +1,10 @@
-// zero_engine_gather_into (1.7) through the C ABI: bit for bit the values
-// zero_engine_gather hands out, over thread ranks 1/2/3, fp32/fp16/bf16 and
-// offload_param none/cpu/nvme (gather_into_check.h; mpirun -np 2/3 in
-// gather_into_mpi_np*); and its refusals, each naming the param: stages 0-2,
-// a wrong size or dtype, NULL, a release too many, a plain gather of a param
-// held in caller memory, write_master while held, the live budget.
+// zero_engine_gather_into (1.7; every stage since 1.8) through the C ABI:
+// bit for bit the values zero_engine_gather hands out, over thread ranks
+// 1/2/3, stages 0-3, fp32/fp16/bf16 and offload_param none/cpu/nvme
+// (gather_into_check.h; mpirun -np 2/3 in gather_into_mpi_np*); and its
+// refusals, each naming the param: a wrong size or dtype, NULL, a release
+// too many, a plain gather of a param held in caller memory, write_master
+// while held, the live budget.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,17 +28,17 @@ std::string TmpDir(const std::string& name) {
 }
 
 void RunOnThreads(int world, zero_dtype dtype, const std::string& offload,
-                  bool standin = false) {
+                  bool standin = false, int stage = 3) {
   std::vector<zero_comm_t*> ca(world), cb(world);
   ASSERT_EQ(zero_comm_create_threads(world, ca.data()), ZERO_OK);
   ASSERT_EQ(zero_comm_create_threads(world, cb.data()), ZERO_OK);
   const std::string dir = TmpDir("gi_" + std::to_string(world) + "_" +
                                  std::to_string(static_cast<int>(dtype)) + "_" + offload +
-                                 (standin ? "_standin" : ""));
+                                 (standin ? "_standin" : "") + "_s" + std::to_string(stage));
   std::vector<std::string> errs(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] { errs[r] = Run(ca[r], cb[r], dtype, offload, dir, r, 3, standin); });
+    threads.emplace_back([&, r] { errs[r] = Run(ca[r], cb[r], dtype, offload, dir, r, 3, standin, stage); });
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < world; ++r) {
@@ -55,6 +56,21 @@ TEST_P(GatherIntoBits, EqualsGather) {
 
 INSTANTIATE_TEST_SUITE_P(WorldsAndDtypes, GatherIntoBits,
                          ::testing::Combine(::testing::Values(1, 2, 3),
+                                            ::testing::Values(ZERO_DTYPE_F32, ZERO_DTYPE_F16,
+                                                              ZERO_DTYPE_BF16)));
+
+// Stages 0-2 keep every param whole: gather_into copies the resident
+// working copy, the same bits as gather, so one caller code path serves
+// every stage.
+class GatherIntoBelowStage3 : public ::testing::TestWithParam<std::tuple<int, int, zero_dtype>> {};
+
+TEST_P(GatherIntoBelowStage3, EqualsGather) {
+  RunOnThreads(std::get<1>(GetParam()), std::get<2>(GetParam()), "", false,
+               std::get<0>(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesWorldsAndDtypes, GatherIntoBelowStage3,
+                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(1, 2, 3),
                                             ::testing::Values(ZERO_DTYPE_F32, ZERO_DTYPE_F16,
                                                               ZERO_DTYPE_BF16)));
 
@@ -76,6 +92,8 @@ TEST(GatherInto, StandinDevice) {
   RunOnThreads(2, ZERO_DTYPE_F32, "", true);
   RunOnThreads(3, ZERO_DTYPE_BF16, "", true);
   RunOnThreads(2, ZERO_DTYPE_BF16, "cpu", true);
+  RunOnThreads(2, ZERO_DTYPE_BF16, "", true, 1);
+  RunOnThreads(3, ZERO_DTYPE_F32, "", true, 2);
   unsetenv("ZERO_GPU_STANDIN");
 }
 
@@ -118,13 +136,27 @@ void ExpectError(zero_status got, zero_status want, const std::string& needle) {
 const char* kStage3 = R"({"steps_per_print": 0, "zero_optimization": {"stage": 3,
     "stage3_param_persistence_threshold": 10}})";
 
-TEST(GatherInto, StagesBelowThreeRefuse) {
+// Stages 0-2: a copy, held like a gather (release ends it; write_master
+// refuses the param meanwhile), counted in no live bytes.
+TEST(GatherInto, BelowStage3IsAHeldCopy) {
   for (int stage = 0; stage < 3; ++stage) {
     One one(R"({"steps_per_print": 0, "zero_optimization": {"stage": )" +
             std::to_string(stage) + "}}");
-    std::vector<float> dst(64 * 32);
-    ExpectError(zero_engine_gather_into(one.engine, 0, ZERO_DTYPE_F32, dst.data(), 64 * 32 * 4),
-                ZERO_FAILED_PRECONDITION, "gather_into 'w': stage " + std::to_string(stage));
+    std::vector<float> values(64 * 32), dst(64 * 32, -1.0f);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = 0.25f * static_cast<float>(i);
+    ASSERT_EQ(zero_engine_write_master(one.engine, 0, values.data()), ZERO_OK);
+    ASSERT_EQ(zero_engine_gather_into(one.engine, 0, ZERO_DTYPE_F32, dst.data(), dst.size() * 4),
+              ZERO_OK)
+        << zero_last_error();
+    EXPECT_EQ(dst, values) << "stage " << stage;
+    ExpectError(zero_engine_write_master(one.engine, 0, values.data()), ZERO_FAILED_PRECONDITION,
+                "'w': the param is gathered");
+    zero_stats s = ZERO_STATS_INIT;
+    ASSERT_EQ(zero_engine_stats(one.engine, &s), ZERO_OK);
+    EXPECT_EQ(s.live_gathered_bytes, 0);
+    EXPECT_EQ(zero_engine_release(one.engine, 0), ZERO_OK);
+    ExpectError(zero_engine_release(one.engine, 0), ZERO_FAILED_PRECONDITION,
+                "release 'w': not gathered");
   }
 }
 

@@ -1,6 +1,7 @@
-// zero_engine_gather_into (1.7) under mpirun: every gathered param bit for
-// bit what zero_engine_gather hands out (gather_into_check.h), fp32/fp16/
-// bf16, offload_param none/cpu/nvme, on the MPI communicator through the C
+// zero_engine_gather_into (1.7; every stage since 1.8) under mpirun: every
+// gathered param bit for bit what zero_engine_gather hands out
+// (gather_into_check.h), stages 0-3, fp32/fp16/bf16, offload_param
+// none/cpu/nvme, on the MPI communicator through the C
 // ABI. Exit 0 on success; a failure prints it and exits 1.
 #include <cstdio>
 #include <cstdlib>
@@ -25,15 +26,19 @@ int main() {
   struct Case {
     zero_dtype dtype;
     const char* offload;
+    int stage;
   };
-  for (const Case& c : {Case{ZERO_DTYPE_F32, ""}, Case{ZERO_DTYPE_F16, ""},
-                        Case{ZERO_DTYPE_BF16, ""}, Case{ZERO_DTYPE_BF16, "cpu"},
-                        Case{ZERO_DTYPE_F32, "nvme"}}) {
+  for (const Case& c : {Case{ZERO_DTYPE_F32, "", 3}, Case{ZERO_DTYPE_F16, "", 3},
+                        Case{ZERO_DTYPE_BF16, "", 3}, Case{ZERO_DTYPE_BF16, "cpu", 3},
+                        Case{ZERO_DTYPE_F32, "nvme", 3}, Case{ZERO_DTYPE_BF16, "", 0},
+                        Case{ZERO_DTYPE_F32, "", 1}, Case{ZERO_DTYPE_F16, "", 2}}) {
     // Both engines duplicate the communicator: their collectives never mix.
     const std::string err = gather_into_check::Run(
-        comm, comm, c.dtype, c.offload, dir + "_" + std::to_string(c.dtype) + c.offload, rank, 3);
+        comm, comm, c.dtype, c.offload,
+        dir + "_" + std::to_string(c.dtype) + c.offload + std::to_string(c.stage), rank, 3, false,
+        c.stage);
     if (!err.empty()) {
-      std::fprintf(stderr, "rank %d dtype %d offload '%s': %s\n", rank,
+      std::fprintf(stderr, "rank %d stage %d dtype %d offload '%s': %s\n", rank, c.stage,
                    static_cast<int>(c.dtype), c.offload, err.c_str());
       failed = 1;
       break;  // the ranks' calls no longer match

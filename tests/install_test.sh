@@ -14,6 +14,16 @@ pass=0
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
 die() { echo "FAILED: $1"; echo "$pass passed, 1 failed"; exit 1; }
 
+# --help documents every option the script takes (read from its case arms).
+help=$(bash "$install_sh" --help) || die "--help failed"
+opts=$(sed -n 's/^ *\(-[-a-z|-]*\))[^)]*$/\1/p' "$install_sh" | tr '|' '\n' | grep '^-' | sort -u)
+[ -n "$opts" ] || die "found no options in $install_sh"
+for o in $opts; do
+  echo "$help" | grep -q -- "$o" || die "--help does not document $o"
+done
+bash "$install_sh" --lib "$lib" "$prefix" 2>/dev/null && die "--lib alone was accepted"
+ok "--help documents $(echo $opts | tr '\n' ' ')"
+
 bash "$install_sh" --lib "$lib" --header "$header" --pc-in "$pc_in" "$prefix"
 v() { sed -n "s/^#define ZERO_VERSION_$1 \([0-9][0-9]*\).*/\1/p" "$header"; }
 version="$(v MAJOR).$(v MINOR).$(v PATCH)"

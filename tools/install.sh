@@ -9,22 +9,46 @@
 #
 #   bash tools/install.sh PREFIX           builds //capi:libzero_c.so.1 first
 #   bazel run //:install -- PREFIX         the same through Bazel
+#   bash tools/install.sh --lib bazel-bin/capi/libzero_c.so.1 \
+#     --header capi/include/zero_c.h --pc-in capi/zero.pc.in PREFIX
+#                                          from a built tree, without Bazel
+#
+# Options (the three go together; without them the script builds):
+#   --lib FILE      the built library to install (its soname must be
+#                   libzero_c.so.<ZERO_VERSION_MAJOR of the header>)
+#   --header FILE   zero_c.h (the version comes from its ZERO_VERSION_*)
+#   --pc-in FILE    the pkg-config template, capi/zero.pc.in
+#   -h, --help      this text
 #
 # Then: PKG_CONFIG_PATH=PREFIX/lib/pkgconfig cc app.c $(pkg-config --cflags
 # --libs zero), and PREFIX/lib on the loader's path (ldconfig, rpath or
-# LD_LIBRARY_PATH). The library needs Debian's OpenMPI, Abseil, Highway,
-# liburing and xxhash (tools/install_deps.sh). See "Installing" in README.md.
+# LD_LIBRARY_PATH). Rust: ZERO_PREFIX=PREFIX or the same PKG_CONFIG_PATH
+# (bindings/rust/README.md). The library needs Debian's OpenMPI, Abseil,
+# Highway, liburing and xxhash (tools/install_deps.sh). See "Installing the
+# C library" in README.md.
 set -euo pipefail
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
 lib="" header="" pc_in=""
-while [ $# -gt 1 ]; do
+while [ $# -gt 0 ]; do
   case "$1" in
-    --lib) lib="$2"; shift 2 ;;
-    --header) header="$2"; shift 2 ;;
-    --pc-in) pc_in="$2"; shift 2 ;;
+    -h|--help) usage 0 ;;
+    --lib|--header|--pc-in)
+      [ $# -ge 2 ] || { echo "install: $1 needs a value" >&2; usage 2; }
+      case "$1" in
+        --lib) lib="$2" ;;
+        --header) header="$2" ;;
+        --pc-in) pc_in="$2" ;;
+      esac
+      shift 2 ;;
+    -*) echo "install: unknown option $1" >&2; usage 2 ;;
     *) break ;;
   esac
 done
-[ $# -eq 1 ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -eq 1 ] || usage 2
+if [ -n "$lib$header$pc_in" ] && { [ -z "$lib" ] || [ -z "$header" ] || [ -z "$pc_in" ]; }; then
+  echo "install: --lib, --header and --pc-in go together" >&2
+  exit 2
+fi
 prefix="$1"
 # `bazel run` starts in the runfiles tree: a relative prefix means the
 # caller's directory.
@@ -34,7 +58,7 @@ case "$prefix" in
 esac
 if [ -z "$lib" ]; then
   root="$(cd "$(dirname "$0")/.." && pwd)"
-  (cd "$root" && bazel build //capi:libzero_c.so.1 >&2)
+  (cd "$root" && bazel build //capi:libzero_c.so.1 //capi:libzero_c.so >&2)
   lib="$(cd "$root" && bazel info bazel-bin 2>/dev/null)/capi/libzero_c.so.1"
   header="$root/capi/include/zero_c.h"
   pc_in="$root/capi/zero.pc.in"

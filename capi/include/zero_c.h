@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 7
+#define ZERO_VERSION_MINOR 8
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -383,10 +383,14 @@ ZERO_API zero_status zero_engine_param_numel(const zero_engine_t* engine,
 
 /* COLLECTIVE in stage 3 (every rank gathers the same params in the same
  * order). *data receives the full working copy (the param's dtype), valid
- * until the matching zero_engine_release. Gathers nest (reference counted).
- * Read-only: the optimizer owns the values. In stages 0-2 (and for frozen or
- * persistent params) the pointer is the resident copy itself: it stays the
- * same for the engine's life and zero_engine_step updates it in place. */
+ * until the matching zero_engine_release. Gathers nest (reference counted;
+ * a release ends the innermost). Read-only: the optimizer owns the values.
+ * In stages 0-2 (and for frozen params) the pointer is the resident copy
+ * itself: it stays the same for the engine's life and zero_engine_step
+ * updates it in place, so it may be held across steps. In stage 3 it is a
+ * copy the optimizer step does not update: zero_engine_step at the
+ * accumulation boundary refuses while any trainable param is still
+ * gathered (see zero_engine_step). */
 ZERO_API zero_status zero_engine_gather(zero_engine_t* engine, int32_t id,
                                         void** data);
 
@@ -418,7 +422,15 @@ ZERO_API zero_status zero_engine_loss_scale(const zero_engine_t* engine,
 
 /* COLLECTIVE. Ends a micro-step; on every gradient_accumulation_steps-th
  * call, reduces, unscales, clips and applies the optimizer (or skips on fp16
- * overflow). Gradients not handed in count as zero. `info` may be NULL. */
+ * overflow). Gradients not handed in count as zero. `info` may be NULL.
+ * No stale weights (1.8): on that boundary call, a trainable param still
+ * gathered as a copy the update would not reach -- any stage-3 gather, a
+ * zero_engine_gather_into at any stage -- is ZERO_FAILED_PRECONDITION
+ * naming the params (with their outstanding gathers), before anything
+ * moves: release them and call zero_engine_step again, then gather again.
+ * Holding a gather across the other micro-steps is fine (nothing changes
+ * there), and so are stages 0-2's zero_engine_gather and frozen params.
+ * Gathers are collective, so every rank refuses alike. */
 ZERO_API zero_status zero_engine_step(zero_engine_t* engine,
                                       zero_step_info* info);
 
@@ -816,7 +828,8 @@ ZERO_API zero_status zero_checkpoint_reshard(const char* dir, const char* tag,
 
 /* ---- 1.7: stage 3 gathers into the caller's memory -------------------- */
 
-/* COLLECTIVE in stage 3, as zero_engine_gather (1.7): a gather of `id`
+/* COLLECTIVE in stage 3, as zero_engine_gather (1.7; every stage since
+ * 1.8): a gather of `id`
  * whose full working copy is written to the caller's `dst` (`bytes` bytes,
  * numel x the element size of `dtype`, which must be the param's dtype:
  * nothing is converted; fp16 and bf16 are both 2 bytes, so the dtype is
@@ -836,12 +849,44 @@ ZERO_API zero_status zero_checkpoint_reshard(const char* dir, const char* tag,
  * it copies from there, and (host device) zero_engine_gather of it is
  * refused (ZERO_FAILED_PRECONDITION: the engine holds no copy to hand out).
  * Frozen and persistent params are copied from their resident copy.
- * Stages 0-2: ZERO_FAILED_PRECONDITION (zero_engine_gather hands out the
- * resident copy without any copy). A wrong dtype or size is
+ * Stages 0-2 (1.8; refused before): a copy of the resident working copy,
+ * held and released like a gather, so one code path serves every stage.
+ * The optimizer does not update a copy: release it before the step at the
+ * accumulation boundary (zero_engine_step refuses otherwise). A wrong
+ * dtype or size is
  * ZERO_INVALID_ARGUMENT naming the param, its shape and dtype; dst NULL is
  * ZERO_INVALID_ARGUMENT. */
 ZERO_API zero_status zero_engine_gather_into(zero_engine_t* engine, int32_t id,
                                              zero_dtype dtype, void* dst, size_t bytes);
+
+/* ---- 1.8: conversions and gradients from the caller's memory --------- */
+
+/* NOT collective; no engine (1.8). Converts `count` elements at `src` of
+ * `src_dtype` into `dst` as `dst_dtype`, with the engine's own rounding
+ * (kernels/cast_math.h): to fp16 and bf16 round to nearest even, NaN stays
+ * NaN, fp16 overflows to infinity and keeps subnormals; widening is exact;
+ * fp16 <-> bf16 goes through fp32 exactly (one rounding). Equal dtypes
+ * copy. Host memory; src and dst must not overlap unless they are the same
+ * pointer with equal element sizes. A dtype outside zero_dtype is
+ * ZERO_INVALID_ARGUMENT; NULL pointers are allowed only with count 0. */
+ZERO_API zero_status zero_convert(zero_dtype dst_dtype, void* dst, zero_dtype src_dtype,
+                                  const void* src, size_t count);
+
+/* COLLECTIVE as zero_engine_grad_ready (1.8). Hands in this micro-step's
+ * gradient of trainable param `id` from the caller's own buffer: `bytes`
+ * bytes at `src` of `dtype` (any zero_dtype: an fp32 gradient of a bf16 or
+ * fp16 model is rounded inside, with zero_convert's rounding), numel
+ * elements in the param's row-major order, host memory. The gradient
+ * buffer's contents are replaced by it (as if zero_engine_grad_buffer,
+ * zero_convert into the buffer, zero_engine_grad_ready -- bit for bit),
+ * then it is handed over; `src` is not used after the call returns, so the
+ * caller's backward may write its own buffer again at once (what a
+ * zero_engine_grad_buffer of `id` left in the buffer this micro-step is
+ * replaced too). A wrong size is ZERO_INVALID_ARGUMENT naming the param,
+ * its shape and dtype; a frozen param, or a gradient handed in twice in a
+ * micro-step, fails as zero_engine_grad_buffer/_grad_ready do. */
+ZERO_API zero_status zero_engine_set_grad(zero_engine_t* engine, int32_t id, zero_dtype dtype,
+                                          const void* src, size_t bytes);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -37,6 +37,13 @@ absl::Status ParseOffload(const json& v, const std::string& path,
   } else {
     RETURN_IF_ERROR(r.Int("buffer_count", &o->buffer_count, 1, 1024));
     RETURN_IF_ERROR(r.Bool("pin_memory", &o->pin_memory));
+    // "cpu" moves the fp32 master and moments off a GPU
+    // (core/engine/optimizer_state_store.cc); on the CPU device they are in
+    // host memory already: reported at finalize as offload_param's "cpu" is.
+    if (o->device == OffloadDevice::kCpu) {
+      device_only->push_back(path + ".device");
+      if (o->pin_memory) device_only->push_back(path + ".pin_memory");
+    }
     // NVMe reads and writes are always pipelined (core/offload/nvme_tier.h).
     RETURN_IF_ERROR(r.NoEffectBool("pipeline_read", true));
     RETURN_IF_ERROR(r.NoEffectBool("pipeline_write", true));
@@ -125,7 +132,10 @@ absl::Status ParseZero(const json& v, Config* c) {
   bool cpu_offload = false, cpu_offload_param = false;
   RETURN_IF_ERROR(r.Bool("cpu_offload", &cpu_offload));
   RETURN_IF_ERROR(r.Bool("cpu_offload_param", &cpu_offload_param));
-  if (cpu_offload) c->offload_optimizer.device = OffloadDevice::kCpu;
+  if (cpu_offload) {
+    c->offload_optimizer.device = OffloadDevice::kCpu;
+    c->device_only_keys.push_back(p + ".cpu_offload");  // as offload_optimizer "cpu"
+  }
   if (cpu_offload_param) {
     c->offload_param.device = OffloadDevice::kCpu;
     c->device_only_keys.push_back(p + ".cpu_offload_param");  // as offload_param "cpu"

@@ -131,8 +131,9 @@ void Engine::ResolveAuto() {
   ResolveAutoSizes(params_.SizingParams(), &ctx_.config);
 }
 
-// offload_param "cpu" and its pin_memory move stage 3's shard off a GPU;
-// where the state is host memory already they do nothing, which only the
+// offload_param "cpu" and its pin_memory move stage 3's shard off a GPU,
+// offload_optimizer "cpu" the master and moments; where the state is host
+// memory already they do nothing, which only the
 // device tells (docs/DEEPSPEED_COMPAT.md): said here as the startup report
 // says the other keys, or an error when untested keys are refused.
 absl::Status Engine::ReportDeviceOnlyKeys() const {
@@ -245,6 +246,7 @@ absl::StatusOr<void*> Engine::Gather(int id) {
   // surfaces here.
   RETURN_IF_ERROR(DeviceReady("gather"));
   ++p.gather_refs;
+  p.gathered_copies.push_back(p.trainable && ctx_.stage() == 3);
   return data;
 }
 
@@ -252,12 +254,6 @@ absl::Status Engine::GatherInto(int id, DType dtype, void* dst, size_t bytes) {
   RETURN_IF_ERROR(Check(true, "gather_into"));
   RETURN_IF_ERROR(params_.CheckId(id, "gather_into"));
   ParamRecord& p = params_.at(id);
-  if (ctx_.stage() != 3) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "gather_into '", p.name, "': stage ", ctx_.stage(),
-        " keeps every param whole; gather hands out the resident copy without a copy "
-        "(gather_into is for stage 3)"));
-  }
   // fp16 and bf16 are both 2 bytes: the dtype is checked, not just the size,
   // so a caller expecting the other never reads the wrong bits silently.
   if (dtype != p.dtype) {
@@ -274,6 +270,10 @@ absl::Status Engine::GatherInto(int id, DType dtype, void* dst, size_t bytes) {
   if (ctx_.recorder) ctx_.recorder->OnCall(false);
   if (!p.trainable) {
     device_->Copy(dst, sharded_->Frozen(id), want);
+  } else if (ctx_.stage() <= 2) {
+    // Stages 0-2 keep the param whole: a copy of the resident working copy,
+    // so one caller code path serves every stage.
+    device_->Copy(dst, sharded_->WorkingPtr(p.li), want);
   } else if (!device_->host_accessible()) {
     // The engine's collectives move device memory and `dst` may be host
     // memory: gathered into the engine's buffer (held until the release, as
@@ -287,6 +287,7 @@ absl::Status Engine::GatherInto(int id, DType dtype, void* dst, size_t bytes) {
   }
   RETURN_IF_ERROR(DeviceReady("gather_into"));
   ++p.gather_refs;
+  p.gathered_copies.push_back(p.trainable);
   return absl::OkStatus();
 }
 
@@ -299,6 +300,7 @@ absl::Status Engine::Release(int id) {
         absl::StrCat("release '", p.name, "': not gathered"));
   }
   --p.gather_refs;
+  p.gathered_copies.pop_back();
   if (ctx_.stage() == 3 && p.trainable) coordinator_->Release(id);
   return absl::OkStatus();
 }
@@ -333,6 +335,8 @@ absl::Status Engine::GradReady(int id) {
 absl::StatusOr<StepInfo> Engine::Step() {
   RETURN_IF_ERROR(Check(true, "step"));
   const bool boundary = boundary_->at_boundary();
+  // Before anything moves, so the caller may release and call step again.
+  if (boundary) RETURN_IF_ERROR(CheckNoStaleCopies());
   if (ctx_.recorder) ctx_.recorder->OnStepEnter();
   {
     ScopedPhase drain(ctx_.recorder, Phase::kReduceDrain);
@@ -348,6 +352,30 @@ absl::StatusOr<StepInfo> Engine::Step() {
   if (boundary) log_->MaybePrint(*info, boundary_->counters());
   if (ctx_.recorder) RecordStep(boundary);
   return info;
+}
+
+// A copy the caller holds across the optimizer step would keep the pre-step
+// values: a port that gathers once and never releases would train on its
+// starting weights at stage 3, silently. Gathers are collective and ranks
+// gather alike, so every rank refuses alike (docs/ARCHITECTURE.md, "Stage 3").
+absl::Status Engine::CheckNoStaleCopies() const {
+  std::string held;
+  int count = 0;
+  for (const ParamRecord& p : params_.all()) {
+    int copies = 0;
+    for (bool c : p.gathered_copies) copies += c ? 1 : 0;
+    if (copies == 0) continue;
+    if (++count <= 8) absl::StrAppend(&held, count > 1 ? ", " : "", "'", p.name, "' (", copies, ")");
+  }
+  if (count == 0) return absl::OkStatus();
+  if (count > 8) absl::StrAppend(&held, " and ", count - 8, " more");
+  return absl::FailedPreconditionError(absl::StrCat(
+      "step: ", count, " param(s) still gathered as a copy the optimizer step would leave "
+      "stale (outstanding gathers in parentheses): ", held,
+      ". Release them before the step that ends the accumulation and gather again after it "
+      "(stage ", ctx_.stage(), ": ",
+      ctx_.stage() == 3 ? "every gather is a copy" : "gather_into is a copy; gather is not",
+      ")"));
 }
 
 // The crash rule (docs/ARCHITECTURE.md, "Offload"): state on NVMe is updated

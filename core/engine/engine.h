@@ -68,9 +68,10 @@ class Engine {
   const char* ParamName(int id) const { return params_.at(id).name.c_str(); }
 
   absl::StatusOr<void*> Gather(int id);
-  // Stage 3: a gather of `id` whose full working copy lands in the caller's
-  // `dst` (`bytes` of `dtype`, both the param's); ended by Release like a
-  // Gather (docs/ARCHITECTURE.md, "Stage 3", gather_into).
+  // A gather of `id` whose full working copy lands in the caller's `dst`
+  // (`bytes` of `dtype`, both the param's); ended by Release like a Gather
+  // (docs/ARCHITECTURE.md, "Stage 3", gather_into). Stages 0-2: a copy of
+  // the resident working copy.
   absl::Status GatherInto(int id, DType dtype, void* dst, size_t bytes);
   absl::Status Release(int id);
   absl::StatusOr<void*> GradBuffer(int id);
@@ -137,6 +138,9 @@ class Engine {
 
   absl::Status Check(bool finalized, const char* call) const;
   absl::Status AfterFailedStep(const absl::Status& s) const;
+  // Step at the boundary: no trainable param gathered as a copy
+  // (ParamRecord::gathered_copies), else an error naming them.
+  absl::Status CheckNoStaleCopies() const;
   // Waits for the device's queued work; its sticky error, if any, fails the
   // engine naming `call` and the device.
   absl::Status DeviceReady(const char* call);

@@ -55,6 +55,13 @@ struct ParamRecord {
   FillFn fill = nullptr;    // kFill
   void* fill_user = nullptr;
   int gather_refs = 0;      // the caller's outstanding gathers
+  // One entry per outstanding gather, innermost last (a release ends the
+  // innermost): true where the caller holds a copy that an optimizer step
+  // would leave stale (every stage-3 gather of a trainable param, a
+  // gather_into at any stage), false for stages 0-2's resident pointer,
+  // which the step updates in place. Engine::Step refuses the boundary while
+  // any is true (docs/ARCHITECTURE.md, "Stage 3").
+  std::vector<bool> gathered_copies;
 };
 
 std::string ShapeText(const std::vector<int64_t>& shape);

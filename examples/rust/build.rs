@@ -1,15 +1,11 @@
-//! Emits the rpath to libzero_c.so so `mlp` runs without LD_LIBRARY_PATH
-//! (same directory rule as zero-sys: ZERO_LIB_DIR, else <repo>/bazel-bin/capi).
-use std::path::PathBuf;
-
+//! Bakes the rpath to libzero_c.so into `mlp`, so it runs without
+//! LD_LIBRARY_PATH: the directory zero-sys found (ZERO_LIB_DIR, ZERO_PREFIX,
+//! pkg-config or the repository's build), which the `zero` crate passes on
+//! as DEP_ZERO_LIB_DIR. The build script any crate depending on `zero`
+//! writes (bindings/rust/README.md, "Use it from your own project").
 fn main() {
-    println!("cargo:rerun-if-env-changed=ZERO_LIB_DIR");
-    let dir = match std::env::var_os("ZERO_LIB_DIR").filter(|d| !d.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap()).join("../..");
-            root.canonicalize().unwrap_or(root).join("bazel-bin/capi")
-        }
-    };
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
+    println!("cargo:rerun-if-env-changed=DEP_ZERO_LIB_DIR");
+    if let Ok(dir) = std::env::var("DEP_ZERO_LIB_DIR") {
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+    }
 }

@@ -389,6 +389,16 @@ class Engine {
     });
   }
 
+  // 1.8: this micro-step's gradient from `bytes` at host `src` of `dtype`
+  // (rounded to the param's dtype inside), handed over.
+  void SetGrad(int32_t id, int32_t dtype, uintptr_t src, size_t bytes) {
+    zero_engine_t* e = get();
+    CheckNoGil([&] {
+      return zero_engine_set_grad(e, id, static_cast<zero_dtype>(dtype),
+                                  reinterpret_cast<const void*>(src), bytes);
+    });
+  }
+
   void Release(int32_t id) {
     zero_engine_t* e = get();
     CheckNoGil([&] { return zero_engine_release(e, id); });
@@ -716,6 +726,19 @@ PYBIND11_MODULE(_zero_c, m) {
       py::arg("progress") = py::none(),
       "Rewrites DIR/TAG (None: latest) as OUT_DIR/TAG for WORLD ranks.");
 
+  m.def(
+      "convert",
+      [](int dst_dtype, uintptr_t dst, int src_dtype, uintptr_t src, size_t count) {
+        CheckNoGil([&] {
+          return zero_convert(static_cast<zero_dtype>(dst_dtype), reinterpret_cast<void*>(dst),
+                              static_cast<zero_dtype>(src_dtype),
+                              reinterpret_cast<const void*>(src), count);
+        });
+      },
+      py::arg("dst_dtype"), py::arg("dst"), py::arg("src_dtype"), py::arg("src"),
+      py::arg("count"),
+      "1.8: COUNT elements at SRC converted into DST with the engine's rounding.");
+
   m.def("dlpack_capsule", &DlpackCapsule, py::arg("address"), py::arg("shape"),
         py::arg("code"), py::arg("bits"), py::arg("device_type"), py::arg("device_id"),
         py::arg("owner"),
@@ -756,6 +779,8 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("gather_into", &Engine::GatherInto, py::arg("id"), py::arg("dtype"), py::arg("dst"),
            py::arg("bytes"))
       .def("release", &Engine::Release, py::arg("id"))
+      .def("set_grad", &Engine::SetGrad, py::arg("id"), py::arg("dtype"), py::arg("src"),
+           py::arg("bytes"))
       .def("grad_buffer", &Engine::GradBuffer, py::arg("id"))
       .def("grad_ready", &Engine::GradReady, py::arg("id"))
       .def("set_device", &Engine::SetDevice, py::arg("kind"), py::arg("ordinal"))

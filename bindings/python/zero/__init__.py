@@ -25,7 +25,7 @@ except ImportError as _err:
         raise
     raise ImportError(_msg) from None
 from .comm import Comm, launched_by_mpi, launcher_rank_and_size
-from .dtypes import DType, bf16_to_float32, float32_to_bf16
+from .dtypes import DType, bf16_to_float32, convert, float32_to_bf16
 from .engine import Engine, InitSpec, ParamInfo, StepInfo, load_config
 from .device import Device, DeviceArray, DeviceKind
 from .checkpoint import export_safetensors, reshard
@@ -58,7 +58,7 @@ __all__ = [
     "Comm", "DType", "Device", "DeviceArray", "DeviceKind", "Engine", "InitSpec",
     "ParamInfo", "StepInfo", "load_config",
     "export_safetensors", "reshard", "estimate",
-    "bf16_to_float32", "float32_to_bf16", "launched_by_mpi",
+    "bf16_to_float32", "convert", "float32_to_bf16", "launched_by_mpi",
     "launcher_rank_and_size", "version",
     "ZeroError", "InvalidArgumentError", "FailedPreconditionError",
     "NotFoundError", "OutOfMemoryError", "TimeoutError", "IOError",

@@ -1,7 +1,9 @@
-"""Element types of working params and gradients, and bf16 helpers.
+"""Element types of working params and gradients, and conversions.
 
 numpy has no bfloat16: bf16 buffers are exposed as ``np.uint16`` views of
-the raw bits; :func:`bf16_to_float32` and :func:`float32_to_bf16` convert.
+the raw bits; :func:`bf16_to_float32` and :func:`float32_to_bf16` convert,
+and :func:`convert` converts between any two with the runtime's own
+rounding (C ABI 1.8, ``zero_convert``).
 """
 from __future__ import annotations
 
@@ -73,3 +75,31 @@ def float32_to_bf16(values: np.ndarray) -> np.ndarray:
     out[nan] = ((u[nan] >> 16) | np.uint32(0x40)).astype(np.uint16)
     return out
 
+
+
+def dtype_of(values: np.ndarray) -> DType:
+    """The DType of a host buffer: float32, float16, or uint16 (bf16 bits)."""
+    for dt, npdt in _NUMPY.items():
+        if np.asarray(values).dtype == npdt:
+            return dt
+    raise InvalidArgumentError(
+        f"expected float32, float16 or uint16 (bf16 bits), got {np.asarray(values).dtype}")
+
+
+def convert(values: np.ndarray, dtype: "str | int | DType",
+            src_dtype: "str | int | DType | None" = None) -> np.ndarray:
+    """``values`` (float32, float16, or bf16 bits as uint16; ``src_dtype``
+    overrides what its numpy dtype says) as a new array of ``dtype``, with the
+    runtime's own rounding (C ABI 1.8 ``zero_convert``, kernels/cast_math.h:
+    round to nearest even, NaN kept, fp16 overflow to inf, subnormals kept)."""
+    from . import _zero_c  # the extension loads on first use, as Engine's does
+
+    src = np.ascontiguousarray(values)
+    src_dt = dtype_of(src) if src_dtype is None else DType.parse(src_dtype)
+    if src.dtype != _NUMPY[src_dt]:
+        raise InvalidArgumentError(
+            f"convert: values are {src.dtype}, not {_NUMPY[src_dt]} ({src_dt.name})")
+    dst_dt = DType.parse(dtype)
+    out = np.empty(src.shape, dtype=_NUMPY[dst_dt])
+    _zero_c.convert(int(dst_dt), out.ctypes.data, int(src_dt), src.ctypes.data, src.size)
+    return out

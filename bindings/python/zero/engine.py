@@ -15,7 +15,7 @@ from . import _zero_c
 from ._abi_tables import COMM_LOG_ENTRY_FIELDS, STATS_FIELDS, STEP_BREAKDOWN_FIELDS, StepInfo
 from .comm import Comm
 from .device import Device, DeviceArray, parse_device
-from .dtypes import DType, float32_to_bf16
+from .dtypes import DType, dtype_of
 from .errors import InvalidArgumentError, NotFoundError
 from .progress import ProgressArg, Reporter
 
@@ -381,7 +381,7 @@ class Engine:
         return self._c.grad_buffer(pid)
 
     def gather_into(self, p: ParamRef, out: np.ndarray) -> np.ndarray:
-        """COLLECTIVE in stage 3 (C ABI 1.7). A gather of ``p`` whose full
+        """COLLECTIVE in stage 3 (C ABI 1.7; every stage since 1.8). A gather of ``p`` whose full
         working copy is written into ``out`` (a writable C-contiguous numpy
         array of ``p``'s element count and dtype, :attr:`DType.numpy`: bf16
         as uint16 bits) and returned. On a host device a param not gathered
@@ -390,7 +390,10 @@ class Engine:
         like :meth:`gather`, and counted like one until then; ``out`` must
         stay unwritten until the param's last release (a nested gather_into
         copies from it; a plain :meth:`gather` of the param is refused
-        meanwhile). Stages 0-2 refuse it: :meth:`gather` copies nothing there."""
+        meanwhile). Stages 0-2: a copy of the resident working copy, held and
+        released alike, so one code path serves every stage. A copy is not
+        updated by the optimizer: :meth:`step` at the accumulation boundary
+        refuses while one is held (as it does for any stage-3 gather)."""
         info = self.param(p)
         if (not isinstance(out, np.ndarray) or not out.flags.c_contiguous
                 or not out.flags.writeable or out.dtype != info.dtype.numpy):
@@ -441,20 +444,25 @@ class Engine:
         Hands the gradient over; its buffer is invalid afterwards."""
         self._c.grad_ready(self.param(p).id)
 
-    def set_grad(self, p: ParamRef, grad: Any) -> None:
-        """Copies ``grad`` into the param's grad buffer and hands it over
-        (:meth:`grad_buffer` + :meth:`grad_ready`)."""
+    def set_grad(self, p: ParamRef, grad: Any,
+                 dtype: "str | int | DType | None" = None) -> None:
+        """COLLECTIVE as :meth:`grad_ready`. Hands in ``grad`` (host memory,
+        ``p``'s element count, any float dtype: float32, float16, or bf16 bits
+        as uint16, which ``dtype`` may name instead) as this micro-step's
+        gradient of ``p``, rounded to the param's dtype inside the runtime
+        with its own rounding (C ABI 1.8 ``zero_engine_set_grad``: the same
+        bits as :func:`zero.convert` into :meth:`grad_buffer`, then
+        :meth:`grad_ready`). Other numeric arrays are taken as float32 first."""
         info = self.param(p)
         src = np.asarray(grad)
-        if info.dtype == DType.BF16 and src.dtype != np.uint16:
-            src = float32_to_bf16(src)
-        src = src.reshape(info.shape)
-        buf = self.grad_buffer(info.id)
-        if isinstance(buf, DeviceArray):
-            buf.copy_from(src)
+        if dtype is not None:
+            src_dt = DType.parse(dtype)
+        elif src.dtype in (np.float32, np.float16, np.uint16):
+            src_dt = dtype_of(src)
         else:
-            np.copyto(buf, src, casting="unsafe")
-        self.grad_ready(info.id)
+            src_dt = DType.F32
+        src = np.ascontiguousarray(src, dtype=src_dt.numpy)
+        self._c.set_grad(info.id, int(src_dt), int(src.ctypes.data), int(src.nbytes))
 
     @property
     def loss_scale(self) -> float:
@@ -464,7 +472,11 @@ class Engine:
     def step(self) -> StepInfo:
         """COLLECTIVE. Ends a micro-step; at the accumulation boundary
         reduces, unscales, clips and runs the optimizer (or skips on fp16
-        overflow). Gradients not handed in count as zero."""
+        overflow). Gradients not handed in count as zero. At the boundary a
+        param still gathered as a copy the update would not reach (any
+        stage-3 gather, a :meth:`gather_into` at any stage, e.g. a step
+        inside :meth:`gathered`) raises FailedPreconditionError naming it,
+        before anything changes: release it, step again, gather again."""
         return StepInfo.from_c(self._c.step())
 
     def report_samples(self, samples: int) -> None:

@@ -10,9 +10,14 @@ use crate::device::{device_info, DeviceInfo, DeviceSlice, DeviceSliceMut, Elemen
 use crate::error::{check, Error, Result, Status};
 
 /// Identifies a registered parameter of one [`Engine`]: 0, 1, ... in
-/// registration order.
+/// registration order, and the engine it belongs to: an id handed to another
+/// engine is refused ([`Status::InvalidArgument`]), never read as that
+/// engine's param of the same index. Get them from
+/// [`register_param`](Engine::register_param),
+/// [`find_param`](Engine::find_param), [`params`](Engine::params) or
+/// [`param_id`](Engine::param_id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ParamId(i32);
+pub struct ParamId(i32, u64);
 
 impl ParamId {
     /// The position in registration order.
@@ -20,6 +25,9 @@ impl ParamId {
         self.0 as usize
     }
 }
+
+/// Each engine's tag, carried by its [`ParamId`]s.
+static NEXT_ENGINE_TAG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Describes one parameter for [`Engine::register_param`].
 ///
@@ -356,6 +364,8 @@ pub struct Engine<'c> {
     // buffer until the param's last release, so a second gather_into of the
     // same param (whose guard could outlive the first) is refused here.
     held_into: std::cell::RefCell<std::collections::HashSet<i32>>,
+    // Carried by this engine's ParamIds (ParamId::1).
+    tag: u64,
 }
 
 /// The closure type of [`Engine::register_param_fill`].
@@ -464,6 +474,7 @@ impl<'c> Engine<'c> {
             host_accessible: true,
             fills: Vec::new(),
             held_into: Default::default(),
+            tag: NEXT_ENGINE_TAG.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         };
         engine.host_accessible = engine.device()?.host_accessible;
         Ok(engine)
@@ -653,7 +664,7 @@ impl<'c> Engine<'c> {
             ));
         }
         self.params.push(ParamMeta { numel, dtype });
-        Ok(ParamId(id))
+        Ok(ParamId(id, self.tag))
     }
 
     /// [`finalize`](Engine::finalize) reporting the NVMe tier's preallocation
@@ -761,12 +772,34 @@ impl<'c> Engine<'c> {
         let mut id = -1;
         // SAFETY: live handle, NUL-terminated name, valid out pointer.
         check(unsafe { sys::zero_engine_find_param(self.raw.as_ptr(), cname.as_ptr(), &mut id) })?;
-        self.meta(ParamId(id))?;
-        Ok(ParamId(id))
+        let id = ParamId(id, self.tag);
+        self.meta(id)?;
+        Ok(id)
+    }
+
+    /// The ids of every registered param, in registration order.
+    pub fn params(&self) -> impl Iterator<Item = ParamId> + '_ {
+        let tag = self.tag;
+        (0..self.params.len()).map(move |i| ParamId(i as i32, tag))
+    }
+
+    /// The id of the param registered `index`-th; [`Status::InvalidArgument`]
+    /// past the last.
+    pub fn param_id(&self, index: usize) -> Result<ParamId> {
+        let id = ParamId(i32::try_from(index).unwrap_or(i32::MAX), self.tag);
+        self.meta(id)?;
+        Ok(id)
+    }
+
+    /// Optimizer steps taken, skipped ones excluded (`zero_stats`'
+    /// global_step; a loaded checkpoint's count included).
+    pub fn global_step(&self) -> Result<u64> {
+        Ok(u64::try_from(self.stats()?.global_step).unwrap_or(0))
     }
 
     /// The param's element count.
     pub fn param_numel(&self, id: ParamId) -> Result<usize> {
+        self.meta(id)?;
         let mut numel = 0;
         // SAFETY: live handle, valid out pointer; the library checks `id`.
         check(unsafe { sys::zero_engine_param_numel(self.raw.as_ptr(), id.0, &mut numel) })?;
@@ -779,6 +812,15 @@ impl<'c> Engine<'c> {
     }
 
     fn meta(&self, id: ParamId) -> Result<ParamMeta> {
+        if id.1 != self.tag {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "param id {} belongs to another engine (tag {}), not this one (tag {})",
+                    id.0, id.1, self.tag
+                ),
+            ));
+        }
         usize::try_from(id.0)
             .ok()
             .and_then(|i| self.params.get(i).copied())
@@ -827,8 +869,12 @@ impl<'c> Engine<'c> {
     /// prefetch), nests with [`gather`](Engine::gather) of the param taken
     /// first; a `gather` of a param held this way is refused by the runtime,
     /// and so (here) is a second `gather_into` of it while the guard lives.
-    /// Stages 0-2 refuse it ([`Status::FailedPrecondition`]): `gather`
-    /// copies nothing there.
+    /// Stages 0-2 (C ABI 1.8): a copy of the resident working copy, so one
+    /// code path serves every stage. A copy is not updated by the
+    /// optimizer; the guard borrows the engine, so [`Engine::step`] cannot
+    /// run while it lives, and a guard leaked with `std::mem::forget` makes
+    /// the step at the accumulation boundary fail naming the param (as a
+    /// leaked [`Gathered`] does at stage 3), never train on stale values.
     pub fn gather_into<'b>(
         &self,
         id: ParamId,
@@ -898,28 +944,36 @@ impl<'c> Engine<'c> {
         })
     }
 
-    /// Copies `grad` (fp32) into the param's gradient buffer and hands it over:
-    /// [`grad_buffer`](Engine::grad_buffer) plus [`GradBuffer::ready`].
+    /// Hands in `grad` (fp32, the param's element count, host memory) as
+    /// this micro-step's gradient (C ABI 1.8, `zero_engine_set_grad`): for a
+    /// bf16 or fp16 param it is rounded inside with the runtime's own
+    /// rounding, the same bits as [`crate::convert`] into
+    /// [`grad_buffer`](Engine::grad_buffer) then [`GradBuffer::ready`].
+    /// COLLECTIVE as `ready` is.
     pub fn set_grad(&mut self, id: ParamId, grad: &[f32]) -> Result<()> {
-        let mut buffer = self.grad_buffer(id)?;
-        if !buffer.host {
-            buffer.device_f32_mut()?.copy_from_host(grad)?;
-            return buffer.ready();
-        }
-        let dst = buffer.as_f32_mut()?;
-        if dst.len() != grad.len() {
+        self.set_grad_raw(id, DType::F32, grad.as_ptr() as *const u8, std::mem::size_of_val(grad))
+    }
+
+    /// [`set_grad`](Engine::set_grad) from 16-bit values: `dtype` says
+    /// whether `grad` holds fp16 or bf16 bits (converted to the param's
+    /// dtype inside when it differs).
+    pub fn set_grad_u16(&mut self, id: ParamId, dtype: DType, grad: &[u16]) -> Result<()> {
+        if dtype == DType::F32 {
             return Err(Error::new(
                 Status::InvalidArgument,
-                format!(
-                    "param id {}: gradient has {} values, param has {}",
-                    id.0,
-                    grad.len(),
-                    dst.len()
-                ),
+                format!("param id {}: u16 gradient values cannot be fp32", id.0),
             ));
         }
-        dst.copy_from_slice(grad);
-        buffer.ready()
+        self.set_grad_raw(id, dtype, grad.as_ptr() as *const u8, std::mem::size_of_val(grad))
+    }
+
+    fn set_grad_raw(&mut self, id: ParamId, dtype: DType, src: *const u8, bytes: usize) -> Result<()> {
+        self.meta(id)?;
+        // SAFETY: live handle; `src` holds `bytes` bytes for the call (the
+        // library checks the size against the param and keeps no pointer).
+        check(unsafe {
+            sys::zero_engine_set_grad(self.raw.as_ptr(), id.0, dtype.raw(), src.cast(), bytes)
+        })
     }
 
     /// The loss scale to multiply the loss by before backward (1 unless fp16).
@@ -932,7 +986,11 @@ impl<'c> Engine<'c> {
 
     /// COLLECTIVE. Ends a micro-step; every `gradient_accumulation_steps`-th
     /// call reduces gradients and applies the optimizer. Gradients not handed
-    /// in count as zero.
+    /// in count as zero. A live guard borrows the engine, so this cannot run
+    /// while a param is gathered; at stage 3 a guard leaked with
+    /// `std::mem::forget` makes the boundary step fail
+    /// ([`Status::FailedPrecondition`], naming the param) instead of
+    /// leaving its values stale (C ABI 1.8).
     pub fn step(&mut self) -> Result<StepInfo> {
         let mut info = sys::zero_step_info_init();
         // SAFETY: live handle, valid out pointer with struct_size set.
@@ -1075,6 +1133,7 @@ impl<'c> Engine<'c> {
     /// trainable (`zero_engine_param_info`). [`Status::InvalidArgument`] for
     /// an unknown id.
     pub fn param_info(&self, id: ParamId) -> Result<ParamInfo> {
+        self.meta(id)?;
         let mut raw = sys::zero_param_info_init();
         // SAFETY: live handle, valid out pointer with struct_size set.
         check(unsafe { sys::zero_engine_param_info(self.raw.as_ptr(), id.0, &mut raw) })?;
@@ -1417,8 +1476,13 @@ impl Drop for GatheredInto<'_, '_> {
 
 /// The gradient buffer of one param for this micro-step (from
 /// [`Engine::grad_buffer`]). Zero-filled; write or add into it, then call
-/// [`ready`](GradBuffer::ready). Dropping it without `ready` hands nothing
-/// over: the gradient then counts as zero at the next step.
+/// [`ready`](GradBuffer::ready). Dropping it without `ready` leaves the
+/// buffer out (the runtime cannot tell a gradient still being written from
+/// a forgotten one): the next [`Engine::step`] fails with
+/// [`Status::FailedPrecondition`] ("has a grad buffer out without
+/// grad_ready"). Ask [`Engine::grad_buffer`] again (the same buffer, with
+/// what was written) and call `ready`; a gradient never asked for counts as
+/// zero.
 pub struct GradBuffer<'e, 'c> {
     engine: &'e mut Engine<'c>,
     id: ParamId,

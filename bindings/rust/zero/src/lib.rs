@@ -33,6 +33,7 @@
 mod checkpoint;
 mod comm;
 mod config;
+pub mod convert;
 mod device;
 mod engine;
 mod error;
