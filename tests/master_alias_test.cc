@@ -1,8 +1,8 @@
 // An fp32 model's master weights are its working copy's owned range when both
-// are in the engine's memory (DeviceStateStore::Allocate, issue 18's peak
-// RSS; docs/ARCHITECTURE.md, "Where each byte lives"). Against a master of
-// its own (SetFp32MasterAliasing(false), the engine before): the same bits at
-// stages 0-3 x worlds 1/3 with Adam, accumulation + clipping, SGD with
+// are in the engine's memory (DeviceStateStore::Allocate, 4 bytes per owned
+// element less peak RSS; docs/ARCHITECTURE.md, "Precision"). Against a
+// master of its own (SetFp32MasterAliasing(false), the engine before): the
+// same bits at stages 0-3 x worlds 1/3 with Adam, accumulation + clipping, SGD with
 // momentum, and write_master; checkpoints hold the same states and load
 // into either (resharded 3 -> 2); zero_stats' master_bytes is 0 only where
 // the master aliases (never fp16/bf16, ZeRO-Offload, NVMe state or params).
