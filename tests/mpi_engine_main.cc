@@ -166,7 +166,7 @@ void Equivalence(Communicator* comm) {
 // allgather_bucket_size, prescale_gradients, gradient_predivide_factor.
 // communication_data_type fp16/bf16 over MPI (a user reduction op on the
 // 16-bit values): the same elements at half the bytes, within the format's
-// rounding of the fp32-reduced run (issue 15).
+// rounding of the fp32-reduced run.
 void CommDataType(Communicator* comm) {
   const int rank = comm->rank();
   constexpr int kRs = static_cast<int>(CollectiveKind::kReduceScatter);

@@ -251,7 +251,8 @@ absl::StatusOr<void*> Engine::Gather(int id) {
     ASSIGN_OR_RETURN(data, coordinator_->Gather(id));
   }
   // The pointer is the caller's now: the update or gather that wrote it
-  // must have run (issue 15, fix 3), and any device error surfaces here.
+  // must have run (the caller may read it on another stream), and any
+  // device error surfaces here.
   RETURN_IF_ERROR(DeviceReady("gather"));
   ++p.gather_refs;
   return data;
@@ -351,7 +352,7 @@ absl::StatusOr<StepInfo> Engine::Step() {
   auto info = boundary_->EndMicroStep();
   // A failed kernel makes the norm NaN, which alone would read as an fp16
   // overflow (a skipped step, forever in fp32/bf16): the device's error
-  // comes first (issue 15, fix 2). The update has run when step returns.
+  // comes first. The update has run when step returns.
   RETURN_IF_ERROR(DeviceReady("step"));
   if (!info.ok()) return ctx_.Fail(AfterFailedStep(info.status()));
   if (boundary) log_->MaybePrint(*info, boundary_->counters());

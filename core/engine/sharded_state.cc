@@ -230,7 +230,8 @@ absl::Status ShardedState::AccumulateGradIo(int g, int64_t offset, const float* 
   // an old one elsewhere. The range grows by adjacent buckets without
   // writing zeros or reading them back (a whole-group zero fill and a
   // read-modify-write per bucket were 2 of the step's ~40 bytes of storage
-  // IO per parameter, issue 14's profile); a gap is zero-filled, and only
+  // IO per parameter in the ZeRO-Infinity profile, bench/README.md); a gap
+  // is zero-filled, and only
   // a bucket overlapping the range (accumulation) reads.
   auto& [lo, hi] = grad_valid_[g];
   const int64_t end = offset + n;
@@ -386,8 +387,8 @@ absl::Status ShardedState::GatherInto(int li, void* dst) {
   std::vector<char> mine;
   // A param file on a host-accessible device: the own slice is read
   // straight into its place in `dst` and the all-gather runs in place, not
-  // through a zeroed scratch of the slice's size and a copy (issue 14's
-  // profile: a 128 MiB allocation, its page faults and two copies per gather).
+  // through a zeroed scratch of the slice's size and a copy (in the
+  // ZeRO-Infinity profile: a 128 MiB allocation, its page faults and two copies per gather).
   char* into = nullptr;
   if (!param_files_.empty() && !shard_on_host()) {
     const std::vector<int64_t> counts = ctx_->layout.Counts(li);
