@@ -1,4 +1,4 @@
-// The engine's step on a device (issue 15: step times per stage, and the
+// The engine's step on a device (step times per stage, and the
 // offload pipelines against host<->device copy bandwidth). One rank; for
 // stage 0-3 x offload none / offload_optimizer cpu (ZeRO-Offload) /
 // offload_param cpu (stage 3): the fastest of `steps` training steps (gather

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ZeRO-Infinity at scale (issue 14): tests/infinity_rss_main — stage 3, bf16,
+# ZeRO-Infinity at scale: tests/infinity_rss_main — stage 3, bf16,
 # params and optimizer on NVMe, one rank, built from init specs (normal),
 # synthetic gradients for the step (a fixed pattern; the math is Adam's all
 # the same) — at 0.25B / 0.5B / 1B params (and 3B with --big, which needs

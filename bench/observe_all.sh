@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where the time and the bytes go, per ZeRO stage (issue 16), in one command:
+# Where the time and the bytes go, per ZeRO stage, in one command:
 # the model's compute alone, each stage's collectives alone and the full step
 # (with its breakdown and memory measured beside estimated) at 2 and 4 ranks,
 # the collectives against raw MPI, then the pictures.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Pictures from the benchmarks' JSON lines (issue 16): where the bytes and
+"""Pictures from the benchmarks' JSON lines: where the bytes and
 the time go, per ZeRO stage, at each rank count.
 
     /usr/bin/python3 bench/plot.py DIR

@@ -1,4 +1,4 @@
-// NVMe time (issue 16, wall_clock_breakdown): the spans Aio reports to the
+// NVMe time (wall_clock_breakdown): the spans Aio reports to the
 // recorder against the test's own clock. Reads/writes in flight lie inside
 // the caller's submit..wait window; a Wait() right after submitting is
 // exposed for about all of the IO, one after longer compute for none of it;

@@ -6,7 +6,7 @@
 // was recorded before the engine was split into its parts (docs/ARCHITECTURE.md).
 // The configs leave communication_data_type unset, so fp16/bf16 reduce in
 // their own format (DeepSpeed's default). The 46 fp16/bf16 world-3/4 hashes
-// were re-recorded when that default came in (issue 15), after checking that
+// were re-recorded when that default came in, after checking that
 // with "fp32" set every old hash came back unchanged and that the new runs
 // lie within the format's rounding of it (//tests:comm_dtype_test,
 // DefaultFollowsTheWorkingDtype); fp32 and world-1 hashes did not move.

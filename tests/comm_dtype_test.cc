@@ -1,4 +1,4 @@
-// communication_data_type (issue 15): gradients reduced in fp16 or bf16 move
+// communication_data_type: gradients reduced in fp16 or bf16 move
 // exactly half the bytes of fp32 reductions (the same elements), and train
 // within the format's rounding of the fp32-reduced run, at every stage, with
 // reduce-scatter and all-reduce, over the thread communicator, the staging

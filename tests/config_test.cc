@@ -205,7 +205,7 @@ TEST(ConfigTest, ReductionKeysTakeEffect) {
   EXPECT_FALSE(k.Resolve(2).ok());
 }
 
-// communication_data_type (issue 15): the gradient reductions' dtype.
+// communication_data_type: the gradient reductions' dtype.
 // DeepSpeed's rule (engine.communication_data_type; a null value parses to
 // None, as absent): the value where given, else fp16 with fp16 enabled, else
 // bf16 with bf16, else fp32. Explicit "fp32" forces fp32 reductions under
@@ -596,7 +596,7 @@ TEST(ConfigNoEffect, InertValuesAreNotReported) {
   EXPECT_EQ(NoEffectReport(c), "");
 }
 
-// wall_clock_breakdown, comms_logger and zero_trace take effect (issue 16).
+// wall_clock_breakdown, comms_logger and zero_trace take effect.
 TEST(ConfigObserve, BreakdownCommsLoggerTrace) {
   Config c = Parse(R"({"wall_clock_breakdown": true,
     "comms_logger": {"enabled": true, "verbose": false, "prof_all": false,

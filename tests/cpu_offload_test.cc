@@ -1,5 +1,5 @@
 // ZeRO-Offload (offload_optimizer "cpu" with GPU state, docs/ARCHITECTURE.md,
-// "Where each byte lives"): on the CPU the GPU is the off-host stand-in
+// "Offload"): on the CPU the GPU is the off-host stand-in
 // device, so the engine takes the HostStateStore path (state in host memory,
 // CPU update, working copy pipelined up) and must match the device-resident
 // run bit for bit.

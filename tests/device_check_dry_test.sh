@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU dry run of tools/device_check.sh (issue 15): with a fake nvcc and no
+# CPU dry run of tools/device_check.sh: with a fake nvcc and no
 # GPU, the check's control flow holds: every step is capped by the deadline
 # (ZERO_DEVICE_CHECK_SECONDS) so the whole check ends in time, a step with no
 # time left prints FAILED, GPU tests that cannot be built for want of
@@ -139,7 +139,7 @@ check "E2: the bundle's pytest used" $(grep -q '"target":"python device_test + t
 
 # H: the bundle on a machine with a GPU (a fake nvidia-smi, a fake mpirun
 # that runs the rank's command once): the engine over MPI at 2 and 4 ranks
-# and the 2-rank NCCL dead-peer case (issue 15 fix 5; from the bundle it
+# and the 2-rank NCCL dead-peer case (from the bundle it
 # otherwise only ran at world 1, where it skips) run through the bundle's
 # mpirun and pass; exit 0 without the no-GPU switch.
 FAKEBIN="$T/fakebin"

@@ -109,7 +109,7 @@ TEST(DeviceStagingTest, DeviceCommunicatorWithHostDeviceIsAnError) {
 // At world 1 every collective is the identity: the staging communicator
 // keeps the bytes on the device (one device copy where the output is
 // elsewhere, none in place) instead of a round trip through the host, which
-// was most of a one-GPU stage-2/3 step (issue 15, the H200 run). At world 2
+// was most of a one-GPU stage-2/3 step (the first H200 run). At world 2
 // the host staging buffers are page-locked and kept between collectives.
 TEST(DeviceStagingTest, WorldOneStaysOnTheDeviceAndStagingBuffersAreKept) {
   constexpr int64_t n = 1000;

@@ -3,8 +3,8 @@
 # world 1/3/4 (mpirun) against hashes recorded before the engine split
 # (tests/testdata/example_c_golden.txt). ZERO_WRITE_GOLDEN=PATH rewrites them.
 # The configs leave communication_data_type unset: fp16/bf16 at worlds 3/4
-# reduce in their own format (DeepSpeed's default), re-recorded for issue 15
-# after "communication_data_type": "fp32" reproduced every old hash and the
+# reduce in their own format (DeepSpeed's default), re-recorded for that
+# default after "communication_data_type": "fp32" reproduced every old hash and the
 # new params were within the format's rounding of those (fp16 <= 3.7e-4,
 # bf16 <= 3.9e-3 of the largest param after 8 steps).
 set -euo pipefail

@@ -79,9 +79,9 @@ TEST_F(GpuEngineTest, SeveralRanksOnOneGpuThroughStagedCollectives) {
 
 // The engine on NCCL (world 1, the communicator bootstrapped over a singleton
 // MPI), with the caller's copies on the legacy default stream, which does
-// not wait for the device's non-blocking compute stream: without fixes 1
-// and 3 of issue 15 (NCCL waiting on the compute stream, pointers handed
-// out only after the work that fills them), this reads stale values.
+// not wait for the device's non-blocking compute stream: without NCCL
+// waiting on the compute stream and pointers handed out only after the work
+// that fills them, this reads stale values.
 TEST_F(GpuEngineTest, WorldOneOnNcclEqualsCpu) {
   auto nccl = MakeNcclComm(nullptr, 0, 60.0);
   ASSERT_TRUE(nccl.ok()) << nccl.status();

@@ -1,5 +1,5 @@
-// The gradient path's memory passes (issue 18, "Gradient path without extra
-// copies"; docs/ARCHITECTURE.md, "One training step"), counted by a device
+// The gradient path's memory passes (docs/ARCHITECTURE.md, "Reduced as
+// stored"), counted by a device
 // wrapper: the passes a reduction makes over every gradient element.
 #include <gtest/gtest.h>
 

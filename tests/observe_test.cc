@@ -1,4 +1,4 @@
-// Observing a run (issue 16): the per-step breakdown (wall_clock_breakdown)
+// Observing a run: the per-step breakdown (wall_clock_breakdown)
 // against the caller's own clock, the collective log (comms_logger) against
 // the traffic counters, the trace (zero_trace) parsed as JSON with its
 // reduction spans overlapping backward spans under overlap_comm, and none of

@@ -1,10 +1,11 @@
-// The guarded, asynchronous stand-in for a GPU (core/device/guarded_device.h,
-// issue 15): device memory the host cannot touch, work that runs on a worker
+// The guarded, asynchronous stand-in for a GPU
+// (core/device/guarded_device.h): device memory the host cannot touch, work that runs on a worker
 // only when waited for. Over it the engine must train bit for bit like the
 // plain CPU engine, through the staging communicator (a host communicator
 // over device memory) and the NCCL-shaped one (core/backend/standin_comm.h),
-// with the caller's copies NOT ordered with the device's queue. Each fix of
-// issue 15 that the CPU can show has a case here that fails without it.
+// with the caller's copies NOT ordered with the device's queue. Each bug the
+// first GPU run found that the CPU can show has a case here that fails
+// without its fix.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -2,7 +2,7 @@
 # Builds the CUDA targets here (bazel --config=cuda) and packs what the GPU
 # machine lacks into one folder (default device_bundle/, gitignored, at most
 # 60 MiB), so tools/device_check.sh runs there without Bazel, Abseil,
-# GoogleTest or OpenMPI (issue 15; docs/ARCHITECTURE.md, "Devices"):
+# GoogleTest or OpenMPI (docs/ARCHITECTURE.md, "Devices"):
 #
 #   bin/   libzero_c.so (+ .so.1), the GPU test binaries, the kernel
 #          benchmark, the C example, mpi_engine_main

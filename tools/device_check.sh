@@ -313,7 +313,7 @@ if [ "$built_with" = bundle ]; then
         -np "$np" -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX \
         --mca btl self,vader "$BUNDLE/bin/mpi_engine_main" --device cuda
     done
-    # The NCCL dead peer (core/comm/nccl_dead_peer_test.sh, issue 15 fix 5):
+    # The NCCL dead peer (core/comm/nccl_dead_peer_test.sh):
     # two ranks, rank 1 never joins NCCL, rank 0 must time out. Without it
     # the bundle only ever ran that case at world 1, where it skips.
     run_case nccl_dead_peer_test 60 "$BUNDLE/ompi/bin/mpirun" --oversubscribe \

@@ -38,9 +38,10 @@
 # half of comm_timeout_seconds; then passed under asan), construct_rss_test
 # asserts RSS (skipped).
 # The Rust runner hook works: 65 Rust tests ran with the runtime preloaded
-# into the test binaries only. tools/test.sh runs `asan cc` (41 targets;
-# 1175 s cold under that load, ~544 CPU-seconds in all). tsan: the
-# TSAN_TARGETS (21) and every other C/C++ test binary (43 cc_test in all)
+# into the test binaries only. tools/test.sh runs `asan cc` (41 targets that
+# day; 1175 s cold under that load, ~544 CPU-seconds in all). tsan: the
+# TSAN_TARGETS (21) and every other C/C++ test binary (43 cc_test in all
+# that day, the asan skip list's two included)
 # pass with no report, nothing in zero suppressed (a racy control program
 # does report under tsan.supp). Its objects came from the disk cache, so no
 # cold tsan time was measured (warm: 21 targets 143 s).

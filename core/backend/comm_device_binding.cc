@@ -18,8 +18,8 @@ CommBinding BindCommToDevice(std::unique_ptr<Communicator> comm, Device* device)
   CommBinding b;
   if (comm->device_memory()) {
     // NCCL reads and writes on its own stream: order it after the device's
-    // compute stream (issue 15, fix 1), or it reads pack buffers before the
-    // casts that fill them ran.
+    // compute stream, or it reads pack buffers before the casts that fill
+    // them ran (the first GPU run did).
     comm->set_wait_stream(device->stream_handle());
     b.data = std::move(comm);
     b.ctrl_owned = MakeDeviceControlCommunicator(b.data.get(), device);

@@ -1,4 +1,4 @@
-// An NCCL-shaped communicator for the stand-in device (issue 15): it moves
+// An NCCL-shaped communicator for the stand-in device: it moves
 // stand-in device memory only (device_memory() true, like NCCL), reaches the
 // bytes through the device-side aliases, and runs each collective over a
 // host communicator (thread or MPI) underneath. Like NCCL, a collective

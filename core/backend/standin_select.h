@@ -2,7 +2,7 @@
 // environment, so the bindings' real GPU code path — zero.Comm.nccl(),
 // Engine(device="cuda:N"), Comm::nccl, Engine::set_device("cuda", n), the C
 // calls under them — runs in the CPU test suite (docs/ARCHITECTURE.md,
-// "The stand-in for a GPU"). With ZERO_GPU_STANDIN=1 in the environment:
+// "Devices"). With ZERO_GPU_STANDIN=1 in the environment:
 //  - the device "cuda" (any ordinal) is the stand-in device;
 //  - an "NCCL" communicator is the NCCL-shaped stand-in communicator
 //    (core/backend/standin_comm.h) over an MPI communicator of the same ranks.

@@ -76,7 +76,7 @@ struct ShardView {
   // Upload/DownloadF32 (null: plain host memory).
   Device* device = nullptr;
   // Where state[] points, the same way. Not always `device`: ZeRO-Offload
-  // keeps the optimizer state in host memory beside a GPU (issue 15, fix 4).
+  // keeps the optimizer state in host memory beside a GPU.
   Device* state_device = nullptr;
   int rank = 0, world = 1, stage = 0;
   DType dtype = DType::kF32;

@@ -149,8 +149,8 @@ class ObjectReader {
   }
 
   // Keys accepted for DeepSpeed compatibility that change nothing in zero
-  // (docs/DEEPSPEED_COMPAT.md, "accepted without effect"). Each is recorded
-  // in no_effect_keys when present with a value other than `inert`, the value
+  // (docs/DEEPSPEED_COMPAT.md, "When a no-effect key is reported"). Each is
+  // recorded in no_effect_keys when present with a value other than `inert`, the value
   // that describes what zero does anyway; a null `inert` means no value does,
   // and the key is recorded whenever present. The typed forms keep the type
   // and range checks these keys always had.

@@ -136,7 +136,7 @@ class Device {
 
   // The first error asynchronous work met (a failed kernel launch, a fault
   // on the device); OK if none. Errors are sticky: the engine turns one into
-  // its own failure instead of reading garbage results (issue 15).
+  // its own failure instead of reading garbage results.
   virtual absl::Status status() const { return absl::OkStatus(); }
   // The stream this device's work is ordered on, for a device communicator
   // to wait on before each collective (CUDA: the compute cudaStream_t; the

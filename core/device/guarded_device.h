@@ -1,4 +1,4 @@
-// The CPU stand-in for a GPU (issue 15): a device whose memory the host
+// The CPU stand-in for a GPU: a device whose memory the host
 // cannot touch and whose work runs later, on another thread, so the CPU test
 // suite sees the bugs a first GPU run would hit.
 //

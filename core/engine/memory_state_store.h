@@ -20,7 +20,7 @@ class DeviceStateStore : public OptimizerStateStore {
   // fp32 the two hold the same bits at every step (the update writes the
   // master and its fp32 cast, the same values, and every write of the
   // master writes the working copy too), so the copy only cost 4 bytes per
-  // owned element (issue 18; docs/ARCHITECTURE.md, "Where each byte lives").
+  // owned element of peak memory (docs/ARCHITECTURE.md, "Precision").
   absl::Status Allocate(const std::vector<int64_t>& owned_lens,
                         ShardedState* working = nullptr);
 

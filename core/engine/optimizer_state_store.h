@@ -1,5 +1,5 @@
 // Where the fp32 master weights and optimizer moments of this rank's owned
-// range live (docs/ARCHITECTURE.md, "Where each byte lives"). Chosen once at
+// range live (docs/ARCHITECTURE.md, "Offload"). Chosen once at
 // finalize from offload_optimizer.device and the device:
 //   DeviceStateStore  in the engine's device memory (the CPU device: RAM);
 //   HostStateStore    ZeRO-Offload: host memory, updated by the CPU, the

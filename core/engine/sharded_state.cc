@@ -216,7 +216,8 @@ absl::Status ShardedState::AccumulateGradIo(int g, int64_t offset, const float* 
   // an old one elsewhere. The range grows by adjacent buckets without
   // writing zeros or reading them back (a whole-group zero fill and a
   // read-modify-write per bucket were 2 of the step's ~40 bytes of storage
-  // IO per parameter in the ZeRO-Infinity profile); a gap is zero-filled, and only
+  // IO per parameter in the ZeRO-Infinity profile, bench/README.md); a gap
+  // is zero-filled, and only
   // a bucket overlapping the range (accumulation) reads.
   auto& [lo, hi] = grad_valid_[g];
   const int64_t end = offset + n;

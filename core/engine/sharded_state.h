@@ -1,5 +1,5 @@
 // The working copy and the gradients of the flat groups on this rank, and
-// the frozen params (docs/ARCHITECTURE.md, "Where each byte lives"):
+// the frozen params (docs/ARCHITECTURE.md, "The engine's parts"):
 //   working: stages 0-2 the whole padded group; stage 3 this rank's shard
 //            (or, with offload_param "nvme", that shard in a param file;
 //            with offload_param "cpu" and device state, in host memory,

@@ -159,7 +159,8 @@ absl::Status ParamFile::Move(int slot, int64_t offset, int64_t len, char* data, 
   // at most kBounceBytes at a time. One bounce the size of the transfer (a
   // whole 8192² bf16 param, 128 MiB) was allocated, faulted in while the
   // kernel pinned it, and unmapped on every gather: half the gather's time
-  // (issue 14's profile); sequential 8 MiB transfers run at the raw rate.
+  // (the ZeRO-Infinity profile, bench/README.md); sequential 8 MiB
+  // transfers run at the raw rate.
   // A write reads the edge blocks first so the bytes around
   // [offset, offset+len) keep their values.
   const int64_t a = offset / kAlign * kAlign;

@@ -34,7 +34,7 @@ class LoggingCommunicator : public ForwardingCommunicator {
                [&] { return inner()->ReduceScatterV(send, recv, counts); });
   }
 
-  // communication_data_type fp16/bf16 (issue 15): 2-byte elements.
+  // communication_data_type fp16/bf16: 2-byte elements.
   absl::Status ReduceScatterVHalf(const void* send, void* recv,
                                   const std::vector<int64_t>& counts, DType dtype) override {
     int64_t total = 0;

@@ -64,7 +64,7 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale) {
 
 // Equal bit for bit, except that a NaN equals any NaN: which NaN bits an
 // operation produces is not arithmetic (x86 gives 0xFFC00000, the GPU
-// 0x7FFFFFFF), so NaN is compared by class (issue 15, fix 5). Half-width
+// 0x7FFFFFFF), so NaN is compared by class. Half-width
 // values need their format to say what a NaN is.
 bool IsNan16(uint16_t x, DType t) {
   return t == DType::kF16 ? (x & 0x7C00) == 0x7C00 && (x & 0x03FF) != 0

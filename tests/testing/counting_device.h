@@ -1,8 +1,8 @@
 // A CPU device that counts the memory passes made through it: elements cast
 // (ToF32, FromF32), summed (Accumulate, AccumulateF32), bytes copied and
 // zeroed, and the bytes all of them read and write. Tests assert how many
-// passes a path makes over the gradients (issue 18, "Gradient path without
-// extra copies"), not only that its result is right.
+// passes a path makes over the gradients (docs/ARCHITECTURE.md, "Reduced as
+// stored"), not only that its result is right.
 #ifndef ZERO_TESTS_TESTING_COUNTING_DEVICE_H_
 #define ZERO_TESTS_TESTING_COUNTING_DEVICE_H_
 

@@ -49,7 +49,7 @@ struct MlpSpec {
   // How the caller moves bytes to and from the pointers gather and
   // grad_buffer hand out (null: the engine device's Copy, ordered with its
   // work). The stand-in device's CallerCopy is not ordered with the device's
-  // queue, like a copy on the framework's own stream (issue 15, fix 3).
+  // queue, like a copy on the framework's own stream.
   std::function<void(Device* d, void* dst, const void* src, size_t bytes)> caller_copy;
   // Called before each step's first micro-step (index -1) and after each
   // GradReady (index: the param's) for the killed-rank and soak tests, which

@@ -8,5 +8,6 @@ import sys
 import pytest
 
 if __name__ == "__main__":
-    code = pytest.main(["-q", "-p", "no:cacheprovider", *sys.argv[1:]])
+    # -rs: each skip says why in the log (tools/test.sh counts them).
+    code = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", *sys.argv[1:]])
     sys.exit(1 if code == 5 else int(code))

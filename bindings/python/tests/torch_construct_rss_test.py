@@ -1,4 +1,4 @@
-"""Sharded construction driven from torch (issue 13): peak RSS while
+"""Sharded construction driven from torch: peak RSS while
 zero.torch.initialize builds a stage-3 bf16 model from the meta device,
 measured in each MPI process (torch_construct_rss_worker.py, VmHWM reset
 first), stays within 1.15x of what the ZeRO formula says the rank holds

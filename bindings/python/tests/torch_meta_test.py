@@ -1,4 +1,4 @@
-"""zero.torch.initialize with params on the meta device (issue 13): init
+"""zero.torch.initialize with params on the meta device: init
 specs inferred from module types match torch's own initialization in
 distribution, training from them works, pretrained= loads a safetensors file
 exactly, unknown module types and meta buffers are refused by name. Under

@@ -96,7 +96,7 @@ def test_stage3_wrap_policy_gathers_per_block_with_fewer_hooks():
                                           (3, torch.nn.Linear)])
 def test_steady_steps_make_no_placeholders_or_gradient_views(stage, policy,
                                                              monkeypatch):
-    """Issue 18: once warm, a step registers no hook (they are registered
+    """Once warm, a step registers no hook (they are registered
     at initialize), makes no placeholder (stage 3: each param's is made
     once) and no new view of a gradient buffer (their
     addresses repeat, so the cached tensors are reused); training stays that
@@ -206,7 +206,7 @@ def _matt_data():
 
 
 def test_stage3_saved_views_of_gathered_params_keep_their_values():
-    """Issue 18 (gathered copies reused): each _MatT's saved ``w.t()``
+    """Gathered copies reused: each _MatT's saved ``w.t()``
     outlives its release while the next one, a param of the same shape,
     is gathered. Its buffer must not be handed to that param (the backward
     would use the next layer's weights): training equals float64 torch,
@@ -251,7 +251,7 @@ def test_stage3_tensor_kept_over_a_step_keeps_its_values():
 
 
 def test_stage3_linear_weight_grads_go_straight_to_the_runtime():
-    """Issue 18: at stage 3 on the CPU a Linear weight whose only gradient
+    """At stage 3 on the CPU a Linear weight whose only gradient
     is its Linear's gets it computed straight into the runtime's gradient
     buffer (no torch gradient tensor, no copy); training equals torch."""
     model = torch_model.make_model()
@@ -455,7 +455,7 @@ def test_bf16_params_are_bf16_views_and_stages_agree():
 
 
 def test_meta_params_are_initialized_from_module_defaults():
-    # Meta params are accepted since issue 13 (torch_meta_test covers them);
+    # Meta params are accepted (torch_meta_test covers them);
     # a frozen meta param stays frozen.
     model = torch_model.make_model().to("meta")
     engine = zt.initialize(model, torch_model.ds_config(0))

@@ -59,8 +59,8 @@ class ViewCache:
     """Torch tensors over the runtime's host buffers, a few per param, made
     again only when the runtime hands out an address not seen recently: a
     step takes no new view objects (numpy array, ``_View``, tensor) for
-    buffers whose addresses repeat (issue 18: no per-step Python allocation
-    of views). Stage 3's gathered buffers come from a pool, so a param may
+    buffers whose addresses repeat (no per-step Python allocation of
+    views). Stage 3's gathered buffers come from a pool, so a param may
     land at one of a few addresses: up to ``ways`` are kept per param. Only
     for a bridge that aliases host memory: a copying bridge's tensor is a
     snapshot, and a cached one would go stale."""
@@ -96,8 +96,8 @@ class ViewCache:
 
 class GatherPool:
     """Torch-owned host memory for stage 3's gathered copies, reused from
-    one gather to the next instead of allocated fresh (issue 18: a fresh
-    copy per gather faulted in new pages, about 7K minor faults per pass
+    one gather to the next instead of allocated fresh (a fresh copy per
+    gather faulted in new pages, about 7K minor faults per pass
     over a 7M-param model, ~10 ms of the training thread's CPU). When torch
     computes in the runtime's dtype the runtime gathers straight into a
     buffer (:meth:`take`, ``zero_engine_gather_into``: no copy out of the
