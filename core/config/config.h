@@ -161,6 +161,9 @@ struct Config {
   // zero's own key (DeepSpeed has none): a collective waits this long for
   // its peers before it fails with a timeout on every rank that arrived.
   double comm_timeout_seconds = 300.0;
+  // zero's own key: collectives each rank's flight recorder keeps
+  // (docs/ARCHITECTURE.md, "Flight recorder"); 0 keeps none.
+  int64_t flight_recorder_size = 256;
 
   // Observing a run (docs/ARCHITECTURE.md, "Observing a run"):
   // wall_clock_breakdown, comms_logger, zero_trace.

@@ -413,6 +413,7 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
   }
   RETURN_IF_ERROR(r.Int("steps_per_print", &c.steps_per_print, 0, INT32_MAX));
   RETURN_IF_ERROR(r.Num("comm_timeout_seconds", &c.comm_timeout_seconds, 0.001, 1e9));
+  RETURN_IF_ERROR(r.Int("zero_flight_recorder_size", &c.flight_recorder_size, 0, 1 << 20));
   RETURN_IF_ERROR(r.Int("zero_ranks_per_node", &c.ranks_per_node, 1, 1 << 20));
   bool allow_untested_keys = true;
   RETURN_IF_ERROR(r.Bool("zero_allow_untested_keys", &allow_untested_keys));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/comm/call_site.h"
 #include "core/common/status_macros.h"
 #include "core/engine/hierarchy.h"
 
@@ -194,6 +195,7 @@ absl::Status GradientReducer::FinishMicroStep(bool boundary) {
   }
   RETURN_IF_ERROR(FlushBucket(buckets_.current_index(), boundary));
   std::fill(handed_in_.begin(), handed_in_.end(), 0);
+  flushed_ = 0;
   RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Drain()));
   for (int i = 0; i < 2; ++i) {
     buckets_.at(i).inflight = nullptr;
@@ -220,11 +222,20 @@ absl::Status GradientReducer::Flush(GradBucket* bucket, bool boundary) {
   std::vector<int> ids = b.ids;
   std::vector<int64_t> offsets = b.offsets;
   const void* data = b.data.data();
-  b.inflight = ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kReduce,
-                                           [this, ids = std::move(ids),
-                                            offsets = std::move(offsets), data, boundary] {
-                                             return ReduceBucket(ids, data, offsets, boundary);
-                                           }, "bucket"));
+  // Its collectives carry its params and number (core/comm/call_site.h):
+  // ranks whose buckets hold other params fail alike instead of summing
+  // unrelated gradients.
+  std::vector<int> subject;
+  for (int id : ids) subject.push_back(params_->at(id).li);
+  const int64_t number = flushed_++;
+  b.inflight = ctx_->stream->Submit(Timed(
+      ctx_->recorder, Phase::kReduce,
+      [this, ids = std::move(ids), offsets = std::move(offsets), data, boundary,
+       subject = std::move(subject), number] {
+        ScopedCollectiveSubject named(subject, number);
+        return ReduceBucket(ids, data, offsets, boundary);
+      },
+      "bucket"));
   b.Clear();
   return absl::OkStatus();
 }

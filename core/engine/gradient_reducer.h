@@ -183,6 +183,7 @@ class GradientReducer {
   // By layout index: handed in this micro-step, even if its bucket has
   // been flushed since (a second grad_buffer would count it twice).
   std::vector<char> handed_in_;
+  int64_t flushed_ = 0;  // buckets flushed this micro-step (their numbers)
   // qgZ: the bucket reduce-scatter, hierarchical and quantized across nodes.
   std::unique_ptr<QuantizedReduceScatter> qgz_;
 };
