@@ -48,10 +48,30 @@ struct CallSite {
   int64_t nparams = 0;
   uint64_t ids_hash = 0;
   int64_t bucket = -1;
+  // A gradient bucket reduction (or the reducer's end-of-micro-step marker)
+  // that may be deferred: when every rank's collective is such a one at the
+  // same step and micro-step, a difference is not an error but
+  // BucketDivergence (ignore_unused_parameters, docs/ARCHITECTURE.md, "When
+  // ranks disagree").
+  bool deferrable = false;
 };
 
 // This thread's call site.
 CallSite& CurrentCallSite();
+
+// Marks this thread's collectives deferrable for the scope.
+class ScopedDeferrable {
+ public:
+  ScopedDeferrable() : saved_(CurrentCallSite().deferrable) {
+    CurrentCallSite().deferrable = true;
+  }
+  ~ScopedDeferrable() { CurrentCallSite().deferrable = saved_; }
+  ScopedDeferrable(const ScopedDeferrable&) = delete;
+  ScopedDeferrable& operator=(const ScopedDeferrable&) = delete;
+
+ private:
+  bool saved_;
+};
 
 // Sets this thread's call (and step, micro-step) for the scope; an inner
 // scope (an engine call made by another one, e.g. read_master inside a

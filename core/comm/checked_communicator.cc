@@ -35,8 +35,19 @@ CollectiveSignature Sig(SignedOp op, int64_t elems, int64_t counts_hash, int64_t
 }
 
 constexpr int64_t kSigFloats = sizeof(CollectiveSignature) / sizeof(float);
+constexpr char kBucketDivergenceUrl[] = "zero.dev/bucket-divergence";
 
 }  // namespace
+
+absl::Status BucketDivergenceError(const std::string& message) {
+  absl::Status s(absl::StatusCode::kFailedPrecondition, message);
+  s.SetPayload(kBucketDivergenceUrl, absl::Cord("1"));
+  return s;
+}
+
+bool IsBucketDivergence(const absl::Status& s) {
+  return !s.ok() && s.GetPayload(kBucketDivergenceUrl).has_value();
+}
 
 void DivergenceMonitor::set_param_namer(ParamNamer n) {
   std::lock_guard<std::mutex> l(mu_);
@@ -160,9 +171,12 @@ absl::Status CheckedCommunicator::Checked(CollectiveSignature sig,
                     false);
     }
     for (const CollectiveSignature& other : all) {
-      if (!SignaturesAgree(other, sig)) {
-        return failed(MismatchError(DivergenceMessage(all, name(), monitor_->namer())), true);
+      if (SignaturesAgree(other, sig)) continue;
+      if (DeferrableDivergence(all)) {  // the reducer puts them off; no data moved
+        rec.Finish(index, CollectiveOutcome::kDeferred);
+        return BucketDivergenceError(DivergenceMessage(all, name(), monitor_->namer()));
       }
+      return failed(MismatchError(DivergenceMessage(all, name(), monitor_->namer())), true);
     }
   }
   absl::Status s = data();

@@ -112,6 +112,11 @@ class CheckedCommunicator : public ForwardingCommunicator {
   int64_t seq_ = 0;
 };
 
+// Ranks whose deferrable gradient reductions differ (CallSite::deferrable):
+// no data moved, the communicator stays usable, and every rank got it.
+absl::Status BucketDivergenceError(const std::string& message);
+bool IsBucketDivergence(const absl::Status& s);
+
 // `inner` wrapped so each collective is checked; its duplicates and splits
 // are checked too, all sharing `monitor`.
 std::unique_ptr<CheckedCommunicator> MakeCheckedCommunicator(

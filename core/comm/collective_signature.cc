@@ -29,6 +29,7 @@ void StampCallSite(CollectiveSignature* s) {
   s->nparams = c.nparams;
   s->ids_hash = static_cast<int64_t>(c.ids_hash);
   s->bucket = c.bucket;
+  s->deferrable = c.deferrable ? 1 : 0;
 }
 
 namespace {
@@ -97,6 +98,16 @@ bool SignaturesAgree(const CollectiveSignature& a, const CollectiveSignature& b)
   // An all-to-all's counts are each rank's own (what it sends to whom).
   if (a.op == static_cast<int64_t>(SignedOp::kAllToAll)) return true;
   return a.elems == b.elems && a.counts_hash == b.counts_hash;
+}
+
+bool DeferrableDivergence(const std::vector<CollectiveSignature>& all) {
+  for (const CollectiveSignature& s : all) {
+    if (s.deferrable != 1 || s.seq != all[0].seq || s.step != all[0].step ||
+        s.micro != all[0].micro) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string DivergenceMessage(const std::vector<CollectiveSignature>& all,

@@ -46,7 +46,8 @@ struct CollectiveSignature {
   int64_t ids_hash = 0;
   int64_t bucket = -1;
   int64_t comm = 0;  // which communicator of the engine (0: the data one)
-  int64_t reserved[2] = {0, 0};
+  int64_t deferrable = 0;  // CallSite::deferrable
+  int64_t reserved = 0;
 };
 static_assert(sizeof(CollectiveSignature) == 128, "fixed size on every rank");
 
@@ -63,6 +64,10 @@ std::string DescribeCollective(const CollectiveSignature& s, const ParamNamer& n
 // Whether ranks may go on pairing a and b (every field that decides the
 // data or the meaning agrees).
 bool SignaturesAgree(const CollectiveSignature& a, const CollectiveSignature& b);
+
+// Whether the ranks' differing signatures are all deferrable gradient
+// reductions of the same step and micro-step (CallSite::deferrable).
+bool DeferrableDivergence(const std::vector<CollectiveSignature>& all);
 
 // The error every rank reports when `all` (one per rank, in rank order)
 // disagree: each distinct side with its ranks, and what the user must make

@@ -14,6 +14,7 @@ const char* CollectiveOutcomeName(CollectiveOutcome o) {
     case CollectiveOutcome::kFailed: return "failed";
     case CollectiveOutcome::kDiverged: return "diverged";
     case CollectiveOutcome::kTimedOut: return "timed_out";
+    case CollectiveOutcome::kDeferred: return "deferred";
   }
   return "?";
 }

@@ -15,7 +15,9 @@
 
 namespace zero {
 
-enum class CollectiveOutcome { kPending, kDone, kFailed, kDiverged, kTimedOut };
+// kDeferred: a gradient reduction the ranks differed on and put off to the
+// end of the micro-step (BucketDivergence).
+enum class CollectiveOutcome { kPending, kDone, kFailed, kDiverged, kTimedOut, kDeferred };
 
 class FlightRecorder {
  public:

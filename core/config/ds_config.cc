@@ -97,8 +97,7 @@ absl::Status ParseZero(const json& v, Config* c) {
   RETURN_IF_ERROR(r.NoEffectBool("load_from_fp32_weights", true));
   RETURN_IF_ERROR(r.Int("sub_group_size", &c->sub_group_size, 1, INT64_MAX));
   RETURN_IF_ERROR(r.NoEffectBool("round_robin_gradients", false));
-  // A param whose gradient is never handed in is not an error.
-  RETURN_IF_ERROR(r.NoEffectBool("ignore_unused_parameters", true));
+  RETURN_IF_ERROR(r.Bool("ignore_unused_parameters", &c->ignore_unused_parameters));
   RETURN_IF_ERROR(ModelSizedInt(r, "stage3_prefetch_bucket_size",
                                 &c->stage3_prefetch_bucket_size, 0,
                                 &c->stage3_prefetch_bucket_size_auto));

@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Config& config,
   e->hier_ = std::move(hier);
   e->ctx_.hier = e->hier_.get();
   e->ctx_.replicas = e->hier_->replicas();
+  if (e->ctx_.replicas == 1) e->ctx_.checked = checked_world;
   return e;
 }
 

@@ -132,6 +132,118 @@ DivergentOutcome RunDivergent(const Config& config, int rank, Communicator* comm
   return out;
 }
 
+std::vector<DivergentCase> DivergentCases(int stage, int world, const std::string& save_dir) {
+  const int l = world - 1;
+  std::vector<DivergentCase> out;
+  // The last rank does not call experts.1 at step 1 (an expert that got no
+  // tokens there): at stages 0-2 it counts as a zero gradient from that
+  // rank (ignore_unused_parameters), bit for bit the run where it handed in
+  // zeros; at stage 3 the ranks part ways at its gather: an error naming it.
+  auto skipped = [l](int rank, int step, int, int p) { return rank == l && step == 1 && p == 2; };
+  {
+    DivergentCase c;
+    c.name = "skipped_expert";
+    c.plan.uses = [skipped](int r, int s, int m, int p) { return !skipped(r, s, m, p); };
+    c.trains = stage <= 2;
+    c.reference.zero_grad = skipped;
+    c.message = {"ranks diverged at collective", "experts.1.weight", "step 1",
+                 "different params"};
+    out.push_back(c);
+  }
+  if (stage == 0 || stage == 2) {  // the same with ignore_unused_parameters false
+    DivergentCase c;
+    c.name = "skipped_expert_not_ignored";
+    c.ignore_unused_parameters = false;
+    c.plan.uses = [skipped](int r, int s, int m, int p) { return !skipped(r, s, m, p); };
+    c.message = {"ranks diverged at collective", "experts.1.weight", "step 1",
+                 "different params"};
+    out.push_back(c);
+  }
+  {  // skipped at each micro-step of an accumulation of 2, by another rank
+    DivergentCase c;
+    c.name = "skipped_in_accumulation";
+    c.gas = 2;
+    auto skip = [](int rank, int step, int micro, int p) {
+      return (rank == 0 && micro == 0 && p == 4) || (rank == 1 && micro == 1 && p == 1) ||
+             (rank == 1 && step == 2 && p == 0);
+    };
+    c.plan.uses = [skip](int r, int s, int m, int p) { return !skip(r, s, m, p); };
+    c.trains = stage <= 2;
+    c.reference.zero_grad = skip;
+    c.message = {"ranks diverged at collective", "'head.bias'"};
+    out.push_back(c);
+  }
+  {  // rank r only ever uses expert r % 3
+    DivergentCase c;
+    c.name = "branch_per_rank";
+    c.plan.uses = [](int rank, int, int, int p) { return p == 0 || p == 4 || p == 1 + rank % 3; };
+    c.trains = stage <= 2;
+    c.reference.zero_grad = [](int rank, int, int, int p) {
+      return p >= 1 && p <= 3 && p != 1 + rank % 3;
+    };
+    c.message = {"ranks diverged at collective", "experts.0.weight", "experts.1.weight"};
+    out.push_back(c);
+  }
+  {  // the last rank has one batch fewer, then every rank saves
+    DivergentCase c;
+    c.name = "fewer_steps_then_save";
+    c.plan.steps_of = [l](int rank) { return rank == l ? 2 : 3; };
+    c.plan.saves = [](int) { return true; };
+    c.plan.save_dir = save_dir + "/fewer_steps";
+    c.message = {"ranks diverged at collective", "save_checkpoint", "must be made on every rank"};
+    out.push_back(c);
+  }
+  {  // accumulation 2; the last rank runs one micro-step more, then all save
+    DivergentCase c;
+    c.name = "extra_micro_step_then_save";
+    c.gas = 2;
+    c.plan.extra_micros = [l](int rank, int step) { return rank == l && step == 0 ? 1 : 0; };
+    c.plan.saves = [](int) { return true; };
+    c.plan.save_dir = save_dir + "/extra_micro";
+    c.message = {"ranks diverged at collective", "save_checkpoint"};
+    out.push_back(c);
+  }
+  {  // a save on rank 0 alone while the others go on training
+    DivergentCase c;
+    c.name = "save_on_rank0_only";
+    c.plan.steps_of = [](int rank) { return rank == 0 ? 2 : 3; };
+    c.plan.saves = [](int rank) { return rank == 0; };
+    c.plan.save_dir = save_dir + "/subset_save";
+    c.message = {"save_checkpoint", "must be made on every rank"};
+    out.push_back(c);
+  }
+  if (stage >= 1) {  // a state_dict on rank 0 alone while the others train
+    DivergentCase c;
+    c.name = "state_read_on_rank0_only";
+    c.plan.steps_of = [](int rank) { return rank == 0 ? 2 : 3; };
+    c.plan.reads_state = [](int rank) { return rank == 0; };
+    c.message = {"read_master", "must be made on every rank"};
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string CheckDivergentRank(const DivergentCase& c, int rank, const DivergentOutcome& got,
+                               const DivergentOutcome* ref) {
+  const std::string who = c.name + ", rank " + std::to_string(rank) + ": ";
+  if (c.trains) {
+    if (!got.status.ok()) return who + "failed: " + got.status.ToString();
+    if (ref == nullptr || !ref->status.ok()) return who + "the reference failed";
+    if (got.params != ref->params) return who + "params differ from the reference's";
+    return "";
+  }
+  if (got.status.ok()) return who + "finished; a failure was expected";
+  if (got.seconds >= 2.5) {
+    return who + "failed after " + std::to_string(got.seconds) + " s: " + got.status.ToString();
+  }
+  for (const std::string& m : c.message) {
+    if (got.status.message().find(m) == std::string::npos) {
+      return who + "the error lacks '" + m + "': " + got.status.ToString();
+    }
+  }
+  return "";
+}
+
 std::vector<DivergentOutcome> RunDivergentOnThreads(const Config& config, int world,
                                                     const DivergentPlan& plan) {
   auto comms = MakeThreadCommunicators(world);

@@ -55,9 +55,43 @@ struct DivergentOutcome {
 // the tests assert seconds).
 Config DivergentConfig(int stage, int gas);
 
+
 // Collective: every rank runs its part of `plan`.
 DivergentOutcome RunDivergent(const Config& config, int rank, Communicator* comm,
                               const DivergentPlan& plan);
+
+// One case of the suite: what each rank does, and what must come of it.
+struct DivergentCase {
+  std::string name;
+  int gas = 1;  // gradient_accumulation_steps
+  bool ignore_unused_parameters = true;
+  DivergentPlan plan;
+  // True: it trains, and each rank's params equal (bit for bit) those of
+  // `reference` on that rank; false: every rank fails within 2.5 s with a
+  // message holding each of `message`.
+  bool trains = false;
+  DivergentPlan reference;
+  std::vector<std::string> message;
+};
+
+// The cases at `stage` over `world` ranks (checkpoints go under save_dir):
+// a skipped expert (trains at stages 0-2; with ignore_unused_parameters
+// false an error at stages 0 and 2), a different branch per rank, fewer
+// steps then a save,
+// an extra micro-step then a save, a save on rank 0 only, a state read on
+// rank 0 only (stages 1-3: read_master is local at stage 0).
+std::vector<DivergentCase> DivergentCases(int stage, int world, const std::string& save_dir);
+
+inline Config DivergentConfig(int stage, const DivergentCase& c) {
+  Config config = DivergentConfig(stage, c.gas);
+  config.ignore_unused_parameters = c.ignore_unused_parameters;
+  return config;
+}
+
+// "" when this rank's outcome meets the case (`ref`: this rank's outcome of
+// the reference, for a case that trains), else what does not.
+std::string CheckDivergentRank(const DivergentCase& c, int rank, const DivergentOutcome& got,
+                               const DivergentOutcome* ref);
 
 // Every rank's outcome over a thread communicator group of `world`.
 std::vector<DivergentOutcome> RunDivergentOnThreads(const Config& config, int world,
