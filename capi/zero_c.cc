@@ -752,6 +752,25 @@ zero_status zero_engine_comm_log_summary(const zero_engine_t* engine, char* buf,
   });
 }
 
+zero_status zero_engine_flight_record(const zero_engine_t* engine, char* buf, size_t capacity,
+                                      size_t* length) {
+  ZERO_CHECK_ARG("zero_engine_flight_record", engine);
+  ZERO_CHECK_ARG("zero_engine_flight_record", length);
+  if (capacity > 0 && buf == nullptr) {
+    return Report(absl::InvalidArgumentError("zero_engine_flight_record: buf is null"));
+  }
+  return Guard([&] {
+    const std::string s = engine->engine->FlightRecord();
+    *length = s.size();
+    if (capacity > s.size()) {
+      std::memcpy(buf, s.c_str(), s.size() + 1);
+    } else if (capacity > 0) {
+      buf[0] = '\0';
+    }
+    return Report(absl::OkStatus());
+  });
+}
+
 zero_status zero_engine_link_stats(const zero_engine_t* engine, zero_link_stats* stats) {
   ZERO_CHECK_ARG("zero_engine_link_stats", engine);
   ZERO_CHECK_ARG("zero_engine_link_stats", stats);

@@ -494,8 +494,6 @@ const NoEffectCase kNoEffect[] = {
      "zero_optimization.load_from_fp32_weights"},
     {R"({"zero_optimization": {"round_robin_gradients": true}})",
      "zero_optimization.round_robin_gradients"},
-    {R"({"zero_optimization": {"ignore_unused_parameters": false}})",
-     "zero_optimization.ignore_unused_parameters"},
     {R"({"zero_optimization": {"stage3_max_reuse_distance": 0}})",
      "zero_optimization.stage3_max_reuse_distance"},
     {R"({"zero_optimization": {"stage3_gather_16bit_weights_on_model_save": true}})",

@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 8
+#define ZERO_VERSION_MINOR 9
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -887,6 +887,28 @@ ZERO_API zero_status zero_convert(zero_dtype dst_dtype, void* dst, zero_dtype sr
  * micro-step, fails as zero_engine_grad_buffer/_grad_ready do. */
 ZERO_API zero_status zero_engine_set_grad(zero_engine_t* engine, int32_t id, zero_dtype dtype,
                                           const void* src, size_t bytes);
+/* ---- 1.9: ranks that disagree ------------------------------------------ */
+
+/* Not collective; any time, also after the engine failed (1.9). The last
+ * "zero_flight_recorder_size" (default 256) collectives of the engine on
+ * this rank, oldest first, one JSON object per line: {"rank", "comm" (0 the
+ * engine's data communicator, others its sub-groups), "seq" (the
+ * collective's number on that communicator), "op" ("all-gather",
+ * "reduce-scatter", "all-reduce", "broadcast", "barrier", "all-to-all",
+ * "call entry"), "elems", "dtype", "call" (the engine call that issued it:
+ * "gather", "grad_ready", "step", "save_checkpoint", ...), "step" (optimizer
+ * steps taken), "micro_step", "param" (the first param it moves, "" none),
+ * "params" (how many), "bucket" (the gradient bucket's number in the
+ * micro-step, -1 none), "outcome" ("done", "pending", "failed",
+ * "timed_out", "diverged")}. Every collective is checked across ranks
+ * before its data moves: where the ranks differ (another param, size, call
+ * or step) every rank fails with ZERO_MISMATCH naming each rank's side, and
+ * that collective is the last record, "diverged" (README.md, "When ranks
+ * disagree"). NUL-terminated in `buf` when it fits in `capacity` bytes;
+ * *length gets strlen of the whole text either way (call with capacity 0
+ * to ask). */
+ZERO_API zero_status zero_engine_flight_record(const zero_engine_t* engine, char* buf,
+                                               size_t capacity, size_t* length);
 
 #ifdef __cplusplus
 } /* extern "C" */

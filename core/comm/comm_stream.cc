@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include "core/comm/call_site.h"
+
 namespace zero {
 
 CommStream::CommStream(bool asynchronous) : asynchronous_(asynchronous) {
@@ -28,9 +30,15 @@ CommStream::Handle CommStream::Submit(std::function<absl::Status()> task) {
     pending_.push_back(h);
     return h;
   }
+  // The task's collectives are filed under the call that submitted it
+  // (core/comm/call_site.h), not what the caller does when it runs.
+  auto filed = [site = CurrentCallSite(), inner = std::move(task)] {
+    ScopedCallSiteRestore restore(site);
+    return inner();
+  };
   {
     std::lock_guard<std::mutex> l(mu_);
-    queue_.emplace_back(h, std::move(task));
+    queue_.emplace_back(h, std::move(filed));
     pending_.push_back(h);
   }
   cv_.notify_all();

@@ -556,6 +556,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiCommunicator(
     const void* mpi_comm) {
   if (auto s = EnsureMpi(); !s.ok()) return s;
   MPI_Comm base = mpi_comm ? *static_cast<const MPI_Comm*>(mpi_comm) : MPI_COMM_WORLD;
+  // Errors come back as statuses, never MPI's abort: libnbc reports some
+  // through the world communicator's handler, not the duplicate's.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm dup;
   if (int rc = MPI_Comm_dup(base, &dup); rc != MPI_SUCCESS) {
     return absl::InternalError(absl::StrCat("mpi communicator: MPI_Comm_dup: ", MpiError(rc)));

@@ -179,6 +179,13 @@ struct Config {
   // zero's own key (DeepSpeed has none): a collective waits this long for
   // its peers before it fails with a timeout on every rank that arrived.
   double comm_timeout_seconds = 300.0;
+  // zero's own key: collectives each rank's flight recorder keeps
+  // (docs/ARCHITECTURE.md, "Flight recorder"); 0 keeps none.
+  int64_t flight_recorder_size = 256;
+  // DeepSpeed's zero_optimization.ignore_unused_parameters: a param some
+  // ranks hand no gradient for counts as their zero gradient (true), or is
+  // an error naming it on every rank (false).
+  bool ignore_unused_parameters = true;
 
   // Observing a run (docs/ARCHITECTURE.md, "Observing a run"):
   // wall_clock_breakdown, comms_logger, zero_trace.

@@ -104,8 +104,7 @@ absl::Status ParseZero(const json& v, Config* c) {
   RETURN_IF_ERROR(r.NoEffectBool("load_from_fp32_weights", true));
   RETURN_IF_ERROR(r.Int("sub_group_size", &c->sub_group_size, 1, INT64_MAX));
   RETURN_IF_ERROR(r.NoEffectBool("round_robin_gradients", false));
-  // A param whose gradient is never handed in is not an error.
-  RETURN_IF_ERROR(r.NoEffectBool("ignore_unused_parameters", true));
+  RETURN_IF_ERROR(r.Bool("ignore_unused_parameters", &c->ignore_unused_parameters));
   RETURN_IF_ERROR(ModelSizedInt(r, "stage3_prefetch_bucket_size",
                                 &c->stage3_prefetch_bucket_size, 0,
                                 &c->stage3_prefetch_bucket_size_auto));
@@ -423,6 +422,7 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
   }
   RETURN_IF_ERROR(r.Int("steps_per_print", &c.steps_per_print, 0, INT32_MAX));
   RETURN_IF_ERROR(r.Num("comm_timeout_seconds", &c.comm_timeout_seconds, 0.001, 1e9));
+  RETURN_IF_ERROR(r.Int("zero_flight_recorder_size", &c.flight_recorder_size, 0, 1 << 20));
   RETURN_IF_ERROR(r.Int("zero_ranks_per_node", &c.ranks_per_node, 1, 1 << 20));
   bool allow_untested_keys = true;
   RETURN_IF_ERROR(r.Bool("zero_allow_untested_keys", &allow_untested_keys));

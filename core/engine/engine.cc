@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/backend/comm_device_binding.h"
+#include "core/backend/staging_communicator.h"
 #include "core/common/status_macros.h"
 #include "core/engine/auto_sizes.h"
 #include "core/engine/engine_checkpoint.h"
@@ -27,7 +28,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Config& config,
   Config c = config;
   RETURN_IF_ERROR(c.Resolve(comm->world_size()));
   comm->set_timeout_seconds(c.comm_timeout_seconds);
-  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> own, comm->Duplicate());
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> dup, comm->Duplicate());
+  // Every collective of the engine, its sub-groups included, is checked
+  // before data moves (docs/ARCHITECTURE.md, "When ranks disagree").
+  auto monitor = std::make_shared<DivergenceMonitor>(
+      dup->rank(), static_cast<int>(c.flight_recorder_size));
+  std::unique_ptr<CheckedCommunicator> checked = MakeCheckedCommunicator(std::move(dup), monitor);
+  CheckedCommunicator* checked_world = checked.get();
+  std::unique_ptr<Communicator> own = std::move(checked);
   own->set_timeout_seconds(c.comm_timeout_seconds);
   // Keys that change nothing are said once, at startup (docs/DEEPSPEED_COMPAT.md).
   const std::string report = NoEffectReport(c);
@@ -37,9 +45,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Config& config,
   std::unique_ptr<Communicator> data;
   ASSIGN_OR_RETURN(std::unique_ptr<Hierarchy> hier, Hierarchy::Create(&c, std::move(own), &data));
   std::unique_ptr<Engine> e(new Engine(c, std::move(data)));
+  e->monitor_ = std::move(monitor);
+  e->checked_world_ = checked_world;
   e->hier_ = std::move(hier);
   e->ctx_.hier = e->hier_.get();
   e->ctx_.replicas = e->hier_->replicas();
+  if (e->ctx_.replicas == 1) e->ctx_.checked = checked_world;
   return e;
 }
 
@@ -77,6 +88,28 @@ Engine::~Engine() {
   // Finish in-flight reductions and prefetches before their buffers go away.
   if (stream_) (void)stream_->Drain();
   if (comm_log_ && ctx_.rank == 0) std::fprintf(stderr, "%s", comm_log_->Summary().c_str());
+  // The names and the device go away with the engine; the communicators
+  // (some held by hier_, destroyed last) make no more collectives.
+  if (monitor_) {
+    monitor_->set_param_namer(nullptr);
+    monitor_->DropHostViews();
+  }
+}
+
+std::string Engine::FlightRecord() const {
+  return monitor_ ? monitor_->recorder().JsonLines(monitor_->namer()) : std::string();
+}
+
+absl::Status Engine::AgreeOnCall() {
+  // On the stream: a reduction still in flight uses the same communicator.
+  absl::Status s = stream_->Wait(stream_->Submit([this] { return checked_world_->AgreeOnCall(); }));
+  (void)stream_->Drain();
+  return ctx_.Fail(s);
+}
+
+ScopedCallSite Engine::Site(ApiCall call) const {
+  const StepCounters& k = boundary_->counters();
+  return ScopedCallSite(call, k.global_step + k.skipped_steps, k.micro_step);
 }
 
 absl::Status Engine::FlushTrace() {
@@ -84,7 +117,10 @@ absl::Status Engine::FlushTrace() {
   return recorder_->FlushTrace();
 }
 
-absl::Status Engine::Check(bool finalized, const char* call) const {
+absl::Status Engine::Check(bool finalized, const char* call) {
+  // A divergence or timeout seen by any of the engine's communicators,
+  // even one whose caller dropped the error, fails the engine.
+  if (monitor_ && ctx_.broken.ok()) (void)ctx_.Fail(monitor_->failure());
   if (!ctx_.broken.ok()) {
     return absl::Status(ctx_.broken.code(),
                         absl::StrCat(call, ": the engine failed earlier and is "
@@ -154,6 +190,7 @@ absl::Status Engine::ReportDeviceOnlyKeys() const {
 
 absl::Status Engine::Finalize() {
   RETURN_IF_ERROR(Check(false, "finalize"));
+  auto site = Site(ApiCall::kFinalize);
   RETURN_IF_ERROR(CheckCommDevicePair(*comm_, *device_));
   RETURN_IF_ERROR(ReportDeviceOnlyKeys());
   // The sub-groups of hybrid sharding and ZeRO++ come from the data
@@ -180,6 +217,16 @@ absl::Status Engine::Finalize() {
   }
   ctx_.comm = comm_.get();
   ctx_.ctrl = b.ctrl;
+  monitor_->set_param_namer([this](int64_t li) {
+    return li >= 0 && li < static_cast<int64_t>(ctx_.layout.params().size())
+               ? params_.by_layout(static_cast<int>(li)).name
+               : std::string();
+  });
+  if (comm_->device_memory()) {
+    monitor_->set_host_view([d = device_.get()](Communicator* inner) {
+      return MakeDeviceControlCommunicator(inner, d);
+    });
+  }
   RETURN_IF_ERROR(ctx_.Fail(params_.VerifyRanksAgree(ctx_.ctrl, stream_.get())));
   ResolveAuto();
   ASSIGN_OR_RETURN(ctx_.placement, DecideOffloadPlacement(ctx_.config, device_->host_accessible(),
@@ -229,6 +276,7 @@ absl::Status Engine::CreateParts() {
 
 absl::StatusOr<void*> Engine::Gather(int id) {
   RETURN_IF_ERROR(Check(true, "gather"));
+  auto site = Site(ApiCall::kGather);
   RETURN_IF_ERROR(params_.CheckId(id, "gather"));
   ParamRecord& p = params_.at(id);
   if (ctx_.recorder) ctx_.recorder->OnCall(false);
@@ -252,6 +300,7 @@ absl::StatusOr<void*> Engine::Gather(int id) {
 
 absl::Status Engine::GatherInto(int id, DType dtype, void* dst, size_t bytes) {
   RETURN_IF_ERROR(Check(true, "gather_into"));
+  auto site = Site(ApiCall::kGatherInto);
   RETURN_IF_ERROR(params_.CheckId(id, "gather_into"));
   ParamRecord& p = params_.at(id);
   // fp16 and bf16 are both 2 bytes: the dtype is checked, not just the size,
@@ -293,6 +342,7 @@ absl::Status Engine::GatherInto(int id, DType dtype, void* dst, size_t bytes) {
 
 absl::Status Engine::Release(int id) {
   RETURN_IF_ERROR(Check(true, "release"));
+  auto site = Site(ApiCall::kRelease);
   RETURN_IF_ERROR(params_.CheckId(id, "release"));
   ParamRecord& p = params_.at(id);
   if (p.gather_refs <= 0) {
@@ -307,6 +357,7 @@ absl::Status Engine::Release(int id) {
 
 absl::StatusOr<void*> Engine::GradBuffer(int id) {
   RETURN_IF_ERROR(Check(true, "grad_buffer"));
+  auto site = Site(ApiCall::kGradBuffer);
   RETURN_IF_ERROR(params_.CheckId(id, "grad_buffer"));
   if (!params_.at(id).trainable) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -323,6 +374,7 @@ absl::StatusOr<void*> Engine::GradBuffer(int id) {
 
 absl::Status Engine::GradReady(int id) {
   RETURN_IF_ERROR(Check(true, "grad_ready"));
+  auto site = Site(ApiCall::kGradReady);
   RETURN_IF_ERROR(params_.CheckId(id, "grad_ready"));
   if (ctx_.recorder) ctx_.recorder->OnCall(true);
   ScopedPhase exposed(ctx_.recorder, Phase::kReduceExposed);
@@ -334,6 +386,7 @@ absl::Status Engine::GradReady(int id) {
 
 absl::StatusOr<StepInfo> Engine::Step() {
   RETURN_IF_ERROR(Check(true, "step"));
+  auto site = Site(ApiCall::kStep);
   const bool boundary = boundary_->at_boundary();
   // Before anything moves, so the caller may release and call step again.
   if (boundary) RETURN_IF_ERROR(CheckNoStaleCopies());
@@ -452,6 +505,7 @@ absl::Status Engine::WriteOwnedState(int g, int array, int64_t begin, int64_t le
 
 absl::Status Engine::ReadMaster(int id, float* out) {
   RETURN_IF_ERROR(Check(true, "read_master"));
+  auto site = Site(ApiCall::kReadMaster);
   RETURN_IF_ERROR(params_.CheckId(id, "read_master"));
   if (out == nullptr) return absl::InvalidArgumentError("read_master: out is null");
   const ParamRecord& p = params_.at(id);
@@ -559,6 +613,8 @@ EngineStats Engine::Stats() const {
 absl::Status Engine::Save(const std::string& dir, const std::string& tag,
                           const ckpt::SaveOptions& options_in) {
   RETURN_IF_ERROR(Check(true, "save"));
+  auto site = Site(ApiCall::kSave);
+  RETURN_IF_ERROR(AgreeOnCall());
   ckpt::SaveOptions options = options_in;
   if (!options.progress) options.progress = ProgressFor(ctx_.progress, "save");
   if (ctx_.replicas <= 1) return checkpoint_->Save(dir, tag, options);
@@ -585,6 +641,8 @@ absl::Status Engine::Save(const std::string& dir, const std::string& tag,
 absl::Status Engine::Load(const std::string& dir, const std::string& tag,
                           const ckpt::LoadOptions& options) {
   RETURN_IF_ERROR(Check(true, "load"));
+  auto site = Site(ApiCall::kLoad);
+  RETURN_IF_ERROR(AgreeOnCall());
   if (options.progress || !ctx_.progress) return checkpoint_->Load(dir, tag, options);
   ckpt::LoadOptions o = options;
   o.progress = ProgressFor(ctx_.progress, "load");
@@ -594,6 +652,8 @@ absl::Status Engine::Load(const std::string& dir, const std::string& tag,
 absl::Status Engine::LoadSafetensors(const std::string& path, const PretrainedOptions& options,
                                      PretrainedStats* stats) {
   RETURN_IF_ERROR(Check(true, "load_safetensors"));
+  auto site = Site(ApiCall::kLoadSafetensors);
+  RETURN_IF_ERROR(AgreeOnCall());
   absl::Status pre;
   if (boundary_->counters().micro_step != 0 || !reducer_->idle()) {
     pre = absl::FailedPreconditionError(

@@ -20,6 +20,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/ckpt/shard_view.h"
+#include "core/comm/call_site.h"
+#include "core/comm/checked_communicator.h"
 #include "core/comm/comm_stream.h"
 #include "core/comm/communicator.h"
 #include "core/config/config.h"
@@ -133,10 +135,21 @@ class Engine {
   absl::Status LoadSafetensors(const std::string& path, const PretrainedOptions& options = {},
                                PretrainedStats* stats = nullptr);
 
+  // The last zero_flight_recorder_size collectives of this engine, one JSON
+  // object per line, oldest first (docs/ARCHITECTURE.md, "Flight
+  // recorder"); readable at any time, also after the engine failed.
+  std::string FlightRecord() const;
+
  private:
   Engine(const Config& config, std::unique_ptr<Communicator> comm);
 
-  absl::Status Check(bool finalized, const char* call) const;
+  absl::Status Check(bool finalized, const char* call);
+  // Files this thread's collectives under `call` at the current step and
+  // micro-step for the scope (core/comm/call_site.h).
+  ScopedCallSite Site(ApiCall call) const;
+  // COLLECTIVE: the ranks check, before any local precondition, that they
+  // all enter this call at the same step (CheckedCommunicator::AgreeOnCall).
+  absl::Status AgreeOnCall();
   absl::Status AfterFailedStep(const absl::Status& s) const;
   // Step at the boundary: no trainable param gathered as a copy
   // (ParamRecord::gathered_copies), else an error naming them.
@@ -157,6 +170,9 @@ class Engine {
   void RecordStep(bool boundary);
 
   // Owned resources, then the context that borrows them, then the parts.
+  // The checked communicators' shared state (flight recorder, divergence).
+  std::shared_ptr<DivergenceMonitor> monitor_;
+  CheckedCommunicator* checked_world_ = nullptr;  // every rank; owned via hier_ or comm_
   std::unique_ptr<Hierarchy> hier_;           // topology, sub-communicators, link counters
   // The devices outlive the communicators: a staging communicator keeps
   // page-locked buffers the device allocated and frees them through it.

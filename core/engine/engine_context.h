@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "core/comm/checked_communicator.h"
 #include "core/comm/comm_stream.h"
 #include "core/comm/communicator.h"
 #include "core/common/dtype.h"
@@ -38,6 +39,10 @@ struct EngineContext {
   // group's and `replicas` groups hold copies of each shard.
   Hierarchy* hier = nullptr;
   int replicas = 1;
+  // The checked communicator under `comm` when it spans every rank (no
+  // hybrid sharding): the reducer's end-of-micro-step marker goes through
+  // it (core/engine/deferred_gradients.h). Null otherwise.
+  CheckedCommunicator* checked = nullptr;
 
   // Ranks a gradient is averaged over (data-parallel world).
   int dp_world() const { return world * replicas; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/comm/call_site.h"
 #include "core/common/status_macros.h"
 #include "core/engine/hierarchy.h"
 
@@ -74,6 +75,9 @@ absl::Status GradientReducer::Allocate() {
   post_scale_ = scales.post;
   if (c.quantized_gradients && ctx_->hier != nullptr && ctx_->hier->node() != nullptr) {
     qgz_ = std::make_unique<QuantizedReduceScatter>(ctx_);
+  }
+  if (DeferredGradients::Enabled(*ctx_, qgz_ != nullptr)) {
+    deferred_ = std::make_unique<DeferredGradients>(ctx_, params_);
   }
   return absl::OkStatus();
 }
@@ -194,7 +198,11 @@ absl::Status GradientReducer::FinishMicroStep(bool boundary) {
   }
   RETURN_IF_ERROR(FlushBucket(buckets_.current_index(), boundary));
   std::fill(handed_in_.begin(), handed_in_.end(), 0);
+  flushed_ = 0;
   RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Drain()));
+  if (deferred_ && (ctx_->stage() == 2 || boundary)) {
+    RETURN_IF_ERROR(ctx_->Fail(FinishDeferred(boundary)));
+  }
   for (int i = 0; i < 2; ++i) {
     buckets_.at(i).inflight = nullptr;
     buckets_.at(i).Clear();
@@ -220,16 +228,73 @@ absl::Status GradientReducer::Flush(GradBucket* bucket, bool boundary) {
   std::vector<int> ids = b.ids;
   std::vector<int64_t> offsets = b.offsets;
   const void* data = b.data.data();
-  b.inflight = ctx_->stream->Submit(Timed(ctx_->recorder, Phase::kReduce,
-                                           [this, ids = std::move(ids),
-                                            offsets = std::move(offsets), data, boundary] {
-                                             return ReduceBucket(ids, data, offsets, boundary);
-                                           }, "bucket"));
+  // Its collectives carry its params and number (core/comm/call_site.h):
+  // ranks whose buckets hold other params fail alike instead of summing
+  // unrelated gradients.
+  std::vector<int> subject;
+  for (int id : ids) subject.push_back(params_->at(id).li);
+  const int64_t number = flushed_++;
+  b.inflight = ctx_->stream->Submit(Timed(
+      ctx_->recorder, Phase::kReduce,
+      [this, ids = std::move(ids), offsets = std::move(offsets), data, boundary,
+       subject = std::move(subject), number] {
+        ScopedCollectiveSubject named(subject, number);
+        return ReduceOrDefer(ids, data, offsets, boundary);
+      },
+      "bucket"));
   b.Clear();
   return absl::OkStatus();
 }
 
 // Runs on the comm stream.
+absl::Status GradientReducer::ReduceOrDefer(const std::vector<int>& ids, const void* data,
+                                            const std::vector<int64_t>& offsets,
+                                            bool boundary) {
+  if (!deferred_) return ReduceBucket(ids, data, offsets, boundary);
+  if (!deferred_->active()) {
+    absl::Status s;
+    {
+      ScopedDeferrable deferrable;
+      s = ReduceBucket(ids, data, offsets, boundary);
+    }
+    if (!IsBucketDivergence(s)) return s;
+    // No data moved. Stage 0 added the bucket into the local gradient
+    // before its collective (AllReduceInSlots leaves the sum in the slots
+    // and copies it back): it stays there, not reduced at this boundary.
+    deferred_->Activate();
+    if (ctx_->stage() == 0) return absl::OkStatus();
+  } else if (ctx_->stage() == 0) {
+    return ReduceBucket(ids, data, offsets, /*boundary=*/false);  // adds it in
+  }
+  return deferred_->Keep(ids, static_cast<const char*>(data), offsets);
+}
+
+absl::Status GradientReducer::FinishDeferred(bool boundary) {
+  CommStream* st = ctx_->stream;
+  absl::Status s = st->Wait(st->Submit([this]() -> absl::Status {
+    if (deferred_->active()) return absl::OkStatus();
+    ScopedDeferrable deferrable;
+    return ctx_->checked->AgreeOnCall();
+  }));
+  if (IsBucketDivergence(s)) {
+    deferred_->Activate();
+    s = absl::OkStatus();
+  }
+  if (s.ok() && deferred_->active() && ctx_->stage() == 2) {
+    s = st->Wait(st->Submit([this, boundary]() -> absl::Status {
+      ASSIGN_OR_RETURN(std::vector<DeferredGradients::Batch> batches,
+                       deferred_->AgreeBatches(bucket_cap_));
+      for (const DeferredGradients::Batch& b : batches) {
+        RETURN_IF_ERROR(ReduceBucket(b.ids, deferred_->data(), b.offsets, boundary));
+      }
+      return absl::OkStatus();
+    }));
+  }
+  (void)st->Drain();
+  deferred_->Reset();
+  return s;
+}
+
 absl::Status GradientReducer::ReduceBucket(const std::vector<int>& ids, const void* data,
                                            const std::vector<int64_t>& offsets,
                                            bool boundary) {
@@ -381,7 +446,15 @@ absl::Status GradientReducer::AllReduceInSlots(const std::vector<int>& ids, char
     d->Accumulate(base + offsets[k] * es, grads_at(p.li), t, p.numel);
     n += p.numel;
   }
-  RETURN_IF_ERROR(AllReduceStored(base + offsets[0] * es, n));
+  if (absl::Status s = AllReduceStored(base + offsets[0] * es, n); !s.ok()) {
+    if (IsBucketDivergence(s)) {  // deferred: the local sums stay in the gradient
+      for (size_t k = 0; k < ids.size(); ++k) {
+        const ParamRecord& p = params_->at(ids[k]);
+        d->CopyQueued(grads_at(p.li), base + offsets[k] * es, p.numel * es);
+      }
+    }
+    return s;
+  }
   for (size_t k = 0; k < ids.size(); ++k) {
     const ParamRecord& p = params_->at(ids[k]);
     WriteBackScaled(base + offsets[k] * es, grads_at(p.li), p.numel);

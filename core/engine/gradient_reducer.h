@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
+#include "core/engine/deferred_gradients.h"
 #include "core/engine/engine_context.h"
 #include "core/engine/grad_bucket.h"
 #include "core/engine/param_registry.h"
@@ -113,6 +114,15 @@ class GradientReducer {
   absl::Status Flush(GradBucket* b, bool boundary);
   absl::Status ReduceBucket(const std::vector<int>& ids, const void* data,
                             const std::vector<int64_t>& offsets, bool boundary);
+  // ReduceBucket, or, once the ranks' buckets differed in this micro-step
+  // (ignore_unused_parameters), the bucket kept for its end
+  // (core/engine/deferred_gradients.h).
+  absl::Status ReduceOrDefer(const std::vector<int>& ids, const void* data,
+                             const std::vector<int64_t>& offsets, bool boundary);
+  // The end of a micro-step's bucket reductions with deferral on: a marker
+  // every rank exchanges unless it deferred already, then what any rank
+  // deferred reduced in layout order (stage 2; stage 0's leftovers take it).
+  absl::Status FinishDeferred(bool boundary);
   // Stages 2-3: one param's gradient at `data`, larger than the staging,
   // reduced in rounds of at most pack_cap_/W elements of each rank's slice.
   absl::Status ReduceLargeParam(int id, const char* data);
@@ -183,6 +193,8 @@ class GradientReducer {
   // By layout index: handed in this micro-step, even if its bucket has
   // been flushed since (a second grad_buffer would count it twice).
   std::vector<char> handed_in_;
+  int64_t flushed_ = 0;  // buckets flushed this micro-step (their numbers)
+  std::unique_ptr<DeferredGradients> deferred_;  // null: a divergence is an error
   // qgZ: the bucket reduce-scatter, hierarchical and quantized across nodes.
   std::unique_ptr<QuantizedReduceScatter> qgz_;
 };

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/comm/call_site.h"
 #include "core/common/status_macros.h"
 
 namespace zero {
@@ -168,6 +169,7 @@ void ParamCoordinator::Prefetch(int id) {
       l.pending = ctx_->stream->Submit(Timed(
           ctx_->recorder, Phase::kGather,
           [this, li, dst, up]() mutable {
+            ScopedCollectiveSubject named(li);
             absl::Status s = sharded_->GatherUploaded(li, dst, up->buf.data(),
                                                       std::exchange(up->event, nullptr));
             up.reset();  // freed after the all-gather, as GatherInto frees its upload
@@ -272,7 +274,11 @@ absl::Status ParamCoordinator::GatherOnStream(int li, void* dst) {
 
 CommStream::Handle ParamCoordinator::SubmitGather(int li, void* dst, const char* what) {
   return ctx_->stream->Submit(
-      Timed(ctx_->recorder, Phase::kGather, [this, li, dst] { return GatherOnStream(li, dst); },
+      Timed(ctx_->recorder, Phase::kGather,
+            [this, li, dst] {
+              ScopedCollectiveSubject named(li);  // ranks compare what they gather
+              return GatherOnStream(li, dst);
+            },
             what));
 }
 
@@ -342,6 +348,9 @@ absl::Status ParamCoordinator::RefreshPersistent() {
 }
 
 absl::Status ParamCoordinator::RefreshBatch(const std::vector<int>& ids) {
+  std::vector<int> subject;
+  for (int id : ids) subject.push_back(params_->at(id).li);
+  ScopedCollectiveSubject named(subject, -1);
   if (ids.size() == 1) {
     return sharded_->GatherInto(params_->at(ids[0]).li, persistent_[ids[0]].data());
   }

@@ -595,6 +595,20 @@ class Engine {
     return s;
   }
 
+  // Asked again while it grew between the two calls (a reduction still
+  // running on the comm stream adds records).
+  std::string FlightRecord() const {
+    size_t length = 0;
+    Check(zero_engine_flight_record(get(), nullptr, 0, &length));
+    std::string s;
+    do {
+      s.assign(length + 1, '\0');
+      Check(zero_engine_flight_record(get(), s.data(), s.size(), &length));
+    } while (length >= s.size());
+    s.resize(length);
+    return s;
+  }
+
   py::dict Stats() const {
     zero_stats st = ZERO_STATS_INIT;
     Check(zero_engine_stats(get(), &st));
@@ -806,6 +820,7 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("step_breakdown", &Engine::StepBreakdown)
       .def("comm_log", &Engine::CommLog)
       .def("comm_log_summary", &Engine::CommLogSummary)
+      .def("flight_record", &Engine::FlightRecord)
       .def("close", &Engine::Destroy)
       .def_property_readonly("closed", &Engine::closed);
 }

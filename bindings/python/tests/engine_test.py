@@ -378,6 +378,40 @@ def test_step_breakdown_and_comm_log():
             eng.comm_log()
 
 
+def test_divergent_ranks_fail_alike_and_flight_record_names_the_params():
+    """Rank 1 gathers another expert than rank 0 at stage 3: both fail with
+    MismatchError naming both params within seconds, the engine refuses
+    further calls, and each rank's flight record (C ABI 1.9) ends with the
+    collective where they parted, "diverged", naming its own param."""
+    import time
+
+    def rank_main(r, comm):
+        cfg = config(3, comm_timeout_seconds=60)
+        cfg["zero_optimization"]["stage3_param_persistence_threshold"] = 0
+        with zero.Engine(cfg, comm=comm) as eng:
+            for name in ("experts.0", "experts.1"):
+                eng.register_param(name, np.ones(8, np.float32))
+            eng.finalize()
+            start = time.monotonic()
+            with pytest.raises(zero.MismatchError) as err:
+                eng.gather("experts.%d" % r)
+            assert time.monotonic() - start < 2.5
+            assert "rank 0 all-gathers 'experts.0'" in str(err.value)
+            assert "rank 1 all-gathers 'experts.1'" in str(err.value)
+            with pytest.raises(zero.ZeroError):
+                eng.gather("experts.0")
+            record = eng.flight_record()
+            assert record and all(e["rank"] == r for e in record)
+            assert [e["outcome"] for e in record[:-1]] == ["done"] * (len(record) - 1)
+            assert record[-1]["outcome"] == "diverged"
+            assert record[-1]["param"] == "experts.%d" % r
+            assert record[-1]["call"] == "gather" and record[-1]["op"] == "all-gather"
+            return [(e["seq"], e["op"], e["elems"]) for e in record]
+
+    records = on_ranks(2, rank_main)
+    assert records[0] == records[1]  # the same collectives up to the divergence
+
+
 def test_step_breakdown_nvme_time(tmp_path):
     """NVMe time in the breakdown (C ABI 1.6): optimizer state on NVMe."""
     nvme = {"device": "nvme", "nvme_path": str(tmp_path)}

@@ -608,6 +608,14 @@ class Engine:
         """The collective log as DeepSpeed's log_summary table."""
         return self._c.comm_log_summary()
 
+    def flight_record(self) -> List[Dict[str, Any]]:
+        """This rank's last collectives, oldest first
+        (``zero_engine_flight_record``): one dict each with rank, comm, seq,
+        op, elems, dtype, call, step, micro_step, param, params, bucket and
+        outcome. Readable after an error: where the ranks diverged, the last
+        one's outcome is ``"diverged"`` (README.md, "When ranks disagree")."""
+        return [json.loads(line) for line in self._c.flight_record().splitlines() if line]
+
     def device_memory(self) -> Dict[str, int]:
         """What the engine's device holds now (``zero_engine_device``):
         ``device_bytes`` allocated and their high-water mark

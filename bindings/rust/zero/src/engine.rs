@@ -1121,6 +1121,36 @@ impl<'c> Engine<'c> {
         Ok(String::from_utf8_lossy(&buf).into_owned())
     }
 
+    /// This rank's last collectives, oldest first, one JSON object per line
+    /// (`zero_engine_flight_record`): kind, size, params or bucket, engine
+    /// call, step, micro-step and outcome. Readable after an error: where the
+    /// ranks diverged the last line's outcome is `"diverged"` (README.md,
+    /// "When ranks disagree").
+    pub fn flight_record(&self) -> Result<String> {
+        let mut len: usize = 0;
+        // SAFETY: live handle; capacity 0 asks for the length only.
+        check(unsafe {
+            sys::zero_engine_flight_record(self.raw.as_ptr(), ptr::null_mut(), 0, &mut len)
+        })?;
+        loop {
+            let mut buf = vec![0u8; len + 1];
+            // SAFETY: `buf` holds len + 1 bytes, room for the text and its NUL.
+            check(unsafe {
+                sys::zero_engine_flight_record(
+                    self.raw.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    &mut len,
+                )
+            })?;
+            // It may have grown between the calls (a reduction still running).
+            if len < buf.len() {
+                buf.truncate(len);
+                return Ok(String::from_utf8_lossy(&buf).into_owned());
+            }
+        }
+    }
+
     /// Memory and traffic counters of this rank.
     pub fn stats(&self) -> Result<Stats> {
         let mut s = sys::zero_stats_init();
