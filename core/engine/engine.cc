@@ -546,6 +546,11 @@ absl::Status Engine::Save(const std::string& dir, const std::string& tag,
   ckpt::SaveOptions options = options_in;
   if (!options.progress) options.progress = ProgressFor(ctx_.progress, "save");
   if (ctx_.replicas <= 1) return checkpoint_->Save(dir, tag, options);
+  if (options.async) {
+    return absl::UnimplementedError(absl::StrCat(
+        "save '", tag, "': async with hybrid sharding (mics_shard_size): "
+        "save synchronously"));
+  }
   // Hybrid sharding: the groups hold the same states; the first writes them
   // (a checkpoint of its world), and every rank learns how that went.
   absl::Status s;
@@ -573,6 +578,15 @@ absl::Status Engine::Load(const std::string& dir, const std::string& tag,
   ckpt::LoadOptions o = options;
   o.progress = ProgressFor(ctx_.progress, "load");
   return checkpoint_->Load(dir, tag, o);
+}
+
+absl::Status Engine::WaitForCheckpoint() {
+  if (!finalized_ || checkpoint_ == nullptr) return absl::OkStatus();
+  return checkpoint_->WaitForSave();
+}
+
+ckpt::SaveTiming Engine::LastCheckpointTiming() const {
+  return checkpoint_ == nullptr ? ckpt::SaveTiming() : checkpoint_->last_timing();
 }
 
 absl::Status Engine::LoadSafetensors(const std::string& path, const PretrainedOptions& options,

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ckpt/async_saver.h"
 #include "core/ckpt/shard_view.h"
 #include "core/comm/comm_stream.h"
 #include "core/comm/communicator.h"
@@ -124,6 +125,11 @@ class Engine {
                     const ckpt::SaveOptions& options = {});
   absl::Status Load(const std::string& dir, const std::string& tag,
                     const ckpt::LoadOptions& options = {});
+  // Not collective by itself (the background save it waits for is): waits
+  // for an asynchronous save in flight and returns its status, once.
+  absl::Status WaitForCheckpoint();
+  // The last save's blocking, snapshot and background-write seconds.
+  ckpt::SaveTiming LastCheckpointTiming() const;
 
   // COLLECTIVE. Pretrained weights from a .safetensors file or a Hugging
   // Face *.safetensors.index.json (docs/ARCHITECTURE.md, "Pretrained
