@@ -172,7 +172,9 @@ TEST(AsyncSave, BackgroundFailureIsReportedAtTheNextCallOnEveryRank) {
         if (step == 2) {
           RETURN_IF_ERROR(e->WaitForCheckpoint());
           RETURN_IF_ERROR(comm->Barrier());
-          if (rank == 0) EXPECT_TRUE(io::SetIoFaults("write:1+:ENOSPC:bad.partial/rank_00001").ok());
+          if (rank == 0) {
+            EXPECT_TRUE(io::SetIoFaults("write:1+:ENOSPC:bad.partial/rank_00001").ok());
+          }
           RETURN_IF_ERROR(comm->Barrier());
           return e->Save(dir, "bad", o);  // the snapshot only: it succeeds
         }
@@ -181,7 +183,9 @@ TEST(AsyncSave, BackgroundFailureIsReportedAtTheNextCallOnEveryRank) {
           if (next == "load") reported[rank] = e->Load(dir, "good");
           if (next == "wait") reported[rank] = e->WaitForCheckpoint();
           RETURN_IF_ERROR(comm->Barrier());
-          if (rank == 0) EXPECT_TRUE(io::SetIoFaults("").ok());
+          if (rank == 0) {
+            EXPECT_TRUE(io::SetIoFaults("").ok());
+          }
           RETURN_IF_ERROR(comm->Barrier());
           after[rank] = e->Save(dir, "again", o);
           if (after[rank].ok()) after[rank] = e->WaitForCheckpoint();
@@ -200,7 +204,9 @@ TEST(AsyncSave, BackgroundFailureIsReportedAtTheNextCallOnEveryRank) {
       EXPECT_TRUE(after[r].ok()) << "rank " << r << ": " << after[r];
     }
     EXPECT_FALSE(ckpt::Exists(dir + "/bad"));
-    if (next == "save") EXPECT_FALSE(ckpt::Exists(dir + "/later"));  // not attempted
+    if (next == "save") {
+      EXPECT_FALSE(ckpt::Exists(dir + "/later"));  // not attempted
+    }
     EXPECT_EQ(Latest(dir), "again\n");
   }
 }

@@ -356,6 +356,9 @@ absl::StatusOr<StepInfo> Engine::Step() {
   if (!info.ok()) return ctx_.Fail(AfterFailedStep(info.status()));
   if (boundary) log_->MaybePrint(*info, boundary_->counters());
   if (ctx_.recorder) RecordStep(boundary);
+  if (boundary && preemption_) {
+    RETURN_IF_ERROR(preemption_->AtBoundary(boundary_->counters().global_step));
+  }
   return info;
 }
 
@@ -583,6 +586,18 @@ absl::Status Engine::Load(const std::string& dir, const std::string& tag,
 absl::Status Engine::WaitForCheckpoint() {
   if (!finalized_ || checkpoint_ == nullptr) return absl::OkStatus();
   return checkpoint_->WaitForSave();
+}
+
+absl::Status Engine::SetPreemption(const PreemptionOptions* options) {
+  RETURN_IF_ERROR(Check(true, "set_preemption"));
+  preemption_.reset();
+  if (options == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(preemption_, Preemption::Install(&ctx_, *options,
+                                                    [this](const std::string& dir,
+                                                           const std::string& tag) {
+                                                      return Save(dir, tag);
+                                                    }));
+  return absl::OkStatus();
 }
 
 ckpt::SaveTiming Engine::LastCheckpointTiming() const {

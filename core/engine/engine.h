@@ -29,6 +29,7 @@
 #include "core/engine/engine_stats.h"
 #include "core/engine/optimizer_boundary.h"
 #include "core/engine/param_registry.h"
+#include "core/engine/preemption.h"
 #include "core/engine/pretrained_loader.h"
 #include "core/partition/layout.h"
 #include "core/profile/comm_log.h"
@@ -130,6 +131,10 @@ class Engine {
   absl::Status WaitForCheckpoint();
   // The last save's blocking, snapshot and background-write seconds.
   ckpt::SaveTiming LastCheckpointTiming() const;
+  // After Finalize. On options.signal any rank receives, every rank saves
+  // the step that ends next to options.dir and exits (docs/ARCHITECTURE.md,
+  // "Preemption"); null turns it off.
+  absl::Status SetPreemption(const PreemptionOptions* options);
 
   // COLLECTIVE. Pretrained weights from a .safetensors file or a Hugging
   // Face *.safetensors.index.json (docs/ARCHITECTURE.md, "Pretrained
@@ -181,6 +186,7 @@ class Engine {
   std::unique_ptr<ParamCoordinator> coordinator_;  // stage 3
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<EngineCheckpoint> checkpoint_;
+  std::unique_ptr<Preemption> preemption_;
 };
 
 }  // namespace zero
