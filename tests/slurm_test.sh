@@ -111,7 +111,7 @@ for np in 2 4; do
 #SBATCH --oversubscribe
 #SBATCH --time=5
 #SBATCH --output=$d/slurm-%j.out
-python3 "$launch" --launcher slurm --launcher_args "--oversubscribe" "$bin" $(args "$d")
+python3 "$launch" --launcher slurm --launcher_args=--oversubscribe "$bin" $(args "$d")
 EOS
   timeout 300 sbatch --wait "$d/job.sh" > "$d/log" 2>&1 \
     || { cat "$d/log" "$d"/slurm-*.out; die "np $np: sbatch job failed"; }
