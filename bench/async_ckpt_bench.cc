@@ -8,6 +8,8 @@
 // with one training step run meanwhile) or the whole save (sync). A
 // summary line gives the medians and the two ratios the design promises:
 // blocking / snapshot (about 1) and blocking / synchronous save (small).
+// The first async save allocates and first touches the snapshot buffer
+// (reused from then on): it is reported apart and left out of the medians.
 //
 //   async_ckpt_bench --params 100000000 --world 2 --saves 3 --dir /tmp/ck
 #include <algorithm>
@@ -59,7 +61,7 @@ void Step(zero::Engine& e, const std::vector<int>& ids, int64_t per) {
 
 int main(int argc, char** argv) {
   int64_t params = 100000000;
-  int world = 2, saves = 3;
+  int world = 2, saves = 4;
   std::string dir = "/tmp/zero_async_ckpt_bench";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -76,6 +78,7 @@ int main(int argc, char** argv) {
   c.stage3_param_persistence_threshold = 0;
   auto comms = zero::MakeThreadCommunicators(world);
   std::vector<double> sync_s, async_s, snap_s, write_s, step_s, step_during_s;
+  double first_async_s = 0;
   std::vector<std::thread> th;
   for (int r = 0; r < world; ++r) {
     th.emplace_back([&, r] {
@@ -111,7 +114,9 @@ int main(int argc, char** argv) {
         const zero::ckpt::SaveTiming t = e.LastCheckpointTiming();
         if (r != 0) continue;
         const double bytes = static_cast<double>(params) * 12;  // master, m, v (fp32)
-        if (async) {
+        if (async && first_async_s == 0) {
+          first_async_s = blocked;
+        } else if (async) {
           async_s.push_back(blocked);
           snap_s.push_back(after_save.snapshot_seconds);
           write_s.push_back(t.write_seconds);
@@ -134,11 +139,12 @@ int main(int argc, char** argv) {
   for (auto& t : th) t.join();
   const double a = Median(async_s), s = Median(sync_s), snap = Median(snap_s);
   std::printf("{\"bench\": \"async_ckpt\", \"summary\": true, \"params\": %lld, \"world\": %d, "
-              "\"stage\": 3, \"sync_save_s\": %.4f, \"async_blocking_s\": %.4f, "
+              "\"stage\": 3, \"sync_save_s\": %.4f, \"first_async_blocking_s\": %.4f, "
+              "\"async_blocking_s\": %.4f, "
               "\"snapshot_s\": %.4f, \"background_write_s\": %.4f, \"step_s\": %.4f, "
               "\"step_during_write_s\": %.4f, \"blocking_over_snapshot\": %.3f, "
               "\"blocking_over_sync\": %.3f}\n",
-              static_cast<long long>(params), world, s, a, snap, Median(write_s),
+              static_cast<long long>(params), world, s, first_async_s, a, snap, Median(write_s),
               Median(step_s), Median(step_during_s), snap > 0 ? a / snap : 0.0,
               s > 0 ? a / s : 0.0);
   return 0;

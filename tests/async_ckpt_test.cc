@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/expect_same.h"
 #include "tests/testing/mlp_harness.h"
+#include "tests/testing/off_host_device.h"
 #include "tests/testing/train_on_threads.h"
 
 namespace zero {
@@ -108,6 +109,38 @@ INSTANTIATE_TEST_SUITE_P(
              DTypeName(static_cast<DType>(std::get<1>(i.param))) + "_world" +
              std::to_string(std::get<2>(i.param));
     });
+
+// Where the state lives other than plain host memory: on a stand-in for a
+// GPU (the snapshot downloads it, into the device's host buffer), beside it
+// in host memory (ZeRO-Offload), and in NVMe files (read through the tier).
+// The async checkpoint equals the synchronous one bit for bit and training
+// is unchanged.
+TEST(AsyncSave, SameCheckpointWithStateOnADeviceOffloadedOrOnNvme) {
+  for (const std::string where : {"device", "offload_cpu", "nvme"}) {
+    SCOPED_TRACE(where);
+    Config c = SmallMlpConfig(3, where == "nvme" ? DType::kF32 : DType::kBF16);
+    MlpSpec async_run;
+    async_run.ckpt_dir = TmpDir("where_a");
+    async_run.save_after = 4;
+    async_run.save_options.async = true;
+    if (where != "nvme") {
+      async_run.make_device = [] { return std::make_unique<OffHostDevice>(); };
+    }
+    if (where == "offload_cpu") c.offload_optimizer.device = OffloadDevice::kCpu;
+    if (where == "nvme") {
+      c.offload_optimizer.device = OffloadDevice::kNvme;
+      c.offload_optimizer.nvme_path = TmpDir("where_nvme");
+      ASSERT_TRUE(ckpt::MakeDirs(c.offload_optimizer.nvme_path).ok());
+    }
+    MlpSpec sync_run = async_run;
+    sync_run.ckpt_dir = TmpDir("where_b");
+    sync_run.save_options.async = false;
+    MlpResult a = TrainAt(c, 3, async_run);
+    MlpResult b = TrainAt(c, 3, sync_run);
+    ExpectSameBits(a, b, "async vs synchronous save, state on " + where);
+    ExpectSameCheckpoint(async_run.ckpt_dir, sync_run.ckpt_dir, "mid");
+  }
+}
 
 // Saves every step with keep_last 2: after each save exactly the two newest
 // tags remain, `latest` names the newest, and it loads.
