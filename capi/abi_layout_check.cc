@@ -113,6 +113,15 @@ ZERO_PIN_SIZE(zero_load_options, 16, 8);
 ZERO_PIN_FIELD(zero_load_options, struct_size, 0, 8);
 ZERO_PIN_FIELD(zero_load_options, load_optimizer_states, 8, 4);
 ZERO_PIN_FIELD(zero_load_options, allow_missing, 12, 4);
+ZERO_PIN_SIZE(zero_save_options, 16, 8);
+ZERO_PIN_FIELD(zero_save_options, asynchronous, 8, 4);
+ZERO_PIN_FIELD(zero_save_options, keep_last, 12, 4);
+ZERO_PIN_SIZE(zero_preemption_options, 40, 8);
+ZERO_PIN_FIELD(zero_preemption_options, signal, 8, 4);
+ZERO_PIN_FIELD(zero_preemption_options, dir, 16, 8);
+ZERO_PIN_FIELD(zero_preemption_options, tag, 24, 8);
+ZERO_PIN_FIELD(zero_preemption_options, exit, 32, 4);
+ZERO_PIN_FIELD(zero_preemption_options, exit_code, 36, 4);
 
 ZERO_PIN_SIZE(zero_param_info, 96, 8);
 ZERO_PIN_FIELD(zero_param_info, struct_size, 0, 8);
@@ -171,6 +180,9 @@ static_assert(zero_capi::AbiStruct<zero_safetensors_options>::kFirstSize == 40,
 static_assert(zero_capi::AbiStruct<zero_init_spec>::kFirstSize == 80, "zero_init_spec 1.4");
 static_assert(zero_capi::AbiStruct<zero_link_stats>::kFirstSize == 192, "zero_link_stats 1.5");
 static_assert(zero_capi::AbiStruct<zero_device_info>::kFirstSize == 24, "zero_device_info 1.5");
+static_assert(zero_capi::AbiStruct<zero_save_options>::kFirstSize == 16, "zero_save_options 1.11");
+static_assert(zero_capi::AbiStruct<zero_preemption_options>::kFirstSize == 40,
+              "zero_preemption_options 1.11");
 static_assert(ZERO_DEVICE_CPU == 0 && ZERO_DEVICE_CUDA == 1 && ZERO_DEVICE_STANDIN == 2,
               "zero_device_kind values changed");
 static_assert(ZERO_INIT_ZEROS == 0 && ZERO_INIT_ONES == 1 && ZERO_INIT_CONSTANT == 2 &&

@@ -46,6 +46,8 @@ ZERO_ABI_STRUCT(zero_comm_log_entry, busbw_gbs);     // 1.5
 ZERO_ABI_STRUCT(zero_link_stats, inter_values_control);  // 1.5
 ZERO_ABI_STRUCT(zero_memory_estimate, host_bytes_per_node);  // 1.5
 ZERO_ABI_STRUCT(zero_device_info, dlpack_device_type);  // 1.5
+ZERO_ABI_STRUCT(zero_save_options, keep_last);      // 1.11
+ZERO_ABI_STRUCT(zero_preemption_options, exit_code);  // 1.11
 
 #undef ZERO_ABI_STRUCT
 

@@ -64,6 +64,8 @@ constexpr zero_param_desc kParamDescDefaults = ZERO_PARAM_DESC_INIT;
 constexpr zero_init_spec kInitSpecDefaults = ZERO_INIT_SPEC_INIT;
 constexpr zero_load_options kLoadOptionsDefaults = ZERO_LOAD_OPTIONS_INIT;
 constexpr zero_safetensors_options kSafetensorsOptionsDefaults = ZERO_SAFETENSORS_OPTIONS_INIT;
+constexpr zero_save_options kSaveOptionsDefaults = ZERO_SAVE_OPTIONS_INIT;
+constexpr zero_preemption_options kPreemptionOptionsDefaults = ZERO_PREEMPTION_OPTIONS_INIT;
 
 zero_status Null(const char* call, const char* what) {
   g_last_error = absl::StrCat(call, ": ", what, " is NULL");
@@ -865,6 +867,49 @@ zero_status zero_engine_save(zero_engine_t* engine, const char* dir, const char*
   ZERO_CHECK_ARG("zero_engine_save", dir);
   ZERO_CHECK_ARG("zero_engine_save", tag);
   return Guard([&] { return Report(engine->engine->Save(dir, tag)); });
+}
+
+zero_status zero_engine_save_with(zero_engine_t* engine, const char* dir, const char* tag,
+                                  const zero_save_options* options) {
+  ZERO_CHECK_ARG("zero_engine_save_with", engine);
+  ZERO_CHECK_ARG("zero_engine_save_with", dir);
+  ZERO_CHECK_ARG("zero_engine_save_with", tag);
+  zero::ckpt::SaveOptions o;
+  if (options != nullptr) {
+    auto read = ReadStruct(options, kSaveOptionsDefaults);
+    if (!read.ok()) return BadStruct("zero_engine_save_with", read.status());
+    if (read->keep_last < 0) {
+      g_last_error = absl::StrCat("zero_engine_save_with: keep_last ", read->keep_last,
+                                  " is negative");
+      return ZERO_INVALID_ARGUMENT;
+    }
+    o.async = read->asynchronous != 0;
+    o.keep_last = read->keep_last;
+  }
+  return Guard([&] { return Report(engine->engine->Save(dir, tag, o)); });
+}
+
+zero_status zero_engine_wait_checkpoint(zero_engine_t* engine) {
+  ZERO_CHECK_ARG("zero_engine_wait_checkpoint", engine);
+  return Guard([&] { return Report(engine->engine->WaitForCheckpoint()); });
+}
+
+zero_status zero_engine_set_preemption(zero_engine_t* engine,
+                                       const zero_preemption_options* options) {
+  ZERO_CHECK_ARG("zero_engine_set_preemption", engine);
+  if (options == nullptr) {
+    return Guard([&] { return Report(engine->engine->SetPreemption(nullptr)); });
+  }
+  auto read = ReadStruct(options, kPreemptionOptionsDefaults);
+  if (!read.ok()) return BadStruct("zero_engine_set_preemption", read.status());
+  if (read->dir == nullptr) return Null("zero_engine_set_preemption", "options->dir");
+  zero::PreemptionOptions o;
+  o.signal = read->signal;
+  o.dir = read->dir;
+  if (read->tag != nullptr) o.tag = read->tag;
+  o.exit = read->exit != 0;
+  o.exit_code = read->exit_code;
+  return Guard([&] { return Report(engine->engine->SetPreemption(&o)); });
 }
 
 zero_status zero_engine_load(zero_engine_t* engine, const char* dir, const char* tag,

@@ -6,6 +6,7 @@
  * non-zero tail is refused naming the struct and the size, and a struct_size
  * below the first published size is refused. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/testing/c_expect.h"
@@ -29,6 +30,8 @@ static const size_t kFirstSafetensors = ROUND8(END(zero_safetensors_options, all
 static const size_t kFirstInitSpec = ROUND8(END(zero_init_spec, fan_in)); /* 1.4 */
 static const size_t kFirstLinks = ROUND8(END(zero_link_stats, inter_values_control)); /* 1.5 */
 static const size_t kFirstDevice = ROUND8(END(zero_device_info, dlpack_device_type)); /* 1.5 */
+static const size_t kFirstSave = ROUND8(END(zero_save_options, keep_last)); /* 1.11 */
+static const size_t kFirstPreempt = ROUND8(END(zero_preemption_options, exit_code)); /* 1.11 */
 
 /* The caller's memory: one struct of any kind and room past it. */
 static union {
@@ -42,6 +45,8 @@ static union {
   zero_init_spec spec;
   zero_link_stats links;
   zero_device_info device;
+  zero_save_options save;
+  zero_preemption_options preempt;
   unsigned char bytes[512];
 } buf;
 
@@ -168,6 +173,44 @@ static void test_load_options(void) {
   fill(&init, size, kFirstLoad - 1, 0, 0);
   EXPECT(refused(zero_engine_load(engine, dir, NULL, &buf.load), "zero_load_options",
                  kFirstLoad - 1));
+}
+
+/* Accepted options save (synchronously, every tag kept) into a scratch dir. */
+static void test_save_options(void) {
+  const zero_save_options init = ZERO_SAVE_OPTIONS_INIT;
+  const size_t size = sizeof(zero_save_options);
+  char dir[512];
+  const char* t = getenv("TEST_TMPDIR");
+  snprintf(dir, sizeof(dir), "%s/zero_abi_struct_size_save", t ? t : "/tmp");
+  fill(&init, size, kFirstSave, 0, 0);
+  EXPECT(zero_engine_save_with(engine, dir, "a", &buf.save) == ZERO_OK);
+  fill(&init, size, size + EXTRA, 0, 0);
+  EXPECT(zero_engine_save_with(engine, dir, "b", &buf.save) == ZERO_OK);
+  fill(&init, size, size + EXTRA, 0, 1);
+  EXPECT(refused(zero_engine_save_with(engine, dir, "c", &buf.save), "zero_save_options",
+                 size + EXTRA));
+  fill(&init, size, kFirstSave - 1, 0, 0);
+  EXPECT(refused(zero_engine_save_with(engine, dir, "c", &buf.save), "zero_save_options",
+                 kFirstSave - 1));
+  EXPECT(zero_engine_wait_checkpoint(engine) == ZERO_OK);
+}
+
+static void test_preemption_options(void) {
+  zero_preemption_options init = ZERO_PREEMPTION_OPTIONS_INIT;
+  const size_t size = sizeof(zero_preemption_options);
+  init.dir = "/tmp";
+  fill(&init, size, kFirstPreempt, 0, 0);
+  EXPECT(zero_engine_set_preemption(engine, &buf.preempt) == ZERO_OK);
+  EXPECT(zero_engine_set_preemption(engine, NULL) == ZERO_OK);
+  fill(&init, size, size + EXTRA, 0, 0);
+  EXPECT(zero_engine_set_preemption(engine, &buf.preempt) == ZERO_OK);
+  EXPECT(zero_engine_set_preemption(engine, NULL) == ZERO_OK);
+  fill(&init, size, size + EXTRA, 0, 1);
+  EXPECT(refused(zero_engine_set_preemption(engine, &buf.preempt), "zero_preemption_options",
+                 size + EXTRA));
+  fill(&init, size, kFirstPreempt - 1, 0, 0);
+  EXPECT(refused(zero_engine_set_preemption(engine, &buf.preempt), "zero_preemption_options",
+                 kFirstPreempt - 1));
 }
 
 static void test_safetensors_options(void) {
@@ -329,6 +372,8 @@ int main(void) {
   test_param_desc();
   test_step_info(); /* ends the accumulation the gradient above began */
   test_load_options();
+  test_save_options();
+  test_preemption_options();
   test_safetensors_options();
   test_stats();
   test_link_stats();

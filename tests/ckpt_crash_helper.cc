@@ -4,6 +4,9 @@
 // (core/common/io_fault.h; "fsync:2:crash" dies before the second fsync)
 // and saves B; exits 0 when B was saved (the fault never fired), 6 when the
 // save failed (io_fault_test).
+// ckpt_crash_helper DIR --async-fault-b SPEC: the same with B saved
+// asynchronously (keep_last 1): the faults hit the background write, the
+// publish of latest and the deletion of A.
 #include <csignal>
 #include <cstdio>
 
@@ -14,7 +17,8 @@
 #include "tests/testing/mlp_harness.h"
 
 int main(int argc, char** argv) {
-  const bool fault_b = argc == 4 && std::string(argv[2]) == "--fault-b";
+  const bool async_b = argc == 4 && std::string(argv[2]) == "--async-fault-b";
+  const bool fault_b = argc == 4 && (std::string(argv[2]) == "--fault-b" || async_b);
   if (argc != 2 && !fault_b) return 2;
   zero::Config c;
   c.stage = 2;
@@ -26,7 +30,11 @@ int main(int argc, char** argv) {
   if (!(*e)->Save(argv[1], "A").ok()) return 4;
   if (fault_b) {
     if (!zero::io::SetIoFaults(argv[3]).ok()) return 7;
-    absl::Status s = (*e)->Save(argv[1], "B");
+    zero::ckpt::SaveOptions o;
+    o.async = async_b;
+    o.keep_last = async_b ? 1 : 0;
+    absl::Status s = (*e)->Save(argv[1], "B", o);
+    if (s.ok()) s = (*e)->WaitForCheckpoint();
     if (!s.ok()) std::fprintf(stderr, "ckpt_crash_helper: save B: %s\n", s.ToString().c_str());
     return s.ok() ? 0 : 6;
   }

@@ -622,8 +622,13 @@ INSTANTIATE_TEST_SUITE_P(Worlds, GradAccumReadFault, ::testing::Values(1, 3),
 
 // A crash (SIGKILL) before each write, fsync and rename of a save, in a
 // child process (tests/ckpt_crash_helper): `latest` always names a tag that
-// verifies and loads; the tags are A or B, never a partial one.
-TEST(IoFaultCrash, CrashBeforeAnyStepOfTheSaveProtocolKeepsAWholeTag) {
+// verifies and loads; the tags are A or B, never a partial one. "async":
+// B is saved asynchronously with keep_last 1, so the crashes hit the
+// background thread's write, publish and the deletion of A.
+class IoFaultCrash : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(IoFaultCrash, CrashBeforeAnyStepOfTheSaveProtocolKeepsAWholeTag) {
+  const std::string mode = GetParam() == "async" ? "--async-fault-b" : "--fault-b";
   int crashes = 0;
   for (const char* op : {"write", "fsync", "rename"}) {
     for (int n = 1; n < 64; ++n) {
@@ -632,7 +637,7 @@ TEST(IoFaultCrash, CrashBeforeAnyStepOfTheSaveProtocolKeepsAWholeTag) {
       const pid_t pid = ::fork();
       ASSERT_GE(pid, 0);
       if (pid == 0) {
-        ::execl("tests/ckpt_crash_helper", "ckpt_crash_helper", dir.c_str(), "--fault-b",
+        ::execl("tests/ckpt_crash_helper", "ckpt_crash_helper", dir.c_str(), mode.c_str(),
                 fault.c_str(), static_cast<char*>(nullptr));
         ::_exit(127);
       }
@@ -659,10 +664,13 @@ TEST(IoFaultCrash, CrashBeforeAnyStepOfTheSaveProtocolKeepsAWholeTag) {
       });
     }
   }
-  std::printf("{\"bench\": \"io_fault\", \"scenario\": \"crash_in_save\", \"crashes\": %d, "
-              "\"outcome\": \"latest whole and loadable after each\"}\n", crashes);
+  std::printf("{\"bench\": \"io_fault\", \"scenario\": \"crash_in_%s_save\", \"crashes\": %d, "
+              "\"outcome\": \"latest whole and loadable after each\"}\n", GetParam().c_str(),
+              crashes);
   EXPECT_GE(crashes, 8);
 }
+
+INSTANTIATE_TEST_SUITE_P(SyncAsync, IoFaultCrash, ::testing::Values("sync", "async"));
 
 TEST(IoFaultSpec, MalformedSpecsAreRefusedNamingTheEntry) {
   for (const char* bad : {"write", "write:0:EIO", "sync:1:EIO", "write:1:EWHAT", "read:x:EIO"}) {

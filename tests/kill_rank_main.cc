@@ -9,6 +9,17 @@
 //                        optimizer step of step T, before its second write
 //                        to its optimizer-state files (an injected crash)
 //   --scenario none      no one dies (the reference, and the resumed run)
+//   --scenario sigterm   (with --preempt) rank K raises SIGTERM on itself
+//                        mid-backward of step T: every rank must finish
+//                        the step, save global_step<T+1> and exit 143
+//
+// --async saves asynchronously (with --keep-last N). --fail-save-step N:
+// rank K's rank file of tag stepN fails to write (ENOSPC, in the
+// background); the next save returns that failure on every rank, which
+// writes it to RUN/reported.R and saves again. --preempt watches SIGTERM
+// (zero_engine_set_preemption semantics: save to --ckpt and exit).
+// --step-sleep S sleeps S seconds at each step's start and writes the step
+// to RUN/step.R (a test's external kill lands mid-run).
 //
 // --accum-read count|N:EIO (with --stage 3 --gas 2 --nvme): rank K aims an
 // injected fault at its first gradient-accumulation read of step T
@@ -57,6 +68,9 @@ struct Args {
   bool resume = false;
   int gas = 1;
   std::string accum_read;
+  bool async = false, preempt = false;
+  int keep_last = 0, fail_save_step = -1;
+  double step_sleep = 0;
 };
 
 double WallSeconds() {
@@ -109,7 +123,10 @@ int Run(const Args& a) {
     c.offload_optimizer.buffer_count = 2;
     mkdir(c.offload_optimizer.nvme_path.c_str(), 0755);
   }
-  if (a.resume) spec.resume_dir = a.ckpt;
+  // --resume loads DIR/latest when there is one (a job restarted by
+  // zero-launch --max_restarts starts with the same flags as the first).
+  struct stat latest_st;
+  if (a.resume && stat((a.ckpt + "/latest").c_str(), &latest_st) == 0) spec.resume_dir = a.ckpt;
   c.gradient_accumulation_steps = a.gas;
   // --accum-read: the target's first accumulation read of step kill_step.
   const bool aim = !a.accum_read.empty() && rank == a.kill_rank;
@@ -129,6 +146,7 @@ int Run(const Args& a) {
     };
   }
 
+  bool preempt_set = false;
   spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
     const bool victim = rank == a.kill_rank && step == a.kill_step;
     if (aim && step == a.kill_step) {
@@ -142,12 +160,39 @@ int Run(const Args& a) {
         if (!armed.ok()) return armed;
       }
     }
+    if (a.preempt && index == -1 && !preempt_set) {
+      preempt_set = true;
+      PreemptionOptions po;
+      po.dir = a.ckpt;
+      absl::Status st = e->SetPreemption(&po);
+      if (!st.ok()) return st;
+    }
+    if (index == -1 && a.step_sleep > 0) {
+      WriteFile(a.run + "/step." + std::to_string(rank), std::to_string(step) + "\n");
+      std::this_thread::sleep_for(std::chrono::duration<double>(a.step_sleep));
+    }
+    if (victim && a.scenario == "sigterm" && index == 3) raise(SIGTERM);
     if (index == -1 && step > 0 && step % a.save_every == 0) {
       // A load resumes after the save it loaded: do not save that one again.
       const std::string tag = "step" + std::to_string(step);
       struct stat st;
       if (a.resume && stat((a.ckpt + "/" + tag).c_str(), &st) == 0) return absl::OkStatus();
       ckpt::SaveOptions o;
+      o.async = a.async;
+      o.keep_last = a.keep_last;
+      if (rank == a.kill_rank && step == a.fail_save_step) {
+        absl::Status armed = io::SetIoFaults("write:1+:ENOSPC:." + tag + ".partial/rank_");
+        if (!armed.ok()) return armed;
+      }
+      if (a.fail_save_step >= 0 && step > a.fail_save_step) {
+        absl::Status s = e->Save(a.ckpt, tag, o);
+        if (s.ok() || std::string(s.message()).find("background save of") == std::string::npos) {
+          return s;
+        }
+        WriteFile(a.run + "/reported." + std::to_string(rank), s.ToString() + "\n");
+        if (rank == a.kill_rank) (void)io::SetIoFaults("");
+        // The failure was the previous save's: this one was not made.
+      }
       if (victim && a.scenario == "save") {
         o.progress = [&a, rank](int64_t done, int64_t total) {
           if (done * 2 >= total) Die(a, rank, "save");
@@ -224,10 +269,15 @@ int Run(const Args& a) {
 
 int main(int argc, char** argv) {
   zero::testing::Args a;
+  // A restart by zero-launch (ZERO_LAUNCH_RESTART > 0) kills no one again.
+  const char* restart = std::getenv("ZERO_LAUNCH_RESTART");
+  const bool restarted = restart != nullptr && std::atoi(restart) > 0;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : "";
     if (k == "--resume") { a.resume = true; continue; }
+    if (k == "--async") { a.async = true; continue; }
+    if (k == "--preempt") { a.preempt = true; continue; }
     ++i;
     if (k == "--scenario") a.scenario = v;
     else if (k == "--stage") a.stage = std::atoi(v);
@@ -242,8 +292,12 @@ int main(int argc, char** argv) {
     else if (k == "--dump") a.dump = v;
     else if (k == "--gas") a.gas = std::atoi(v);
     else if (k == "--accum-read") a.accum_read = v;
+    else if (k == "--keep-last") a.keep_last = std::atoi(v);
+    else if (k == "--fail-save-step") a.fail_save_step = std::atoi(v);
+    else if (k == "--step-sleep") a.step_sleep = std::atof(v);
     else { std::fprintf(stderr, "kill_rank_main: unknown flag %s\n", k.c_str()); return 2; }
   }
+  if (restarted) a.scenario = "none";
   if (a.ckpt.empty() || a.run.empty()) {
     std::fprintf(stderr, "kill_rank_main: --ckpt and --run are required\n");
     return 2;

@@ -9,6 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libabsl-dev nlohmann-json3-dev libhwy-dev liburing-dev libxxhash-dev
   libopenmpi-dev openmpi-bin
+  slurm-wlm munge  # //tests:slurm_test starts its own controller, node daemon and munged
   python3-dev python3-numpy python3-pytest pybind11-dev python3-torch python3-venv python3-pip
   python3-matplotlib
   bindgen abigail-tools

@@ -4,7 +4,8 @@
     zero-launch [--hostfile F] [--num_nodes N] [--num_gpus N | --num_procs N]
                 [--include SPEC | --exclude SPEC] [--master_addr A]
                 [--master_port P] [--launch_agent PATH] [--launcher_args STR]
-                [--dry-run] PROGRAM [ARGS...]
+                [--max_restarts N [--elastic [--min_ranks M]]]
+                [--launcher openmpi|slurm] [--dry-run] PROGRAM [ARGS...]
 
 With a hostfile (default /job/hostfile, DeepSpeed's format: `worker1
 slots=8`, `#` comments, a repeated host is an error) the ranks spread over
@@ -19,6 +20,21 @@ runner); each rank gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_SIZE,
 MASTER_ADDR and MASTER_PORT (default: the first host, 29500) and, when
 nvidia-smi exists, CUDA_VISIBLE_DEVICES set to its own slot (one GPU per
 local rank).
+
+--max_restarts N (torchrun's flag): when the job fails (any rank exits
+non-zero or dies), start it again, up to N times; each rank gets
+ZERO_LAUNCH_RESTART (0 for the first run, as torchrun's
+TORCHELASTIC_RESTART_COUNT). The program resumes by loading `latest` at
+start. With --elastic the slot of the rank that failed first (the earliest
+to end abnormally: ranks that the failure took down end later) is left out
+of the next run, so it restarts on the ranks still available (4 -> 3) and
+the load reshards; --min_ranks M (default 1) is the fewest it restarts on.
+
+--launcher slurm (as `deepspeed --launcher slurm`): inside a Slurm
+allocation (sbatch/salloc: SLURM_JOB_ID set), the ranks start with
+`srun --mpi=pmix` over the allocation's tasks instead of mpirun; the
+hostfile and filters are not used (Slurm placed the tasks), and
+--launcher_args go to srun.
 """
 import argparse
 import os
@@ -195,10 +211,12 @@ def rank_env(environ):
     """The variables one rank gets, from OpenMPI's (OMPI_COMM_WORLD_*) and
     the GPU slots of each host (ZERO_LAUNCH_SLOTS: `0,1;2,3`, hosts in
     order; ranks fill them in order, --map-by slot)."""
-    rank = int(environ.get("OMPI_COMM_WORLD_RANK", environ.get("PMIX_RANK", "0")))
-    size = int(environ.get("OMPI_COMM_WORLD_SIZE", "1"))
-    local = int(environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
-    local_size = int(environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
+    rank = int(environ.get("OMPI_COMM_WORLD_RANK", environ.get(
+        "PMIX_RANK", environ.get("SLURM_PROCID", "0"))))
+    size = int(environ.get("OMPI_COMM_WORLD_SIZE", environ.get("SLURM_NTASKS", "1")))
+    local = int(environ.get("OMPI_COMM_WORLD_LOCAL_RANK", environ.get("SLURM_LOCALID", "0")))
+    local_size = int(environ.get("OMPI_COMM_WORLD_LOCAL_SIZE",
+                                 environ.get("SLURM_NTASKS_PER_NODE", "1").split("(")[0]))
     env = {"RANK": str(rank), "WORLD_SIZE": str(size), "LOCAL_RANK": str(local),
            "LOCAL_SIZE": str(local_size)}
     slots = environ.get(SLOTS_ENV)
@@ -213,10 +231,85 @@ def rank_env(environ):
     return env
 
 
+STATUS_ENV = "ZERO_LAUNCH_STATUS_DIR"
+RESTART_ENV = "ZERO_LAUNCH_RESTART"
+
+
 def rank_main(program):
     os.environ.update(rank_env(os.environ))
     os.environ.pop(SLOTS_ENV, None)
-    os.execvp(program[0], program)
+    status_dir = os.environ.pop(STATUS_ENV, None)
+    if not status_dir:
+        os.execvp(program[0], program)
+    # Restarts: stay the program's parent to record how and when it ended
+    # (the launcher finds the rank that failed first), forwarding signals.
+    import signal
+    import time
+    child = subprocess.Popen(program)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
+        signal.signal(sig, lambda s, _f: child.send_signal(s))
+    while True:
+        try:
+            rc = child.wait()
+            break
+        except InterruptedError:
+            continue
+    ended = time.time()
+    rank = os.environ.get("RANK", "0")
+    with open(os.path.join(status_dir, f"rank.{rank}"), "w") as f:
+        f.write(f"{rank} {rc} {ended:.6f}\n")
+    if rc < 0:  # died of a signal: end the same way
+        signal.signal(-rc, signal.SIG_DFL)
+        os.kill(os.getpid(), -rc)
+    return rc
+
+
+def first_failed_rank(status_dir):
+    """The rank whose program ended abnormally first (exit != 0 or a
+    signal), from the shims' records; None when none did."""
+    failed = []
+    for name in os.listdir(status_dir):
+        if not name.startswith("rank."):
+            continue
+        try:
+            with open(os.path.join(status_dir, name)) as f:
+                rank, rc, ended = f.read().split()
+        except (OSError, ValueError):
+            continue
+        if int(rc) != 0:
+            failed.append((float(ended), int(rank)))
+    # A rank that died without a record (its shim killed with it) is the
+    # culprit before any that recorded.
+    return min(failed)[1] if failed else None
+
+
+def unrecorded_rank(status_dir, world):
+    recorded = {n.split(".", 1)[1] for n in os.listdir(status_dir) if n.startswith("rank.")}
+    missing = [r for r in range(world) if str(r) not in recorded]
+    return missing[0] if len(missing) == 1 else None
+
+
+def drop_rank(selected, rank):
+    """selected (host -> slot ids, ranks fill them in order) without the
+    slot of `rank`."""
+    out = OrderedDict()
+    first = 0
+    for h, slots in selected.items():
+        slots = list(slots)
+        if first <= rank < first + len(slots):
+            del slots[rank - first]
+        first += len(selected[h])
+        if slots:
+            out[h] = slots
+    return out
+
+
+def srun_command(program, launcher_args=""):
+    """The ranks of a Slurm allocation: srun starts one per task, wired by
+    PMIx (Debian's OpenMPI and Slurm share it; PMI2 does not start it)."""
+    cmd = ["srun", "--mpi=pmix"] + shlex.split(launcher_args or "")
+    shim = [sys.executable, "-u", os.path.abspath(__file__), RANK_SHIM_FLAG]
+    return cmd + shim + program_command(program)
 
 
 def main(argv=None):
@@ -235,7 +328,15 @@ def main(argv=None):
     ap.add_argument("--launch_agent",
                     help="run this in place of ssh to start each host's OpenMPI daemon "
                          "(tools/zero_launch_agent.sh: host aliases of this machine)")
-    ap.add_argument("--launcher_args", default="", help="more mpirun arguments")
+    ap.add_argument("--launcher_args", default="", help="more mpirun (or srun) arguments")
+    ap.add_argument("--launcher", choices=("openmpi", "slurm"), default="openmpi",
+                    help="slurm: srun --mpi=pmix inside an allocation (sbatch, salloc)")
+    ap.add_argument("--max_restarts", type=int, default=0,
+                    help="restart a failed job up to N times (the program loads latest)")
+    ap.add_argument("--elastic", action="store_true",
+                    help="restart without the slot of the rank that failed first")
+    ap.add_argument("--min_ranks", type=int, default=1,
+                    help="--elastic: the fewest ranks to restart on")
     ap.add_argument("--dry-run", action="store_true", help="print the mpirun command only")
     ap.add_argument("program", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
@@ -245,6 +346,17 @@ def main(argv=None):
         ap.error(f"--master_port must be 1..65535, got {a.master_port}")
     if a.num_gpus > MAX_SLOTS:
         ap.error(f"--num_gpus/--num_procs must be at most {MAX_SLOTS}, got {a.num_gpus}")
+    if a.max_restarts < 0:
+        ap.error(f"--max_restarts must be >= 0, got {a.max_restarts}")
+    if a.elastic and a.launcher == "slurm":
+        ap.error("--elastic needs --launcher openmpi (Slurm places the tasks itself)")
+    if a.launcher == "slurm":
+        if "SLURM_JOB_ID" not in os.environ and not a.dry_run:
+            print("zero_launch: --launcher slurm runs inside a Slurm allocation "
+                  "(sbatch or salloc: SLURM_JOB_ID is not set)", file=sys.stderr)
+            return 2
+        return run_with_restarts(a, lambda _sel, _path: srun_command(a.program, a.launcher_args),
+                                 None, 0)
     gpus = local_gpu_count()
     try:
         if os.path.isfile(a.hostfile):
@@ -263,21 +375,76 @@ def main(argv=None):
     except (OSError, HostfileError) as e:
         print(f"zero_launch: {e}", file=sys.stderr)
         return 2
-    with tempfile.NamedTemporaryFile("w", suffix=".hostfile", delete=False) as f:
-        for h, s in selected.items():
-            f.write(f"{h} slots={len(s)}\n")
-        path = f.name
-    cmd = mpirun_command(selected, path, a.program, a.master_addr, a.master_port,
-                         bind_gpus=gpus > 0, launch_agent=a.launch_agent,
-                         launcher_args=a.launcher_args)
-    print(" ".join(shlex.quote(c) for c in cmd), file=sys.stderr)
-    if a.dry_run:
-        os.unlink(path)
-        return 0
-    try:
-        return subprocess.call(cmd)
-    finally:
-        os.unlink(path)
+
+    def command(sel, path):
+        return mpirun_command(sel, path, a.program, a.master_addr, a.master_port,
+                              bind_gpus=gpus > 0, launch_agent=a.launch_agent,
+                              launcher_args=a.launcher_args)
+    return run_with_restarts(a, command, selected, gpus)
+
+
+def run_with_restarts(a, command, selected, gpus):
+    """Runs the job, and again after a failure up to --max_restarts times
+    (--elastic: without the slot of the rank that failed first)."""
+    restart = 0
+    while True:
+        path = None
+        if selected is not None:
+            with tempfile.NamedTemporaryFile("w", suffix=".hostfile", delete=False) as f:
+                for h, s in selected.items():
+                    f.write(f"{h} slots={len(s)}\n")
+                path = f.name
+        cmd = command(selected, path)
+        print(" ".join(shlex.quote(c) for c in cmd), file=sys.stderr)
+        if a.dry_run:
+            if path:
+                os.unlink(path)
+            return 0
+        status_dir = tempfile.mkdtemp(prefix="zero-launch-status.") if a.max_restarts else None
+        env = dict(os.environ)
+        env[RESTART_ENV] = str(restart)
+        if status_dir:
+            env[STATUS_ENV] = status_dir
+            if a.launcher == "openmpi":  # mpirun passes only what -x names
+                cmd = cmd[:1] + ["-x", f"{STATUS_ENV}={status_dir}",
+                                 "-x", f"{RESTART_ENV}={restart}"] + cmd[1:]
+        elif a.launcher == "openmpi":
+            cmd = cmd[:1] + ["-x", f"{RESTART_ENV}={restart}"] + cmd[1:]
+        try:
+            rc = subprocess.call(cmd, env=env)
+        finally:
+            if path:
+                os.unlink(path)
+        world = sum(len(s) for s in selected.values()) if selected is not None else 0
+        failed = None
+        if status_dir:
+            failed = first_failed_rank(status_dir)
+            if failed is None and world:
+                failed = unrecorded_rank(status_dir, world)
+            shutil.rmtree(status_dir, ignore_errors=True)
+        if rc == 0 or restart >= a.max_restarts:
+            if rc != 0 and a.max_restarts:
+                print(f"zero_launch: the job failed (exit {rc}) after {restart} restart(s) "
+                      f"of --max_restarts {a.max_restarts}; giving up", file=sys.stderr)
+            return rc
+        restart += 1
+        if a.elastic:
+            if failed is None:
+                print(f"zero_launch: the job failed (exit {rc}) but no rank's failure was "
+                      "recorded; restarting on the same ranks", file=sys.stderr)
+            else:
+                remaining = drop_rank(selected, failed)
+                n = sum(len(s) for s in remaining.values())
+                if n < a.min_ranks:
+                    print(f"zero_launch: rank {failed} failed; {n} rank(s) left, fewer than "
+                          f"--min_ranks {a.min_ranks}; giving up", file=sys.stderr)
+                    return rc
+                selected = remaining
+        n = sum(len(s) for s in selected.values()) if selected is not None else 0
+        print(f"zero_launch: the job failed (exit {rc}"
+              + (f", rank {failed} first" if failed is not None else "")
+              + f"); restart {restart} of {a.max_restarts}"
+              + (f" on {n} ranks" if n else ""), file=sys.stderr)
 
 
 def main_exit():

@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 9
+#define ZERO_VERSION_MINOR 11
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -909,6 +909,66 @@ ZERO_API zero_status zero_engine_set_grad(zero_engine_t* engine, int32_t id, zer
  * to ask). */
 ZERO_API zero_status zero_engine_flight_record(const zero_engine_t* engine, char* buf,
                                                size_t capacity, size_t* length);
+
+/* ---- 1.11: asynchronous checkpoints and preemption --------------------- */
+
+/* Options of zero_engine_save_with; fill from ZERO_SAVE_OPTIONS_INIT. First
+ * published size (1.11): through keep_last. */
+typedef struct zero_save_options {
+  size_t struct_size;
+  int32_t asynchronous; /* default 0; 1: return once this rank's state is copied
+                        (a reused host buffer, page-locked beside a GPU); the
+                        files are written and DIR/latest published in the
+                        background while training goes on */
+  int32_t keep_last; /* default 0 (keep all); K > 0: after the new tag is
+                        published, delete the oldest tags of DIR (by global
+                        step) beyond the newest K */
+} zero_save_options;
+
+#define ZERO_SAVE_OPTIONS_INIT {sizeof(zero_save_options), 0, 0}
+
+/* COLLECTIVE (1.11). zero_engine_save with options (NULL = defaults, the same
+ * as zero_engine_save). Every save, load, zero_engine_wait_checkpoint and
+ * destroy first waits for an asynchronous save in flight; if that failed
+ * (on any rank), the call returns its error on every rank, naming the tag
+ * and the failing rank's file, and does nothing else (call it again); the
+ * failed tag never becomes DIR/latest. An asynchronous save reports no
+ * progress and cannot be cancelled. Refused with hybrid sharding
+ * (mics_shard_size) when async. */
+ZERO_API zero_status zero_engine_save_with(zero_engine_t* engine, const char* dir,
+                                           const char* tag,
+                                           const zero_save_options* options);
+
+/* COLLECTIVE (1.11): waits for an asynchronous save in flight and returns
+ * its status (ZERO_OK when none is in flight). */
+ZERO_API zero_status zero_engine_wait_checkpoint(zero_engine_t* engine);
+
+/* Options of zero_engine_set_preemption; fill from
+ * ZERO_PREEMPTION_OPTIONS_INIT. First published size (1.11): through
+ * exit_code. */
+typedef struct zero_preemption_options {
+  size_t struct_size;
+  int32_t signal;    /* default 15 (SIGTERM): the scheduler's warning */
+  const char* dir;   /* required: where the preemption checkpoint goes */
+  const char* tag;   /* NULL: "global_step<N>" */
+  int32_t exit;      /* default 1: exit the process after the save; 0: the
+                        step returns ZERO_CANCELLED with the message */
+  int32_t exit_code; /* default 0: 128 + signal */
+} zero_preemption_options;
+
+#define ZERO_PREEMPTION_OPTIONS_INIT \
+  { sizeof(zero_preemption_options), 15, NULL, NULL, 1, 0 }
+
+/* COLLECTIVE (1.11), after finalize. Watches options->signal (one engine of
+ * a process at a time): when any rank receives it, every rank finishes the
+ * step that ends the current accumulation, agrees on it (one control
+ * all-reduce at each optimizer boundary while set), saves that step
+ * synchronously to DIR/TAG and then, with `exit`, prints
+ * "zero: rank R: preempted: ..." and exits with exit_code; without, that
+ * step returns ZERO_CANCELLED with the message. options NULL turns it off
+ * (the previous handler comes back, also at destroy). */
+ZERO_API zero_status zero_engine_set_preemption(zero_engine_t* engine,
+                                                const zero_preemption_options* options);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,14 +1,16 @@
 #include "core/ckpt/checkpoint_writer.h"
 
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/ckpt/agree.h"
 #include "core/ckpt/file_util.h"
+#include "core/ckpt/retention.h"
 #include "core/ckpt/shard_file.h"
+#include "core/ckpt/snapshot.h"
 #include "core/common/status_macros.h"
-#include "kernels/cast_math.h"
 
 namespace zero {
 namespace ckpt {
@@ -18,14 +20,8 @@ namespace {
 void Download(Device* d, const void* src, DType t, float* host, int64_t n) {
   if (d != nullptr) {
     d->DownloadF32(src, t, host, n);
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    switch (t) {
-      case DType::kF32: host[i] = static_cast<const float*>(src)[i]; break;
-      case DType::kF16: host[i] = math::HalfToFloat(static_cast<const uint16_t*>(src)[i]); break;
-      case DType::kBF16: host[i] = math::Bf16ToFloat(static_cast<const uint16_t*>(src)[i]); break;
-    }
+  } else {
+    HostToF32(src, t, host, n);
   }
 }
 
@@ -58,6 +54,10 @@ absl::StatusOr<ShardFileWriter::Done> WriteRankFile(const ShardView& v,
   for (const ParamView& p : v.params) {
     if (!p.trainable) {
       if (v.rank != 0) continue;
+      if (p.whole_f32 != nullptr) {  // a snapshot's fp32 copy
+        RETURN_IF_ERROR(w->Add(p.name, kMaster, 0, p.numel, p.whole_f32));
+        continue;
+      }
       std::vector<float> f(static_cast<size_t>(p.numel));
       Download(v.device, p.whole, p.dtype, f.data(), p.numel);
       RETURN_IF_ERROR(w->Add(p.name, kMaster, 0, p.numel, f.data()));
@@ -167,6 +167,15 @@ absl::Status SaveCheckpoint(const ShardView& v, Communicator* comm,
   }
   s = absl::OkStatus();
   if (v.rank == 0) s = PublishTag(dir, tag, staging, std::move(m));
+  if (s.ok() && v.rank == 0 && options.keep_last > 0) {
+    // The new tag is published: a failure here leaves it and `latest`
+    // whole, so it is said, not returned.
+    auto pruned = PruneTags(dir, options.keep_last, tag);
+    if (!pruned.ok()) {
+      std::fprintf(stderr, "zero: save '%s': keep_last %d: %s\n", tag.c_str(),
+                   options.keep_last, std::string(pruned.status().message()).c_str());
+    }
+  }
   return Agree(comm, s);
 }
 

@@ -35,6 +35,12 @@ using ProgressFn = std::function<bool(int64_t done, int64_t total)>;
 
 struct SaveOptions {
   ProgressFn progress;
+  // Return once this rank's state is copied (core/ckpt/async_saver.h); the
+  // files are written and `latest` published in the background.
+  bool async = false;
+  // > 0: after the new tag is published, rank 0 deletes the oldest tags of
+  // DIR (by global step) beyond the newest `keep_last` (core/ckpt/retention.h).
+  int keep_last = 0;
 };
 
 struct LoadOptions {
@@ -69,6 +75,9 @@ struct ParamView {
   std::vector<RankSlice> slices;  // every rank's saved slice, numel > 0
   // Frozen: the whole param in `dtype`, on every rank.
   void* whole = nullptr;
+  // Frozen, in a snapshot: the whole param as host fp32, used instead of
+  // `whole` (core/ckpt/snapshot.h).
+  const float* whole_f32 = nullptr;
 };
 
 struct ShardView {

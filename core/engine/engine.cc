@@ -404,6 +404,9 @@ absl::StatusOr<StepInfo> Engine::Step() {
   if (!info.ok()) return ctx_.Fail(AfterFailedStep(info.status()));
   if (boundary) log_->MaybePrint(*info, boundary_->counters());
   if (ctx_.recorder) RecordStep(boundary);
+  if (boundary && preemption_) {
+    RETURN_IF_ERROR(preemption_->AtBoundary(boundary_->counters().global_step));
+  }
   return info;
 }
 
@@ -618,6 +621,11 @@ absl::Status Engine::Save(const std::string& dir, const std::string& tag,
   ckpt::SaveOptions options = options_in;
   if (!options.progress) options.progress = ProgressFor(ctx_.progress, "save");
   if (ctx_.replicas <= 1) return checkpoint_->Save(dir, tag, options);
+  if (options.async) {
+    return absl::UnimplementedError(absl::StrCat(
+        "save '", tag, "': async with hybrid sharding (mics_shard_size): "
+        "save synchronously"));
+  }
   // Hybrid sharding: the groups hold the same states; the first writes them
   // (a checkpoint of its world), and every rank learns how that went.
   absl::Status s;
@@ -647,6 +655,27 @@ absl::Status Engine::Load(const std::string& dir, const std::string& tag,
   ckpt::LoadOptions o = options;
   o.progress = ProgressFor(ctx_.progress, "load");
   return checkpoint_->Load(dir, tag, o);
+}
+
+absl::Status Engine::WaitForCheckpoint() {
+  if (!finalized_ || checkpoint_ == nullptr) return absl::OkStatus();
+  return checkpoint_->WaitForSave();
+}
+
+absl::Status Engine::SetPreemption(const PreemptionOptions* options) {
+  RETURN_IF_ERROR(Check(true, "set_preemption"));
+  preemption_.reset();
+  if (options == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(preemption_, Preemption::Install(&ctx_, *options,
+                                                    [this](const std::string& dir,
+                                                           const std::string& tag) {
+                                                      return Save(dir, tag);
+                                                    }));
+  return absl::OkStatus();
+}
+
+ckpt::SaveTiming Engine::LastCheckpointTiming() const {
+  return checkpoint_ == nullptr ? ckpt::SaveTiming() : checkpoint_->last_timing();
 }
 
 absl::Status Engine::LoadSafetensors(const std::string& path, const PretrainedOptions& options,

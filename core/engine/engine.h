@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ckpt/async_saver.h"
 #include "core/ckpt/shard_view.h"
 #include "core/comm/call_site.h"
 #include "core/comm/checked_communicator.h"
@@ -30,6 +31,7 @@
 #include "core/engine/engine_stats.h"
 #include "core/engine/optimizer_boundary.h"
 #include "core/engine/param_registry.h"
+#include "core/engine/preemption.h"
 #include "core/engine/pretrained_loader.h"
 #include "core/partition/layout.h"
 #include "core/profile/comm_log.h"
@@ -127,6 +129,15 @@ class Engine {
                     const ckpt::SaveOptions& options = {});
   absl::Status Load(const std::string& dir, const std::string& tag,
                     const ckpt::LoadOptions& options = {});
+  // Not collective by itself (the background save it waits for is): waits
+  // for an asynchronous save in flight and returns its status, once.
+  absl::Status WaitForCheckpoint();
+  // The last save's blocking, snapshot and background-write seconds.
+  ckpt::SaveTiming LastCheckpointTiming() const;
+  // After Finalize. On options.signal any rank receives, every rank saves
+  // the step that ends next to options.dir and exits (docs/ARCHITECTURE.md,
+  // "Preemption"); null turns it off.
+  absl::Status SetPreemption(const PreemptionOptions* options);
 
   // COLLECTIVE. Pretrained weights from a .safetensors file or a Hugging
   // Face *.safetensors.index.json (docs/ARCHITECTURE.md, "Pretrained
@@ -195,6 +206,7 @@ class Engine {
   std::unique_ptr<ParamCoordinator> coordinator_;  // stage 3
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<EngineCheckpoint> checkpoint_;
+  std::unique_ptr<Preemption> preemption_;
 };
 
 }  // namespace zero

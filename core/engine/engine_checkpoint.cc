@@ -1,6 +1,7 @@
 #include "core/engine/engine_checkpoint.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -8,9 +9,18 @@
 #include "core/ckpt/checkpoint_reader.h"
 #include "core/ckpt/checkpoint_writer.h"
 #include "core/ckpt/file_util.h"
+#include "core/ckpt/manifest.h"
+#include "core/ckpt/snapshot.h"
 #include "core/common/status_macros.h"
 
 namespace zero {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
 
 absl::Status EngineCheckpoint::Precondition(const char* call) {
   if (!reducer_->idle()) {
@@ -119,8 +129,35 @@ absl::Status EngineCheckpoint::RebuildWorkingFromMaster() {
   return boundary_->PublishWorkingCopy();
 }
 
+std::string EngineCheckpoint::Describe(const std::string& dir, const std::string& tag) const {
+  return absl::StrCat("'", ckpt::JoinPath(dir, tag), "' (global step ",
+                      boundary_->counters().global_step, ")");
+}
+
+ckpt::SaveTiming EngineCheckpoint::last_timing() const {
+  ckpt::SaveTiming t = timing_;
+  t.write_seconds = saver_.last_write_seconds();
+  return t;
+}
+
+absl::Status EngineCheckpoint::WaitForSave() {
+  if (!saver_.pending()) return absl::OkStatus();
+  const absl::Status s = saver_.Wait();
+  if (absl::IsDeadlineExceeded(s) || absl::IsAborted(s)) return ctx_->Fail(s);
+  if (s.ok()) ctx_->last_checkpoint = in_flight_;
+  return s;
+}
+
 absl::Status EngineCheckpoint::Save(const std::string& dir, const std::string& tag,
                                     const ckpt::SaveOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(WaitForSave());
+  timing_ = ckpt::SaveTiming();
+  if (options.async) {
+    absl::Status s = SaveAsync(dir, tag, options);
+    timing_.blocking_seconds = SecondsSince(t0);
+    return s;
+  }
   absl::Status pre = Precondition("save");
   if (pre.ok()) pre = store_->Materialize();
   absl::Status s = ctx_->stream->Wait(ctx_->stream->Submit([&]() -> absl::Status {
@@ -129,16 +166,52 @@ absl::Status EngineCheckpoint::Save(const std::string& dir, const std::string& t
   }));
   (void)ctx_->stream->Drain();
   (void)store_->Spill(false);
+  timing_.blocking_seconds = SecondsSince(t0);
   if (absl::IsDeadlineExceeded(s) || absl::IsAborted(s)) return ctx_->Fail(s);
-  if (s.ok()) {
-    ctx_->last_checkpoint = absl::StrCat("'", ckpt::JoinPath(dir, tag), "' (global step ",
-                                         boundary_->counters().global_step, ")");
-  }
+  if (s.ok()) ctx_->last_checkpoint = Describe(dir, tag);
   return s;
+}
+
+absl::Status EngineCheckpoint::SaveAsync(const std::string& dir, const std::string& tag,
+                                         const ckpt::SaveOptions& options) {
+  // What the background would only find later is refused now, on every rank.
+  absl::Status pre = Precondition("save");
+  if (pre.ok()) pre = ckpt::CheckTagName(tag);
+  const int64_t micro = boundary_->counters().micro_step;
+  if (pre.ok() && micro != 0) {
+    pre = absl::FailedPreconditionError(absl::StrCat(
+        "save: in the middle of gradient accumulation (micro-step ", micro,
+        "); save after the step() that ends an accumulation"));
+  }
+  if (pre.ok()) pre = store_->Materialize();
+  absl::StatusOr<ckpt::ShardView> snap;
+  absl::Status s = ctx_->stream->Wait(ctx_->stream->Submit([&]() -> absl::Status {
+    RETURN_IF_ERROR(ckpt::Agree(ctx_->ctrl, pre));
+    if (save_comm_ == nullptr) {
+      ASSIGN_OR_RETURN(save_comm_, ctx_->ctrl->Duplicate());
+      save_comm_->set_timeout_seconds(ctx_->ctrl->timeout_seconds());
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    snap = ckpt::TakeSnapshot(MakeShardView(), saver_.buffer());
+    timing_.snapshot_seconds = SecondsSince(t0);
+    return ckpt::Agree(ctx_->ctrl, snap.status());
+  }));
+  (void)ctx_->stream->Drain();
+  (void)store_->Spill(false);
+  if (absl::IsDeadlineExceeded(s) || absl::IsAborted(s)) return ctx_->Fail(s);
+  RETURN_IF_ERROR(s);
+  // The progress callback belongs to the call (a binding clears it when
+  // the call returns): the background write reports none.
+  ckpt::SaveOptions bg = options;
+  bg.progress = nullptr;
+  in_flight_ = Describe(dir, tag);
+  saver_.Start(*std::move(snap), save_comm_.get(), dir, tag, std::move(bg), in_flight_);
+  return absl::OkStatus();
 }
 
 absl::Status EngineCheckpoint::Load(const std::string& dir, const std::string& tag,
                                     const ckpt::LoadOptions& options) {
+  RETURN_IF_ERROR(WaitForSave());
   absl::Status pre = Precondition("load");
   const int64_t micro = boundary_->counters().micro_step;
   if (pre.ok() && micro != 0) {

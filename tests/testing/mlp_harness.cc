@@ -194,7 +194,9 @@ absl::StatusOr<MlpResult> TrainEngine(const std::unique_ptr<Engine>& e, const Co
     start = static_cast<int>(st.global_step + st.skipped_steps);
   }
   for (int step = start; step < spec.steps; ++step) {
-    if (step == spec.save_after) RETURN_IF_ERROR(e->Save(spec.ckpt_dir, spec.save_tag));
+    if (step == spec.save_after) {
+      RETURN_IF_ERROR(e->Save(spec.ckpt_dir, spec.save_tag, spec.save_options));
+    }
     if (spec.hook) RETURN_IF_ERROR(spec.hook(e.get(), step, -1));
     for (int micro = 0; micro < gas; ++micro) {
       Batch(spec, step, micro, &x, &tg);

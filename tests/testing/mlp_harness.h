@@ -40,6 +40,7 @@ struct MlpSpec {
   int save_after = -1;
   std::string save_tag = "mid";
   std::string final_tag;
+  ckpt::SaveOptions save_options;  // of the save after `save_after` steps
   // Resume: load resume_dir/resume_tag (empty: latest) after finalize and
   // train only the steps that remain.
   std::string resume_dir, resume_tag;

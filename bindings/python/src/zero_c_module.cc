@@ -527,9 +527,34 @@ class Engine {
     }
   }
 
-  void Save(const std::string& dir, const std::string& tag) {
+  void Save(const std::string& dir, const std::string& tag, bool async, int32_t keep_last) {
     zero_engine_t* e = get();
-    CheckNoGil([&] { return zero_engine_save(e, dir.c_str(), tag.c_str()); });
+    zero_save_options options = ZERO_SAVE_OPTIONS_INIT;
+    options.asynchronous = async ? 1 : 0;
+    options.keep_last = keep_last;
+    CheckNoGil([&] { return zero_engine_save_with(e, dir.c_str(), tag.c_str(), &options); });
+  }
+
+  void WaitCheckpoint() {
+    zero_engine_t* e = get();
+    CheckNoGil([&] { return zero_engine_wait_checkpoint(e); });
+  }
+
+  // dir None: off.
+  void SetPreemption(const std::optional<std::string>& dir, int32_t signal,
+                     const std::optional<std::string>& tag, bool exit, int32_t exit_code) {
+    zero_engine_t* e = get();
+    if (!dir) {
+      Check(zero_engine_set_preemption(e, nullptr));
+      return;
+    }
+    zero_preemption_options options = ZERO_PREEMPTION_OPTIONS_INIT;
+    options.signal = signal;
+    options.dir = dir->c_str();
+    options.tag = tag ? tag->c_str() : nullptr;
+    options.exit = exit ? 1 : 0;
+    options.exit_code = exit_code;
+    Check(zero_engine_set_preemption(e, &options));
   }
 
   // tag: None loads DIR/latest.
@@ -811,7 +836,11 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("param_info", &Engine::ParamInfo, py::arg("id"))
       .def("gradient_accumulation_steps", &Engine::GradientAccumulationSteps)
       .def("set_progress", &Engine::SetProgress, py::arg("fn"))
-      .def("save", &Engine::Save, py::arg("dir"), py::arg("tag"))
+      .def("save", &Engine::Save, py::arg("dir"), py::arg("tag"), py::arg("async_") = false,
+           py::arg("keep_last") = 0)
+      .def("wait_checkpoint", &Engine::WaitCheckpoint)
+      .def("set_preemption", &Engine::SetPreemption, py::arg("dir"), py::arg("signal"),
+           py::arg("tag"), py::arg("exit"), py::arg("exit_code"))
       .def("load", &Engine::Load, py::arg("dir"), py::arg("tag"),
            py::arg("load_optimizer_states"), py::arg("allow_missing"))
       .def("load_safetensors", &Engine::LoadSafetensors, py::arg("path"),

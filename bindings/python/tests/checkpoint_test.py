@@ -338,3 +338,39 @@ def test_progress_of_nvme_preallocation(tmp_path):
         assert_rises_to(calls, "nvme initialize", st["nvme_write_bytes"])
         chunks = -(-st["padded_numel"] // 300_000)
         assert len([c for c in calls if c[0] == "nvme initialize"]) == chunks  # one per chunk
+
+
+@pytest.mark.parametrize("stage", [1, 3])
+def test_async_save_with_keep_last_resumes_bitwise(tmp_path, stage):
+    with make_engine(stage) as eng:
+        train(eng, 0, STEPS)
+        want = masters(eng)
+    with make_engine(stage) as eng:
+        for step in range(STEPS):
+            if step in (1, 2, SAVE_AT):  # training goes on between saves
+                eng.save(tmp_path, f"s{step}", asynchronous=True, keep_last=2)
+            train(eng, step, step + 1)
+        eng.wait_checkpoint()
+    assert (tmp_path / "latest").read_text() == f"s{SAVE_AT}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "s2", f"s{SAVE_AT}"]
+    with make_engine(stage) as eng:
+        eng.load(tmp_path)
+        assert eng.stats()["global_step"] == SAVE_AT
+        train(eng, SAVE_AT, STEPS)
+        assert_bitwise_equal(masters(eng), want)
+
+
+def test_preemption_without_exit_saves_and_raises_cancelled(tmp_path):
+    import signal
+    with make_engine(2) as eng:
+        eng.set_preemption(tmp_path, exit=False)
+        train(eng, 0, 2)
+        os.kill(os.getpid(), signal.SIGTERM)  # handled by the engine: a flag
+        with pytest.raises(zero.CancelledError, match="every rank finished global step 3"):
+            train(eng, 2, 3)
+        eng.set_preemption(None)  # the previous handler is back
+        want = masters(eng)
+    assert (tmp_path / "latest").read_text() == "global_step3\n"
+    with make_engine(2) as eng:
+        eng.load(tmp_path)
+        assert_bitwise_equal(masters(eng), want)

@@ -518,15 +518,39 @@ class Engine:
 
     # ---- checkpoints ----------------------------------------------------
 
-    def save(self, dir: PathLike, tag: str, *, progress: ProgressArg = None) -> None:
+    def save(self, dir: PathLike, tag: str, *, progress: ProgressArg = None,
+             asynchronous: bool = False, keep_last: int = 0) -> None:
         """COLLECTIVE. Writes the full training state (params, optimizer
         states, steps, loss scale) to ``dir/tag`` atomically, then points
         ``dir/latest`` at it; a failed save leaves earlier tags whole.
         Refused mid-accumulation (:class:`zero.FailedPreconditionError`).
         ``progress``: see :mod:`zero.progress`; a cancel on any rank raises
-        :class:`zero.CancelledError` on every rank."""
-        with self._progress(progress):
-            self._c.save(os.fspath(dir), str(tag))
+        :class:`zero.CancelledError` on every rank.
+
+        ``asynchronous``: return once this rank's state is copied; the files
+        are written and ``latest`` published in the background (no progress).
+        The next save, load, :meth:`wait_checkpoint` or close waits for it and
+        raises its failure, on every rank, instead of doing its own work.
+        ``keep_last`` K > 0: after publishing, delete the oldest tags of
+        ``dir`` beyond the newest K."""
+        with self._progress(None if asynchronous else progress):
+            self._c.save(os.fspath(dir), str(tag), bool(asynchronous), int(keep_last))
+
+    def wait_checkpoint(self) -> None:
+        """COLLECTIVE. Waits for an asynchronous save in flight; raises its
+        failure (the same on every rank)."""
+        self._c.wait_checkpoint()
+
+    def set_preemption(self, dir: Optional[PathLike], *, signal: int = 15,
+                       tag: Optional[str] = None, exit: bool = True,
+                       exit_code: int = 0) -> None:
+        """COLLECTIVE. On ``signal`` (SIGTERM) at any rank, every rank finishes
+        the step that ends the accumulation, saves it to ``dir/tag`` (None:
+        ``global_step<N>``) and exits with ``exit_code`` (0: 128 + signal)
+        printing why; with ``exit=False`` that :meth:`step` raises
+        :class:`zero.CancelledError` instead. ``dir`` None turns it off."""
+        self._c.set_preemption(None if dir is None else os.fspath(dir), int(signal),
+                               tag, bool(exit), int(exit_code))
 
     def load(self, dir: PathLike, tag: Optional[str] = None, *,
              load_optimizer_states: bool = True,

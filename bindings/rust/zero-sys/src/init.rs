@@ -261,3 +261,24 @@ pub const fn zero_device_info_init() -> zero_device_info {
         pinned_host_bytes: 0,
     }
 }
+
+/// `ZERO_SAVE_OPTIONS_INIT`: [`zero_save_options`] as the header initializes it.
+pub const fn zero_save_options_init() -> zero_save_options {
+    zero_save_options {
+        struct_size: core::mem::size_of::<zero_save_options>(),
+        asynchronous: 0,
+        keep_last: 0,
+    }
+}
+
+/// `ZERO_PREEMPTION_OPTIONS_INIT`: [`zero_preemption_options`] as the header initializes it.
+pub const fn zero_preemption_options_init() -> zero_preemption_options {
+    zero_preemption_options {
+        struct_size: core::mem::size_of::<zero_preemption_options>(),
+        signal: 15,
+        dir: core::ptr::null(),
+        tag: core::ptr::null(),
+        exit: 1,
+        exit_code: 0,
+    }
+}

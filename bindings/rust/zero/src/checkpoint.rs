@@ -65,6 +65,49 @@ impl Default for LoadOptions {
     }
 }
 
+/// Options of [`Engine::save_with`] (`zero_save_options`, C ABI 1.11).
+///
+/// ```
+/// let options = zero::SaveOptions::new().asynchronous(true).keep_last(3);
+/// # let _ = options;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SaveOptions {
+    asynchronous: bool,
+    keep_last: u32,
+}
+
+impl SaveOptions {
+    /// The defaults (`ZERO_SAVE_OPTIONS_INIT`): synchronous, every tag kept.
+    pub fn new() -> SaveOptions {
+        SaveOptions::default()
+    }
+
+    /// `true`: the save returns once this rank's state is copied; the files
+    /// are written and `latest` published in the background. The next save,
+    /// load, [`wait_checkpoint`](Engine::wait_checkpoint) or drop waits for
+    /// it and returns its failure on every rank.
+    pub fn asynchronous(mut self, asynchronous: bool) -> SaveOptions {
+        self.asynchronous = asynchronous;
+        self
+    }
+
+    /// K > 0: after the new tag is published, delete the oldest tags of the
+    /// directory (by global step) beyond the newest K.
+    pub fn keep_last(mut self, k: u32) -> SaveOptions {
+        self.keep_last = k;
+        self
+    }
+
+    fn raw(self) -> Result<sys::zero_save_options> {
+        let mut raw = sys::zero_save_options_init();
+        raw.asynchronous = self.asynchronous as i32;
+        raw.keep_last = i32::try_from(self.keep_last)
+            .map_err(|_| Error::new(Status::InvalidArgument, "keep_last is too large"))?;
+        Ok(raw)
+    }
+}
+
 fn c_path(what: &str, path: &Path) -> Result<CString> {
     #[cfg(unix)]
     let bytes = {
@@ -111,6 +154,24 @@ impl Engine<'_> {
         // SAFETY: live handle used by this thread only; NUL-terminated strings
         // valid for the call.
         check(unsafe { sys::zero_engine_save(self.as_ptr(), dir.as_ptr(), tag.as_ptr()) })
+    }
+
+    /// COLLECTIVE (C ABI 1.11). [`save`](Engine::save) with [`SaveOptions`]:
+    /// asynchronous, keep_last.
+    pub fn save_with(&mut self, dir: impl AsRef<Path>, tag: &str, options: SaveOptions) -> Result<()> {
+        let dir = c_path("checkpoint directory", dir.as_ref())?;
+        let tag = c_tag(tag)?;
+        let raw = options.raw()?;
+        // SAFETY: live handle used by this thread only; NUL-terminated strings
+        // and the options struct valid for the call.
+        check(unsafe { sys::zero_engine_save_with(self.as_ptr(), dir.as_ptr(), tag.as_ptr(), &raw) })
+    }
+
+    /// COLLECTIVE (C ABI 1.11). Waits for an asynchronous save in flight and
+    /// returns its status (the same on every rank).
+    pub fn wait_checkpoint(&mut self) -> Result<()> {
+        // SAFETY: live handle used by this thread only.
+        check(unsafe { sys::zero_engine_wait_checkpoint(self.as_ptr()) })
     }
 
     /// [`save`](Engine::save) reporting progress to `f` (`"save"`; see

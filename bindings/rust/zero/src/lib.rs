@@ -43,7 +43,7 @@ mod progress;
 
 pub use checkpoint::{
     export_safetensors, export_safetensors_with_progress, reshard, reshard_with_progress,
-    LoadOptions,
+    LoadOptions, SaveOptions,
 };
 pub use progress::ProgressFn;
 pub use comm::Communicator;

@@ -4,7 +4,9 @@
 //! introspection calls: param_info and gradient_accumulation_steps.
 use std::path::{Path, PathBuf};
 
-use zero::{Communicator, Config, DType, Engine, LoadOptions, ParamDesc, ParamId, Status};
+use zero::{
+    Communicator, Config, DType, Engine, LoadOptions, ParamDesc, ParamId, SaveOptions, Status,
+};
 
 const STEPS: usize = 6;
 const SAVE_AT: usize = 3;
@@ -107,6 +109,35 @@ fn resumed_run_ends_bitwise_equal_to_the_uninterrupted_run() {
         train(&mut e, ids, SAVE_AT..STEPS);
         assert_eq!(masters(&mut e, ids), want, "stage {stage}");
     }
+}
+
+#[test]
+fn async_save_with_keep_last_resumes_bitwise() {
+    let dir = TempDir::new("async");
+    let comm = Communicator::new_self().unwrap();
+    let want = {
+        let mut e = Engine::new(&adamw(3), &comm).unwrap();
+        let ids = setup(&mut e);
+        train(&mut e, ids, 0..STEPS);
+        masters(&mut e, ids)
+    };
+    {
+        let mut e = Engine::new(&adamw(3), &comm).unwrap();
+        let ids = setup(&mut e);
+        let options = SaveOptions::new().asynchronous(true).keep_last(1);
+        train(&mut e, ids, 0..1);
+        e.save_with(dir.path(), "first", options).unwrap();
+        train(&mut e, ids, 1..SAVE_AT); // goes on while the write runs
+        e.save_with(dir.path(), "mid", options).unwrap();
+        e.wait_checkpoint().unwrap();
+    }
+    assert!(!dir.path().join("first").exists(), "keep_last 1 left the older tag");
+    let mut e = Engine::new(&adamw(3), &comm).unwrap();
+    let ids = setup(&mut e);
+    e.load(dir.path(), None, LoadOptions::new()).unwrap();
+    assert_eq!(e.stats().unwrap().global_step, SAVE_AT as i64);
+    train(&mut e, ids, SAVE_AT..STEPS);
+    assert_eq!(masters(&mut e, ids), want);
 }
 
 #[test]
