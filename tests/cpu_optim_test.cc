@@ -223,7 +223,7 @@ TEST(OptimizerStepSimdTest, LionAndAdagradBitwiseEqualScalarUpdates) {
           s.adagrad = math::MakeAdagradScalars(1e-2f, 1e-10f, wd, 0.5f);
           const int64_t n = 70001;
           Arrays a = MakeArrays(n, 11 + kind);
-          std::vector<uint16_t> g16(n);
+          std::vector<uint16_t> g16(2 * n);  // room for fp32 too
           cpu::FromF32(a.g.data(), g16.data(), gt, n);
           std::vector<float> widened(n);
           cpu::ToF32(gt == DType::kF32 ? static_cast<void*>(a.g.data()) : g16.data(), gt,

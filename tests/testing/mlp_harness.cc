@@ -157,6 +157,10 @@ void ApplyStepMode(const std::string& mode, Config* config) {
     config->weight_decay = 0.1;
   } else if (mode == "adagrad") {
     config->optimizer = OptimizerType::kAdagrad;
+    // Its first step is lr * sign(g) for |g| >> eps: lr-sized wherever bf16
+    // rounding flips a tiny gradient's sign; 1e-3 keeps that under bf16's
+    // tolerance (DeepSpeed's default is 1e-2).
+    config->lr = 1e-3;
     config->eps = 1e-10;
   }
 }

@@ -76,7 +76,7 @@ Config SmallMlpConfig(int stage, DType dtype);
 // The step scenarios the boundary tests share, on a SmallMlpConfig:
 // "gas2_clip" (accumulation 2, clipping 0.05: small enough to clip) and
 // "sgd" (SGD, momentum 0.9), "lion" (Lion, lr 1e-3, betas (0.9, 0.99),
-// decay 0.1) and "adagrad" (Adagrad, eps 1e-10); any other mode leaves
+// decay 0.1) and "adagrad" (Adagrad, lr 1e-3, eps 1e-10); any other mode leaves
 // `config` as it is.
 void ApplyStepMode(const std::string& mode, Config* config);
 
