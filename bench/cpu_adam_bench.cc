@@ -1,10 +1,12 @@
-// CPU Adam throughput against the machine's memory bandwidth: the SIMD +
-// OpenMP kernel (kernels/cpu) on N fp32 params, a STREAM-style triad over the
+// CPU optimizer throughput against the machine's memory bandwidth: the SIMD
+// + OpenMP Adam kernel (kernels/cpu) on N fp32 params, Lion and Adagrad
+// through the same OptimizerStep, a STREAM-style triad over the
 // same arrays in the same process, and the scalar per-element loop the
 // kernel replaced. JSON lines on stdout. Not a test.
 //
 // Bytes counted per element: Adam reads g, p, m, v and writes p, m, v
-// (7 x 4 bytes); with a working copy it also writes 2 or 4 bytes. Triad
+// (7 x 4 bytes); with a working copy it also writes 2 or 4 bytes. Lion and
+// Adagrad read g, p and one moment and write p and the moment (5 x 4). Triad
 // a = b + s * c counts 3 x 4 bytes, as STREAM does.
 #include <omp.h>
 
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "kernels/adam_math.h"
+#include "kernels/optim_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/optim_simd.h"
 
@@ -102,6 +105,22 @@ int main(int argc, char** argv) {
     zero::cpu::AdamStep(s, g, p, m, v, n, w16, zero::DType::kF16);
   });
   Report("adam_simd_fp16_copy", n, adam_f16, 30, threads);
+  zero::math::OptimScalars lion{};
+  lion.kind = zero::math::kOptimLion;
+  lion.lion = zero::math::MakeLionScalars(1e-4f, 0.9f, 0.99f, 0.01f, 1.0f);
+  const double lion_t = Best(reps, [&] {
+    zero::cpu::OptimizerStep(lion, g, zero::DType::kF32, p, m, nullptr, n, nullptr,
+                             zero::DType::kF32, false);
+  });
+  Report("lion_simd", n, lion_t, 20, threads);
+  zero::math::OptimScalars adagrad{};
+  adagrad.kind = zero::math::kOptimAdagrad;
+  adagrad.adagrad = zero::math::MakeAdagradScalars(1e-4f, 1e-10f, 0.01f, 1.0f);
+  const double adagrad_t = Best(reps, [&] {
+    zero::cpu::OptimizerStep(adagrad, g, zero::DType::kF32, p, v, nullptr, n, nullptr,
+                             zero::DType::kF32, false);
+  });
+  Report("adagrad_simd", n, adagrad_t, 20, threads);
   const double scalar = Best(reps, [&] {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) zero::math::AdamUpdate(s, g[i], &p[i], &m[i], &v[i]);
@@ -109,8 +128,11 @@ int main(int argc, char** argv) {
   Report("adam_scalar_omp", n, scalar, 28, threads);
   std::printf("{\"bench\":\"cpu_adam\",\"summary\":true,\"params\":%lld,"
               "\"adam_gbps_over_triad_gbps\":%.3f,"
-              "\"adam_gbps_over_in_place_triad_gbps\":%.3f,\"scalar_over_simd_time\":%.3f}\n",
+              "\"adam_gbps_over_in_place_triad_gbps\":%.3f,"
+              "\"lion_gbps_over_in_place_triad_gbps\":%.3f,"
+              "\"adagrad_gbps_over_in_place_triad_gbps\":%.3f,\"scalar_over_simd_time\":%.3f}\n",
               static_cast<long long>(n), (28.0 / adam) / (12.0 / triad),
-              (28.0 / adam) / (12.0 / triad_rmw), scalar / adam);
+              (28.0 / adam) / (12.0 / triad_rmw), (20.0 / lion_t) / (12.0 / triad_rmw),
+              (20.0 / adagrad_t) / (12.0 / triad_rmw), scalar / adam);
   return 0;
 }

@@ -366,7 +366,8 @@ TEST(ConfigErrors, WrongTypesNameKeyAndExpectation) {
 }
 
 TEST(ConfigErrors, BadEnumsAndCombinations) {
-  EXPECT_NE(Error(R"({"optimizer": {"type": "Lion"}})").find("optimizer.type: expected one of Adam, AdamW, SGD"),
+  EXPECT_NE(Error(R"({"optimizer": {"type": "Lamb"}})")
+                .find("optimizer.type: expected one of Adam, AdamW, SGD, Lion, Adagrad"),
             std::string::npos);
   EXPECT_NE(Error(R"({"zero_optimization": {"offload_optimizer": {"device": "gpu"}}})")
                 .find("zero_optimization.offload_optimizer.device: expected one of none, cpu, nvme"),

@@ -17,6 +17,7 @@
 #include "kernels/cpu/optim_simd.h"
 #include "kernels/cpu/widen_simd.h"
 #include "kernels/norm_math.h"
+#include "kernels/optim_math.h"
 
 namespace zero {
 namespace {
@@ -203,6 +204,52 @@ TEST(SgdSimdTest, BitwiseEqualsScalarSgdUpdate) {
       }
     }
   }
+  });
+}
+
+// Lion and Adagrad through cpu::OptimizerStep: each tile of every target
+// bitwise equal to math::LionUpdate / math::AdagradUpdate over the widened
+// raw gradients, the working copy the master's cast, the gradients zeroed.
+TEST(OptimizerStepSimdTest, LionAndAdagradBitwiseEqualScalarUpdates) {
+  ForEachTarget([&] {
+    for (int kind : {math::kOptimLion, math::kOptimAdagrad}) {
+      for (float wd : {0.0f, 0.1f}) {
+        for (DType gt : {DType::kF32, DType::kBF16, DType::kF16}) {
+          SCOPED_TRACE(::testing::Message() << "kind " << kind << " wd " << wd << " grads "
+                                            << DTypeName(gt));
+          math::OptimScalars s{};
+          s.kind = kind;
+          s.lion = math::MakeLionScalars(1e-3f, 0.9f, 0.99f, wd, 0.5f);
+          s.adagrad = math::MakeAdagradScalars(1e-2f, 1e-10f, wd, 0.5f);
+          const int64_t n = 70001;
+          Arrays a = MakeArrays(n, 11 + kind);
+          std::vector<uint16_t> g16(2 * n);  // room for fp32 too
+          cpu::FromF32(a.g.data(), g16.data(), gt, n);
+          std::vector<float> widened(n);
+          cpu::ToF32(gt == DType::kF32 ? static_cast<void*>(a.g.data()) : g16.data(), gt,
+                     widened.data(), n, 1.0f);
+          Arrays ref = a;
+          for (int64_t i = 0; i < n; ++i) {
+            if (kind == math::kOptimLion) {
+              math::LionUpdate(s.lion, widened[i], &ref.p[i], &ref.m[i]);
+            } else {
+              math::AdagradUpdate(s.adagrad, widened[i], &ref.p[i], &ref.m[i]);
+            }
+          }
+          void* g = gt == DType::kF32 ? static_cast<void*>(a.g.data()) : g16.data();
+          std::vector<uint16_t> w(n), want(n);
+          cpu::OptimizerStep(s, g, gt, a.p.data(), a.m.data(), nullptr, n, w.data(),
+                             DType::kBF16, true);
+          cpu::FromF32(ref.p.data(), want.data(), DType::kBF16, n);
+          ExpectSameBits(a.p, ref.p, "p");
+          ExpectSameBits(a.m, ref.m, "moment");
+          EXPECT_EQ(w, want);
+          const size_t gbytes = n * DTypeSize(gt);
+          EXPECT_EQ(std::vector<char>(static_cast<char*>(g), static_cast<char*>(g) + gbytes),
+                    std::vector<char>(gbytes, 0));
+        }
+      }
+    }
   });
 }
 

@@ -10,6 +10,7 @@
 #include "core/ckpt/agree.h"
 #include "core/ckpt/file_util.h"
 #include "core/common/status_macros.h"
+#include "core/optim/optimizer.h"
 #include "kernels/cast_math.h"
 
 namespace zero {
@@ -183,7 +184,16 @@ absl::Status Match(const ShardView& v, const Manifest& m, const std::string& pat
     problems.push_back(absl::StrCat("params in the checkpoint but not in the engine: ", List(extra)));
   }
   if (!reshaped.empty()) problems.push_back(absl::StrCat("params with another shape: ", List(reshaped)));
-  if (o.load_optimizer_states && any_trainable) {
+  // Adam and AdamW keep the same states; any other two optimizers' states
+  // mean different things even where their section names agree.
+  auto family = [](const std::string& n) { return n == "adamw" ? std::string("adam") : n; };
+  const std::string engine_opt = v.config ? MakeOptimizer(*v.config)->name() : m.optimizer;
+  if (o.load_optimizer_states && any_trainable && !m.optimizer.empty() &&
+      family(engine_opt) != family(m.optimizer)) {
+    problems.push_back(absl::StrCat("the checkpoint holds optimizer '", m.optimizer,
+                                    "' states and the engine runs optimizer '", engine_opt,
+                                    "' (load with load_optimizer_states = 0)"));
+  } else if (o.load_optimizer_states && any_trainable) {
     for (int k : v.states) {
       if (!m.HasState(k)) {
         problems.push_back(absl::StrCat("the engine's optimizer needs '", StateName(k),

@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "core/ckpt/file_util.h"
 #include "core/ckpt/json_int.h"
+#include "core/optim/optimizer.h"
 
 namespace zero {
 namespace ckpt {
@@ -68,15 +69,6 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 
 namespace {
 
-const char* OptimizerText(OptimizerType t) {
-  switch (t) {
-    case OptimizerType::kAdam: return "adam";
-    case OptimizerType::kAdamW: return "adamw";
-    case OptimizerType::kSgd: return "sgd";
-  }
-  return "?";
-}
-
 std::string Hex(uint64_t v) {
   char buf[20];
   std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
@@ -98,7 +90,7 @@ Manifest ManifestFromView(const ShardView& v) {
   m.scaler = v.scaler;
   if (v.config) {
     const Config& c = *v.config;
-    m.optimizer = OptimizerText(c.optimizer);
+    m.optimizer = MakeOptimizer(c)->name();
     m.sub_group_size = c.sub_group_size;
     ordered_json j;
     j["stage"] = c.stage;

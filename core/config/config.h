@@ -17,7 +17,7 @@
 
 namespace zero {
 
-enum class OptimizerType { kAdam, kAdamW, kSgd };
+enum class OptimizerType { kAdam, kAdamW, kSgd, kLion, kAdagrad };
 enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR };
 enum class WarmupType { kLog, kLinear };
 

@@ -190,10 +190,17 @@ absl::Status ParseOptimizer(const json& v, Config* c) {
     c->optimizer = OptimizerType::kAdamW;
   } else if (t == "sgd") {
     c->optimizer = OptimizerType::kSgd;
+  } else if (t == "lion") {
+    c->optimizer = OptimizerType::kLion;
+  } else if (t == "adagrad") {
+    // DeepSpeedCPUAdagrad's defaults where the params leave them out.
+    c->optimizer = OptimizerType::kAdagrad;
+    c->lr = 1e-2;
+    c->eps = 1e-10;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer.type: expected one of Adam, AdamW, SGD, got \"", type,
-        "\"", (t == "lion" || t == "adagrad" || t == "lamb" || t == "onebitadam")
+        "optimizer.type: expected one of Adam, AdamW, SGD, Lion, Adagrad, got \"", type,
+        "\"", (t == "lamb" || t == "onebitadam" || t == "onebitlamb" || t == "muon")
                   ? " (a DeepSpeed optimizer zero does not implement)"
                   : ""));
   }
@@ -210,6 +217,11 @@ absl::Status ParseOptimizer(const json& v, Config* c) {
     RETURN_IF_ERROR(pr.Bool("nesterov", &c->nesterov));
     return pr.Finish();
   }
+  if (c->optimizer == OptimizerType::kAdagrad) {
+    RETURN_IF_ERROR(pr.Num("eps", &c->eps, 0.0, 1.0));
+    RETURN_IF_ERROR(pr.NoEffectBool("amsgrad", false));  // DeepSpeed ignores it too
+    return pr.Finish();
+  }
   if (const json* b = pr.Find("betas")) {
     if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() ||
         !(*b)[1].is_number() || (*b)[0].get<double>() < 0 ||
@@ -220,6 +232,7 @@ absl::Status ParseOptimizer(const json& v, Config* c) {
     c->beta1 = (*b)[0].get<double>();
     c->beta2 = (*b)[1].get<double>();
   }
+  if (c->optimizer == OptimizerType::kLion) return pr.Finish();
   RETURN_IF_ERROR(pr.Num("eps", &c->eps, 0.0, 1.0));
   RETURN_IF_ERROR(pr.Bool("adam_w_mode", &c->adam_w_mode));
   bool amsgrad = false, bias_correction = true;

@@ -67,23 +67,11 @@ class CpuDevice : public Device {
   }
   size_t allocated_bytes() const override { return allocated_; }
 
-  void AdamStep(const math::AdamScalars& s, const float* g, float* p, float* m,
-                float* v, int64_t n, void* work, DType t) override {
-    cpu::AdamStep(s, g, p, m, v, n, work, t);
-  }
-  void SgdStep(const math::SgdScalars& s, const float* g, float* p, float* buf,
-               int64_t n, void* work, DType t) override {
-    cpu::SgdStep(s, g, p, buf, n, work, t);
+  void OptimizerStep(const math::OptimScalars& s, void* g, DType gt, float* p, float* s1,
+                     float* s2, int64_t n, void* work, DType t, bool zero_grad) override {
+    cpu::OptimizerStep(s, g, gt, p, s1, s2, n, work, t, zero_grad);
   }
   bool fused_update() const override { return true; }
-  void AdamStepRawGrad(const math::AdamScalars& s, void* g, DType gt, float* p, float* m,
-                       float* v, int64_t n, void* work, DType t, bool zero_grad) override {
-    cpu::AdamStepRawGrad(s, g, gt, p, m, v, n, work, t, zero_grad);
-  }
-  void SgdStepRawGrad(const math::SgdScalars& s, void* g, DType gt, float* p, float* buf,
-                      int64_t n, void* work, DType t, bool zero_grad) override {
-    cpu::SgdStepRawGrad(s, g, gt, p, buf, n, work, t, zero_grad);
-  }
   void ToF32(const void* src, DType t, float* dst, int64_t n, float scale) override {
     cpu::ToF32(src, t, dst, n, scale);
   }

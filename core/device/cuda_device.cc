@@ -272,21 +272,16 @@ void CudaDevice::Synchronize() {
   Note(CudaStatus(cudaStreamSynchronize(S(copy_)), "synchronize copy stream"));
 }
 
-void CudaDevice::AdamStep(const math::AdamScalars& s, const float* g, float* p,
-                          float* m, float* v, int64_t n, void* work,
-                          DType work_dtype) {
+void CudaDevice::OptimizerStep(const math::OptimScalars& s, void* g, DType gt, float* p,
+                               float* s1, float* s2, int64_t n, void* work,
+                               DType work_dtype, bool zero_grad) {
   DeviceGuard guard(ordinal_);
-  cuda::AdamTensor t{p, m, v, g, work, n};
-  NoteLaunch(cuda::LaunchMultiTensorAdam(&t, 1, DType::kF32, work_dtype, s,
-                                         compute_),
-             "AdamStep");
-}
-
-void CudaDevice::SgdStep(const math::SgdScalars& s, const float* g, float* p,
-                         float* buf, int64_t n, void* work, DType work_dtype) {
-  DeviceGuard guard(ordinal_);
-  NoteLaunch(cuda::LaunchSgd(g, p, buf, work, work_dtype, n, s, compute_),
-             "SgdStep");
+  NoteLaunch(cuda::LaunchOptimizerStep(s, g, gt, p, s1, s2, work, work_dtype, n, compute_),
+             "OptimizerStep");
+  if (zero_grad && n > 0) {
+    Note(CudaStatus(cudaMemsetAsync(g, 0, static_cast<size_t>(n) * DTypeSize(gt), S(compute_)),
+                    "OptimizerStep: zero the gradients"));
+  }
 }
 
 void CudaDevice::ToF32(const void* src, DType t, float* dst, int64_t n,

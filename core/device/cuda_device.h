@@ -46,11 +46,9 @@ class CudaDevice : public Device {
   // Kernels (kernels/cuda), enqueued on the compute stream; errors land in
   // sticky_error(). SumSquares, UploadF32 and DownloadF32 wait for their
   // result; Synchronize waits for both streams.
-  void AdamStep(const math::AdamScalars& s, const float* g, float* p,
-                float* m, float* v, int64_t n, void* work,
-                DType work_dtype) override;
-  void SgdStep(const math::SgdScalars& s, const float* g, float* p,
-               float* buf, int64_t n, void* work, DType work_dtype) override;
+  void OptimizerStep(const math::OptimScalars& s, void* g, DType gt, float* p, float* s1,
+                     float* s2, int64_t n, void* work, DType work_dtype,
+                     bool zero_grad) override;
   void ToF32(const void* src, DType t, float* dst, int64_t n,
              float scale) override;
   void FromF32(const float* src, void* dst, DType t, int64_t n) override;

@@ -171,36 +171,47 @@ class KernelsVsCpu : public CudaDeviceTest {
   std::vector<void*> bufs_;
 };
 
-TEST_F(KernelsVsCpu, AdamAndSgdMatchCpuDeviceBitForBit) {
-  for (DType w : {DType::kF16, DType::kBF16, DType::kF32}) {
-    math::AdamScalars s =
-        math::MakeAdamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 3, 0.5f);
-    std::vector<float> p = a_, m = b_, v = c_;
-    std::vector<uint16_t> hw(2 * kN);
-    cpu_->AdamStep(s, d_.data(), p.data(), m.data(), v.data(), kN, hw.data(), w);
-    float* dg = (float*)Up(d_, DType::kF32);
-    float* dp = (float*)Up(a_, DType::kF32);
-    float* dm = (float*)Up(b_, DType::kF32);
-    float* dv = (float*)Up(c_, DType::kF32);
-    void* dw = Up(a_, DType::kF32);
-    dev_->AdamStep(s, dg, dp, dm, dv, kN, dw, w);
-    EXPECT_EQ(Bytes(dp, kN * 4), std::vector<char>((char*)p.data(), (char*)p.data() + kN * 4));
-    EXPECT_EQ(Bytes(dv, kN * 4), std::vector<char>((char*)v.data(), (char*)v.data() + kN * 4));
-    EXPECT_EQ(Bytes(dw, kN * DTypeSize(w)),
-              std::vector<char>((char*)hw.data(), (char*)hw.data() + kN * DTypeSize(w)));
+// Every optimizer kind (kernels/optim_math.h), fp32 and raw bf16 gradients
+// (zeroed once read), every working dtype: the CUDA kernels give the CPU
+// device's bits.
+TEST_F(KernelsVsCpu, EveryOptimizerMatchesCpuDeviceBitForBit) {
+  std::vector<math::OptimScalars> kinds(4);
+  kinds[0].kind = math::kOptimAdam;
+  kinds[0].adam = math::MakeAdamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 3, 0.5f);
+  kinds[1].kind = math::kOptimSgd;
+  kinds[1].sgd = math::SgdScalars{0.1f, 0.9f, 0.0f, 0.01f, 1.0f, 1, 0};
+  kinds[2].kind = math::kOptimLion;
+  kinds[2].lion = math::MakeLionScalars(1e-3f, 0.9f, 0.99f, 0.1f, 0.5f);
+  kinds[3].kind = math::kOptimAdagrad;
+  kinds[3].adagrad = math::MakeAdagradScalars(1e-2f, 1e-10f, 0.01f, 0.5f);
+  auto bytes_of = [](const void* p, size_t n) {
+    return std::vector<char>((const char*)p, (const char*)p + n);
+  };
+  for (const math::OptimScalars& s : kinds) {
+    for (DType gt : {DType::kF32, DType::kBF16}) {
+      for (DType w : {DType::kF16, DType::kBF16, DType::kF32}) {
+        SCOPED_TRACE(::testing::Message() << "kind " << s.kind << " grads " << DTypeName(gt)
+                                        << " working " << DTypeName(w));
+        std::vector<float> p = a_, s1 = b_, s2 = c_;
+        std::vector<char> hg(kN * DTypeSize(gt));
+        cpu_->FromF32(d_.data(), hg.data(), gt, kN);
+        std::vector<uint16_t> hw(2 * kN);
+        cpu_->OptimizerStep(s, hg.data(), gt, p.data(), s1.data(), s2.data(), kN, hw.data(), w,
+                            true);
+        void* dg = Up(d_, gt);
+        float* dp = (float*)Up(a_, DType::kF32);
+        float* d1 = (float*)Up(b_, DType::kF32);
+        float* d2 = (float*)Up(c_, DType::kF32);
+        void* dw = Up(a_, DType::kF32);
+        dev_->OptimizerStep(s, dg, gt, dp, d1, d2, kN, dw, w, true);
+        EXPECT_EQ(Bytes(dp, kN * 4), bytes_of(p.data(), kN * 4));
+        EXPECT_EQ(Bytes(d1, kN * 4), bytes_of(s1.data(), kN * 4));
+        EXPECT_EQ(Bytes(d2, kN * 4), bytes_of(s2.data(), kN * 4));
+        EXPECT_EQ(Bytes(dw, kN * DTypeSize(w)), bytes_of(hw.data(), kN * DTypeSize(w)));
+        EXPECT_EQ(Bytes(dg, kN * DTypeSize(gt)), std::vector<char>(kN * DTypeSize(gt), 0));
+      }
+    }
   }
-  math::SgdScalars s{0.1f, 0.9f, 0.0f, 0.01f, 1.0f, 1, 0};
-  std::vector<float> p = a_, buf = b_;
-  std::vector<uint16_t> hw(kN);
-  cpu_->SgdStep(s, d_.data(), p.data(), buf.data(), kN, hw.data(), DType::kBF16);
-  float* dg = (float*)Up(d_, DType::kF32);
-  float* dp = (float*)Up(a_, DType::kF32);
-  float* db = (float*)Up(b_, DType::kF32);
-  void* dw = Up(a_, DType::kF32);
-  dev_->SgdStep(s, dg, dp, db, kN, dw, DType::kBF16);
-  EXPECT_EQ(Bytes(dp, kN * 4), std::vector<char>((char*)p.data(), (char*)p.data() + kN * 4));
-  EXPECT_EQ(Bytes(db, kN * 4), std::vector<char>((char*)buf.data(), (char*)buf.data() + kN * 4));
-  EXPECT_EQ(Bytes(dw, kN * 2), std::vector<char>((char*)hw.data(), (char*)hw.data() + kN * 2));
 }
 
 TEST_F(KernelsVsCpu, CastsAccumulationAndNormMatchCpuDevice) {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "kernels/adam_math.h"
+#include "kernels/optim_math.h"
 #include "kernels/dtype.h"
 
 namespace zero {
@@ -69,25 +69,21 @@ class Device {
   // Kernels over this device's memory (kernels/cpu, kernels/cuda). All
   // per-element math comes from kernels/*_math.h. Work is ordered: a later
   // call sees the effects of earlier ones; Synchronize() waits for all.
-  // Adam/SGD on fp32 (p, m, v) with raw fp32 gradients g; writes the
-  // updated p to `work` as `work_dtype` in the same pass when non-null.
-  virtual void AdamStep(const math::AdamScalars& s, const float* g, float* p,
-                        float* m, float* v, int64_t n, void* work,
-                        DType work_dtype) = 0;
-  virtual void SgdStep(const math::SgdScalars& s, const float* g, float* p,
-                       float* buf, int64_t n, void* work, DType work_dtype) = 0;
-  // The optimizer boundary's fused second pass (docs/ARCHITECTURE.md, "One
-  // training step"): AdamStep / SgdStep reading raw gradients `g` of dtype
-  // `gt` (cast per tile) and, when `zero_grad`, zeroing them once read;
-  // bitwise ToF32 + AdamStep/SgdStep + Memset0 in one pass. Called only when
-  // fused_update() is true; a device without it gets those three calls.
+  // One optimizer step (docs/ARCHITECTURE.md, "How to add an optimizer"):
+  // the update `s.kind` names (kernels/optim_math.h) over this device's fp32
+  // state p, s1, s2 (the optimizer's layout; unused ones may be null),
+  // reading gradients `g` as stored (dtype gt: fp32 scratch, or the raw
+  // gradients) and, when `zero_grad`, zeroing them once read; the updated p
+  // also goes to `work` as `work_dtype` when non-null. Every dtype and kind
+  // is each device's to implement: nothing here has a default that skips it.
+  virtual void OptimizerStep(const math::OptimScalars& s, void* g, DType gt, float* p,
+                             float* s1, float* s2, int64_t n, void* work, DType work_dtype,
+                             bool zero_grad) = 0;
+  // Whether the boundary should hand OptimizerStep the raw gradients, cast
+  // per tile and zeroed once read (docs/ARCHITECTURE.md, "One training
+  // step"), instead of a separate cast into fp32 scratch, the update from
+  // it and a zeroing pass. Both give the same bits; the CPU device fuses.
   virtual bool fused_update() const { return false; }
-  virtual void AdamStepRawGrad(const math::AdamScalars& s, void* g, DType gt, float* p,
-                               float* m, float* v, int64_t n, void* work,
-                               DType work_dtype, bool zero_grad) {}
-  virtual void SgdStepRawGrad(const math::SgdScalars& s, void* g, DType gt, float* p,
-                              float* buf, int64_t n, void* work, DType work_dtype,
-                              bool zero_grad) {}
   // dst = float(src) * scale.
   virtual void ToF32(const void* src, DType t, float* dst, int64_t n,
                      float scale) = 0;

@@ -249,26 +249,19 @@ class Guarded : public GuardedDevice {
     Device::FreeHost(p, pinned);
   }
 
-  void AdamStep(const math::AdamScalars& s, const float* g, float* p, float* m, float* v,
-                int64_t n, void* work, DType t) override {
-    const char* what = "AdamStep";
-    auto* G = reinterpret_cast<const float*>(Dev(g, what));
+  void OptimizerStep(const math::OptimScalars& s, void* g, DType gt, float* p, float* s1,
+                     float* s2, int64_t n, void* work, DType t, bool zero_grad) override {
+    const char* what = "OptimizerStep";
+    void* G = Dev(g, what);
     auto* P = reinterpret_cast<float*>(Dev(p, what));
-    auto* M = reinterpret_cast<float*>(Dev(m, what));
-    auto* V = reinterpret_cast<float*>(Dev(v, what));
+    float* S1 = s1 ? reinterpret_cast<float*>(Dev(s1, what)) : nullptr;
+    float* S2 = s2 ? reinterpret_cast<float*>(Dev(s2, what)) : nullptr;
     void* W = work ? Dev(work, what) : nullptr;
-    if (!Launch(what, {G, P, M, V}, work == nullptr || W != nullptr)) return;
-    queue_.Enqueue([=] { cpu::AdamStep(s, G, P, M, V, n, W, t); });
-  }
-  void SgdStep(const math::SgdScalars& s, const float* g, float* p, float* buf, int64_t n,
-               void* work, DType t) override {
-    const char* what = "SgdStep";
-    auto* G = reinterpret_cast<const float*>(Dev(g, what));
-    auto* P = reinterpret_cast<float*>(Dev(p, what));
-    float* B = buf ? reinterpret_cast<float*>(Dev(buf, what)) : nullptr;
-    void* W = work ? Dev(work, what) : nullptr;
-    if (!Launch(what, {G, P}, (buf == nullptr || B) && (work == nullptr || W))) return;
-    queue_.Enqueue([=] { cpu::SgdStep(s, G, P, B, n, W, t); });
+    if (!Launch(what, {G, P}, (s1 == nullptr || S1) && (s2 == nullptr || S2) &&
+                                  (work == nullptr || W))) {
+      return;
+    }
+    queue_.Enqueue([=] { cpu::OptimizerStep(s, G, gt, P, S1, S2, n, W, t, zero_grad); });
   }
   void ToF32(const void* src, DType t, float* dst, int64_t n, float scale) override {
     const char* what = "ToF32";

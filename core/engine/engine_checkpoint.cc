@@ -12,6 +12,7 @@
 #include "core/ckpt/manifest.h"
 #include "core/ckpt/snapshot.h"
 #include "core/common/status_macros.h"
+#include "core/optim/optimizer.h"
 
 namespace zero {
 namespace {
@@ -41,10 +42,17 @@ ckpt::ShardView EngineCheckpoint::MakeShardView() {
   v.stage = c.stage;
   v.dtype = c.dtype;
   v.config = &ctx_->config;
-  const bool adam = c.optimizer != OptimizerType::kSgd;
-  const bool momentum = !adam && c.momentum != 0.0;
-  if (adam) v.states = {ckpt::kExpAvg, ckpt::kExpAvgSq};
-  if (momentum) v.states = {ckpt::kMomentum};
+  // The optimizer's moments, arrays 1.. of the store, by section name.
+  std::vector<int> array_of(ckpt::kNumStates, -1);
+  array_of[ckpt::kMaster] = 0;
+  {
+    const std::vector<const char*> moments = MakeOptimizer(c)->moments();
+    for (size_t a = 0; a < moments.size(); ++a) {
+      const int kind = ckpt::StateFromName(moments[a]);
+      v.states.push_back(kind);
+      array_of[kind] = static_cast<int>(a) + 1;
+    }
+  }
   const StepCounters& n = boundary_->counters();
   v.global_step = n.global_step;
   v.skipped_steps = n.skipped_steps;
@@ -74,18 +82,14 @@ ckpt::ShardView EngineCheckpoint::MakeShardView() {
       pv.own_numel = hi - lo;
       const int64_t i = lo - gs.owned_begin;
       pv.state[ckpt::kMaster] = at(store_->InMemory(pl.group, 0), i);
-      if (adam) {
-        pv.state[ckpt::kExpAvg] = at(store_->InMemory(pl.group, 1), i);
-        pv.state[ckpt::kExpAvgSq] = at(store_->InMemory(pl.group, 2), i);
-      }
-      if (momentum) pv.state[ckpt::kMomentum] = at(store_->InMemory(pl.group, 1), i);
+      for (int kind : v.states) pv.state[kind] = at(store_->InMemory(pl.group, array_of[kind]), i);
       if (pv.state[ckpt::kMaster] == nullptr) {
         // State on NVMe: streamed through the store (bounded buffers).
         OptimizerStateStore* store = store_;
         const int g = pl.group;
-        pv.io = [store, g, i](int kind, int64_t at_i, int64_t n, float* data,
-                              bool write) -> absl::Status {
-          const int array = kind == ckpt::kExpAvgSq ? 2 : kind == ckpt::kMaster ? 0 : 1;
+        pv.io = [store, g, i, array_of](int kind, int64_t at_i, int64_t n, float* data,
+                                        bool write) -> absl::Status {
+          const int array = array_of[kind];
           return write ? store->Write(g, array, i + at_i, n, data)
                        : store->Read(g, array, i + at_i, n, data);
         };

@@ -58,15 +58,11 @@ absl::Status HostStateStore::Update(const OptimizerUpdate& u) {
     Arrays& s = groups_[p.g];
     next.wait();
     if (k + 1 < pieces.size()) next = down(k + 1);
-    float* m = s.a[1].data<float>();
-    float* v = s.a[2].data<float>();
-    float* master = s.a[0].data<float>() + p.begin;
-    if (u.sgd_mode) {
-      host->SgdStep(u.sgd, gbuf[k % 2], master, m ? m + p.begin : nullptr, p.len, wbuf[k % 2], t);
-    } else {
-      host->AdamStep(u.adam, gbuf[k % 2], master, m + p.begin, v + p.begin, p.len,
-                     wbuf[k % 2], t);
-    }
+    float* s1 = s.a[1].data<float>();
+    float* s2 = s.a[2].data<float>();
+    host->OptimizerStep(u.scalars, gbuf[k % 2], DType::kF32, s.a[0].data<float>() + p.begin,
+                        s1 ? s1 + p.begin : nullptr, s2 ? s2 + p.begin : nullptr, p.len,
+                        wbuf[k % 2], t, /*zero_grad=*/false);
     if (up.valid()) up.wait();
     char* work = sharded_->OwnedWorking(p.g, p.begin);
     up = std::async(std::launch::async, [device, work, src = wbuf[k % 2], bytes = p.len * es] {

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "core/common/status_macros.h"
-#include "kernels/adam_math.h"
 #include "kernels/norm_math.h"
 
 namespace zero {
@@ -18,7 +17,9 @@ OptimizerBoundary::OptimizerBoundary(EngineContext* ctx)
               ctx->config.loss_scale, ctx->config.initial_scale_power,
               ctx->config.loss_scale_window, ctx->config.hysteresis,
               ctx->config.consecutive_hysteresis, ctx->config.min_loss_scale),
-      schedule_(ctx->config) {}
+      schedule_(ctx->config) {
+  optimizer_ = MakeOptimizer(ctx->config);
+}
 
 int64_t OptimizerBoundary::scratch_bytes() const {
   int64_t n = 0;
@@ -43,11 +44,28 @@ absl::StatusOr<StepInfo> OptimizerBoundary::EndMicroStep() {
 }
 
 absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
+  ASSIGN_OR_RETURN(GradPlan plan, PlanGrads());
+  ASSIGN_OR_RETURN(const double sumsq, ReduceAndNorm(&plan));
+  StepInfo info;
+  info.boundary = true;
+  const double scale = scaler_.scale();
+  const bool overflow = !std::isfinite(sumsq);
+  const double scaled_norm = std::sqrt(sumsq);
+  info.grad_norm = overflow ? std::numeric_limits<double>::infinity() : scaled_norm / scale;
+  info.lr = schedule_.LrForStep(counters_.global_step);
+  if (overflow) return SkipStep(info);
+  const float factor = static_cast<float>(
+      math::UnscaleClipFactor(scaled_norm, scale, ctx_->config.gradient_clipping));
+  RETURN_IF_ERROR(
+      UpdateState(plan, optimizer_->Scalars(info.lr, counters_.global_step + 1, factor)));
+  return FinishStep(plan, info);
+}
+
+absl::StatusOr<OptimizerBoundary::GradPlan> OptimizerBoundary::PlanGrads() {
   Device* device = ctx_->device;
   const DType t = ctx_->dtype();
-  const int stage = ctx_->stage();
-  const int world = ctx_->world;
   const int groups = sharded_->num_groups();
+  GradPlan p;
   // Two passes over the owned gradients (docs/ARCHITECTURE.md, "One
   // training step"). Pass 1 reads them once for the sum of squares (norm and
   // overflow together); pass 2 is the fused update, which reads them raw
@@ -55,19 +73,19 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   // scratch its reduce-scatter writes (the full local gradient is zeroed as
   // the pack reads it), unless that reduce-scatter is the identity (one
   // rank, nothing to scale): then they are the gradients, as at stages 2-3.
-  // A device without the fused update, or fused off (EnginePaths), casts
-  // into the scratch, updates from it and zeroes afterwards.
-  const bool fused = device->fused_update() && ctx_->config.engine_paths.fused_boundary;
-  const bool scatter = stage == 1 && !reducer_->Stage1IsIdentity();
-  const bool in_place = t == DType::kF32 && !scatter;
-  const bool raw = !scatter && (in_place || fused);
+  // A device without the fused update, or fused off (EnginePaths), casts into the
+  // scratch, updates from it and zeroes afterwards.
+  p.fused = device->fused_update() && ctx_->config.engine_paths.fused_boundary;
+  p.scatter = ctx_->stage() == 1 && !reducer_->Stage1IsIdentity();
+  p.in_place = t == DType::kF32 && !p.scatter;
+  p.raw = !p.scatter && (p.in_place || p.fused);
   // Stage 3 with offload_optimizer "nvme" (ZeRO-Infinity): the gradient
   // shards are in files and stream group by group through one raw buffer
   // (and an fp32 one when not fused), read for pass 1 and again for pass
   // 2, with the same kernels on the same elements in the same order: the
   // bits do not depend on where the gradients live.
-  const bool streamed = sharded_->grads_on_nvme();
-  if (streamed && stream_raw_.bytes() == 0) {
+  p.streamed = sharded_->grads_on_nvme();
+  if (p.streamed && stream_raw_.bytes() == 0) {
     int64_t most = 1;
     for (int g = 0; g < groups; ++g) most = std::max(most, sharded_->group(g).owned_len);
     ASSIGN_OR_RETURN(stream_raw_, DeviceBuffer::Make(device, most * ctx_->es()));
@@ -80,28 +98,38 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   // Stage1ReadsGrads). Only when the update runs here on the device (not
   // ZeRO-Offload's host store, which neither reads it in place nor zeroes
   // it): pass 2 zeroes it as it reads it, as at stages 2-3.
-  std::vector<char> in_grads(groups, 0);
-  for (int g = 0; g < groups && scatter && t == DType::kF32; ++g) {
-    in_grads[g] = store_->memory_device() == device && !reducer_->Stage1ReadsGrads(g);
+  p.in_grads.assign(groups, 0);
+  for (int g = 0; g < groups && p.scatter && t == DType::kF32; ++g) {
+    p.in_grads[g] = store_->memory_device() == device && !reducer_->Stage1ReadsGrads(g);
   }
-  if (!raw && !streamed && g32_.empty()) {
+  if (!p.raw && !p.streamed && g32_.empty()) {
     g32_.resize(groups);
     for (int g = 0; g < groups; ++g) {
-      if (in_grads[g]) continue;
+      if (p.in_grads[g]) continue;
       ASSIGN_OR_RETURN(g32_[g], DeviceBuffer::Make(device, sharded_->group(g).owned_len * 4));
     }
   }
   // Pass 1's source and pass 2's gradients: raw (dtype t) or fp32 scratch.
-  std::vector<void*> src(groups);
-  const DType src_t = raw ? t : DType::kF32;
-  std::vector<float*> g32(groups, nullptr);
-  for (int g = 0; g < groups && !streamed; ++g) {
+  p.src.assign(groups, nullptr);
+  p.src_t = p.raw ? t : DType::kF32;
+  p.g32.assign(groups, nullptr);
+  for (int g = 0; g < groups && !p.streamed; ++g) {
     const GroupShard& gs = sharded_->group(g);
-    src[g] = raw        ? gs.grads.data()
-             : in_grads[g] ? gs.grads.data<char>() + gs.owned_begin * 4
-                           : g32_[g].data();
-    if (!raw || in_place) g32[g] = static_cast<float*>(src[g]);
+    p.src[g] = p.raw        ? gs.grads.data()
+               : p.in_grads[g] ? gs.grads.data<char>() + gs.owned_begin * 4
+                               : g32_[g].data();
+    if (!p.raw || p.in_place) p.g32[g] = static_cast<float*>(p.src[g]);
   }
+  return p;
+}
+
+absl::StatusOr<double> OptimizerBoundary::ReduceAndNorm(GradPlan* plan) {
+  Device* device = ctx_->device;
+  const DType t = ctx_->dtype();
+  const int stage = ctx_->stage();
+  const int world = ctx_->world;
+  const int groups = sharded_->num_groups();
+  GradPlan& p = *plan;
   double sumsq = 0.0;
   float post_scale = 1.0f;  // stage 1's averaging, applied in pass 1
   auto reduce = [&]() -> absl::Status {
@@ -109,12 +137,13 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
       ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
       RETURN_IF_ERROR(reducer_->ReduceLeftoversStage0());
     }
-    if (scatter) {
+    if (p.scatter) {
       ScopedPhase timer(ctx_->recorder, Phase::kBoundaryReduce);
-      RETURN_IF_ERROR(reducer_->ReduceScatterFlatStage1(g32, /*zero_grads=*/fused, &post_scale));
+      RETURN_IF_ERROR(
+          reducer_->ReduceScatterFlatStage1(p.g32, /*zero_grads=*/p.fused, &post_scale));
     }
     ScopedPhase norm(ctx_->recorder, Phase::kNorm);
-    if (streamed) {
+    if (p.streamed) {
       // The reducer's gradient writes, behind until here (a failed one
       // names its file and ends the step before any state moves).
       RETURN_IF_ERROR(sharded_->FlushGradWrites());
@@ -123,9 +152,9 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
         RETURN_IF_ERROR(sharded_->ReadGradsRaw(g, 0, n, stream_raw_.data()));
         sumsq += device->SumSquares(stream_raw_.data(), t, n);
       }
-    } else if (!scatter && !raw) {
+    } else if (!p.scatter && !p.raw) {
       for (int g = 0; g < groups; ++g) {
-        device->ToF32(sharded_->group(g).grads.data(), t, g32[g], sharded_->group(g).owned_len,
+        device->ToF32(sharded_->group(g).grads.data(), t, p.g32[g], sharded_->group(g).owned_len,
                       1.0f);
       }
     }
@@ -133,10 +162,10 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     // (float(x) * 1.0f is x): the norm's bits do not depend on the path.
     // Stage 1's averaging scale goes into the same pass (scaled in place
     // tile by tile, then squared): the same bits as a pass of its own.
-    for (int g = 0; g < groups && !streamed; ++g) {
+    for (int g = 0; g < groups && !p.streamed; ++g) {
       const int64_t n = sharded_->group(g).owned_len;
-      sumsq += post_scale != 1.0f ? device->ScaleSumSquares(g32[g], n, post_scale)
-                                  : device->SumSquares(src[g], src_t, n);
+      sumsq += post_scale != 1.0f ? device->ScaleSumSquares(p.g32[g], n, post_scale)
+                                  : device->SumSquares(p.src[g], p.src_t, n);
     }
     // Norm and overflow in one all-reduce: a non-finite gradient anywhere
     // makes the global sum of squares non-finite.
@@ -148,42 +177,65 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   };
   RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit(reduce)));
   (void)ctx_->stream->Drain();
+  return sumsq;
+}
 
-  const Config& c = ctx_->config;
-  StepInfo info;
-  info.boundary = true;
-  const double scale = scaler_.scale();
-  const bool overflow = !std::isfinite(sumsq);
-  const double scaled_norm = std::sqrt(sumsq);
-  info.grad_norm = overflow ? std::numeric_limits<double>::infinity() : scaled_norm / scale;
-  info.lr = schedule_.LrForStep(counters_.global_step);
-  if (overflow) {
-    sharded_->ZeroGrads();
-    RETURN_IF_ERROR(scaler_.Update(true));
-    ++counters_.skipped_steps;
-    info.skipped = true;
-    info.global_step = counters_.global_step;
-    info.skipped_steps = counters_.skipped_steps;
-    info.loss_scale = scaler_.scale();
-    return info;
+absl::StatusOr<StepInfo> OptimizerBoundary::SkipStep(StepInfo info) {
+  sharded_->ZeroGrads();
+  RETURN_IF_ERROR(scaler_.Update(true));
+  ++counters_.skipped_steps;
+  info.skipped = true;
+  info.global_step = counters_.global_step;
+  info.skipped_steps = counters_.skipped_steps;
+  info.loss_scale = scaler_.scale();
+  return info;
+}
+
+absl::Status OptimizerBoundary::StepPiece(const GradPlan& plan, const math::OptimScalars& scalars,
+                                          int g, int64_t begin, int64_t len, float* master,
+                                          float* s1, float* s2, char* work, bool piped) {
+  Device* device = ctx_->device;
+  const DType t = ctx_->dtype();
+  void* grad = nullptr;
+  DType gt = DType::kF32;
+  bool zero = false;
+  if (plan.streamed) {
+    // Pass 2 from the gradient file: this piece, raw.
+    void* raw_grads = stream_raw_.data();
+    if (piped) {
+      ASSIGN_OR_RETURN(raw_grads, pipeline_->Grads(g, begin, len));
+    } else {
+      RETURN_IF_ERROR(sharded_->ReadGradsRaw(g, begin, len, raw_grads));
+    }
+    grad = raw_grads;
+    gt = t;
+    if (!plan.fused) {
+      device->ToF32(raw_grads, t, stream_f32_.data<float>(), len, 1.0f);
+      grad = stream_f32_.data();
+      gt = DType::kF32;
+    }
+  } else if (plan.fused) {
+    // Pass 2: raw gradients in, zeroed once read (stage 1's scratch
+    // needs no zeroing: the next reduce-scatter overwrites it; its owned
+    // range of the gradient does).
+    grad = static_cast<char*>(plan.src[g]) + begin * DTypeSize(plan.src_t);
+    gt = plan.src_t;
+    zero = !plan.scatter || plan.in_grads[g];
+  } else {
+    grad = plan.g32[g] + begin;
   }
-  const float factor =
-      static_cast<float>(math::UnscaleClipFactor(scaled_norm, scale, c.gradient_clipping));
-  const int64_t step = counters_.global_step + 1;
+  device->OptimizerStep(scalars, grad, gt, master, s1, s2, len, work, t, zero);
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerBoundary::UpdateState(const GradPlan& plan,
+                                            const math::OptimScalars& scalars) {
+  Device* device = ctx_->device;
+  const Config& c = ctx_->config;
+  const int world = ctx_->world;
   OptimizerUpdate u;
-  u.grads = &g32;
-  u.sgd_mode = c.optimizer == OptimizerType::kSgd;
-  u.sgd.lr = static_cast<float>(info.lr);
-  u.sgd.momentum = static_cast<float>(c.momentum);
-  u.sgd.dampening = static_cast<float>(c.dampening);
-  u.sgd.weight_decay = static_cast<float>(c.weight_decay);
-  u.sgd.grad_scale = factor;
-  u.sgd.nesterov = c.nesterov;
-  u.sgd.first_step = step == 1;
-  const bool decoupled = c.optimizer == OptimizerType::kAdamW || c.adam_w_mode;
-  u.adam = math::MakeAdamScalars(
-      static_cast<float>(info.lr), static_cast<float>(c.beta1), static_cast<float>(c.beta2),
-      static_cast<float>(c.eps), static_cast<float>(c.weight_decay), decoupled, step, factor);
+  u.grads = &plan.g32;
+  u.scalars = scalars;
   // With offload_param "nvme" the working copy goes through `staged` to the
   // next slot of the group's param file, in sub_group_size pieces.
   // With offload_param "cpu" on a device, the kernels write the updated
@@ -213,12 +265,10 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   // Stage 3 streamed (gradients, and maybe working params, in files): the
   // gradient reads ahead and the param-file writes behind run on IO threads
   // while the caller updates, alongside the tier's own optimizer-state
-  // pipeline (core/engine/update_io_pipeline.h; profiled, the blocking ones
-  // were the update's exposed IO). EnginePaths can turn it off.
+  // pipeline (core/engine/update_io_pipeline.h: the blocking ones were the
+  // update's exposed IO). EnginePaths can turn it off.
   std::vector<UpdatePiece> order;
-  if (streamed && !device_staged && c.engine_paths.update_io_pipeline) {
-    order = store_->UpdateOrder();
-  }
+  if (plan.streamed && !device_staged && c.engine_paths.update_io_pipeline) order = store_->UpdateOrder();
   const bool piped = !order.empty();
   if (piped) {
     if (pipeline_ == nullptr) {
@@ -229,8 +279,8 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
     }
     RETURN_IF_ERROR(pipeline_->Begin(std::move(order), staged_working));
   }
-  u.on_device = [&](int g, int64_t begin, int64_t len, float* master, float* m,
-                    float* v) -> absl::Status {
+  u.on_device = [&](int g, int64_t begin, int64_t len, float* master, float* s1,
+                    float* s2) -> absl::Status {
     char* work = nullptr;
     if (piped && staged_working) {
       ASSIGN_OR_RETURN(work, pipeline_->WorkBuffer());
@@ -251,53 +301,10 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
       }
       work = staged_dev.data<char>();
     }
-    if (streamed) {
-      // Pass 2 from the gradient file: this piece, raw.
-      void* raw_grads = stream_raw_.data();
-      if (piped) {
-        ASSIGN_OR_RETURN(raw_grads, pipeline_->Grads(g, begin, len));
-      } else {
-        RETURN_IF_ERROR(sharded_->ReadGradsRaw(g, begin, len, raw_grads));
-      }
-      if (fused) {
-        if (u.sgd_mode) {
-          device->SgdStepRawGrad(u.sgd, raw_grads, t, master, m, len, work, t, false);
-        } else {
-          device->AdamStepRawGrad(u.adam, raw_grads, t, master, m, v, len, work, t, false);
-        }
-      } else {
-        float* g32s = stream_f32_.data<float>();
-        device->ToF32(raw_grads, t, g32s, len, 1.0f);
-        if (u.sgd_mode) {
-          device->SgdStep(u.sgd, g32s, master, m, len, work, t);
-        } else {
-          device->AdamStep(u.adam, g32s, master, m, v, len, work, t);
-        }
-      }
-      if (piped && staged_working) {
-        pipeline_->Land(g, begin, len);  // written behind; errors at Finish
-        return absl::OkStatus();
-      }
-      return land(g, begin, len, work);
-    }
-    if (fused) {
-      // Pass 2: raw gradients in, zeroed once read (stage 1's scratch
-      // needs no zeroing: the next reduce-scatter overwrites it; its owned
-      // range of the gradient does).
-      char* grad = static_cast<char*>(src[g]) + begin * DTypeSize(src_t);
-      const bool zero = !scatter || in_grads[g];
-      if (u.sgd_mode) {
-        device->SgdStepRawGrad(u.sgd, grad, src_t, master, m, len, work, t, zero);
-      } else {
-        device->AdamStepRawGrad(u.adam, grad, src_t, master, m, v, len, work, t, zero);
-      }
-      return land(g, begin, len, work);
-    }
-    const float* grad = g32[g] + begin;
-    if (u.sgd_mode) {
-      device->SgdStep(u.sgd, grad, master, m, len, work, t);
-    } else {
-      device->AdamStep(u.adam, grad, master, m, v, len, work, t);
+    RETURN_IF_ERROR(StepPiece(plan, u.scalars, g, begin, len, master, s1, s2, work, piped));
+    if (plan.streamed && piped && staged_working) {
+      pipeline_->Land(g, begin, len);  // written behind; errors at Finish
+      return absl::OkStatus();
     }
     return land(g, begin, len, work);
   };
@@ -342,9 +349,12 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
           "offload_param nvme: another rank failed writing its working params");
     }
   }
-  RETURN_IF_ERROR(updated);
+  return updated;
+}
+
+absl::StatusOr<StepInfo> OptimizerBoundary::FinishStep(const GradPlan& plan, StepInfo info) {
   sharded_->CommitParamFiles();
-  if (!fused || streamed) sharded_->ZeroGrads();
+  if (!plan.fused || plan.streamed) sharded_->ZeroGrads();
   RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit([this] { return PublishWorkingCopy(); })));
   (void)ctx_->stream->Drain();
   RETURN_IF_ERROR(scaler_.Update(false));

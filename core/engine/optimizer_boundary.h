@@ -23,6 +23,7 @@
 #include "core/engine/update_io_pipeline.h"
 #include "core/optim/loss_scaler.h"
 #include "core/optim/lr_schedule.h"
+#include "core/optim/optimizer.h"
 
 namespace zero {
 
@@ -77,9 +78,41 @@ class OptimizerBoundary {
   int64_t scratch_bytes() const;
 
  private:
+  // Where this step's passes find the owned gradients (PlanGrads).
+  struct GradPlan {
+    bool fused = false;     // pass 2 reads raw gradients and zeroes them
+    bool scatter = false;   // stage 1's reduce-scatter writes an fp32 target
+    bool in_place = false;  // fp32 gradients are their own fp32 copy
+    bool raw = false;       // pass 1 and 2 read the gradients as stored
+    bool streamed = false;  // stage 3 gradient files, group by group
+    std::vector<char> in_grads;  // stage 1: the target is the grads' owned range
+    std::vector<void*> src;      // pass 1's source and pass 2's gradients
+    DType src_t = DType::kF32;
+    std::vector<float*> g32;     // fp32 owned gradients (null: raw only)
+  };
+  // The phases of one boundary step, in order (docs/ARCHITECTURE.md, "One
+  // training step").
   absl::StatusOr<StepInfo> Step();
+  absl::StatusOr<GradPlan> PlanGrads();
+  // Leftover reductions and pass 1: the global sum of squares (norm and
+  // overflow in one all-reduce).
+  absl::StatusOr<double> ReduceAndNorm(GradPlan* plan);
+  // An overflow: gradients dropped, the scaler backs off, no state moves.
+  absl::StatusOr<StepInfo> SkipStep(StepInfo info);
+  // Pass 2: the optimizer over the state store, the working copy landed
+  // wherever it lives (memory, host shard, param file).
+  absl::Status UpdateState(const GradPlan& plan, const math::OptimScalars& scalars);
+  // Pass 2's share of one piece: the device's OptimizerStep on elements
+  // [begin, begin+len) of group g, with gradients as the plan says.
+  absl::Status StepPiece(const GradPlan& plan, const math::OptimScalars& scalars, int g,
+                         int64_t begin, int64_t len, float* master, float* s1, float* s2,
+                         char* work, bool piped);
+  // After the update: files committed, gradients zeroed, the working copy
+  // published, the scaler and counters advanced.
+  absl::StatusOr<StepInfo> FinishStep(const GradPlan& plan, StepInfo info);
 
   EngineContext* ctx_;
+  std::unique_ptr<Optimizer> optimizer_;  // chosen once from the config
   ShardedState* sharded_ = nullptr;
   GradientReducer* reducer_ = nullptr;
   OptimizerStateStore* store_ = nullptr;

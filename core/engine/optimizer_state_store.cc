@@ -5,13 +5,11 @@
 #include "core/engine/memory_state_store.h"
 #include "core/engine/nvme_state_store.h"
 #include "core/engine/sharded_state.h"
+#include "core/optim/optimizer.h"
 
 namespace zero {
 
-int StateArrays(const Config& c) {
-  if (c.optimizer != OptimizerType::kSgd) return 3;
-  return c.momentum != 0.0 ? 2 : 1;
-}
+int StateArrays(const Config& c) { return MakeOptimizer(c)->state_arrays(); }
 
 absl::StatusOr<std::unique_ptr<OptimizerStateStore>> MakeOptimizerStateStore(
     EngineContext* ctx, ShardedState* sharded) {

@@ -18,13 +18,14 @@
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
 #include "core/engine/engine_context.h"
-#include "kernels/adam_math.h"
+#include "kernels/optim_math.h"
 
 namespace zero {
 
 class ShardedState;
 
-// The fp32 arrays kept per owned element: 0 master, 1 m (SGD: momentum), 2 v.
+// The fp32 arrays kept per owned element: 0 the master, then the
+// optimizer's moments (Optimizer::moments, core/optim/optimizer.h).
 int StateArrays(const Config& c);
 
 // fn(at, len, src): initial master values of owned elements [at, at+len) of
@@ -36,14 +37,13 @@ using InitVisitor = std::function<void(int g, int64_t a, int64_t b, const InitPi
 // One optimizer step over the owned range, as the boundary prepared it.
 struct OptimizerUpdate {
   const std::vector<float*>* grads = nullptr;  // fp32 owned gradients, device memory
-  math::AdamScalars adam;
-  math::SgdScalars sgd;
-  bool sgd_mode = false;
+  math::OptimScalars scalars{};  // the step of Optimizer::Scalars (core/optim/optimizer.h)
   // The step on the engine's device for elements [begin, begin+len) of
-  // group g whose state is at master/m/v (m, v may be null); writes the
-  // working copy (staged to the param file with offload_param "nvme").
+  // group g whose state is at master/s1/s2 (the optimizer's moments; s1,
+  // s2 may be null); writes the working copy (staged to the param file
+  // with offload_param "nvme").
   std::function<absl::Status(int g, int64_t begin, int64_t len, float* master,
-                             float* m, float* v)> on_device;
+                             float* s1, float* s2)> on_device;
   // Device-resident updates run in pieces of this many elements (the
   // sub-group size when the working copy is staged through a file).
   int64_t piece = INT64_MAX;

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "kernels/cast_math.h"
+#include "kernels/cpu/adagrad_simd.h"
+#include "kernels/cpu/lion_simd.h"
 #include "kernels/cpu/optim_simd.h"
 #include "kernels/cpu/widen_simd.h"
 #include "kernels/norm_math.h"
@@ -141,6 +143,22 @@ void SgdStepRawGrad(const math::SgdScalars& s, void* g, DType gt, float* p,
   Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
     SgdTileRaw(s, static_cast<const char*>(g) + a * ges, gt, p + a, buf ? buf + a : nullptr,
                static_cast<size_t>(len), w32);
+    if (zero_grad) std::memset(static_cast<char*>(g) + a * ges, 0, len * ges);
+  });
+}
+
+void OptimizerStep(const math::OptimScalars& s, void* g, DType gt, float* p, float* s1,
+                   float* s2, int64_t n, void* work, DType work_dtype, bool zero_grad) {
+  const size_t ges = DTypeSize(gt);
+  Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
+    const char* ga = static_cast<const char*>(g) + a * ges;
+    const size_t l = static_cast<size_t>(len);
+    switch (s.kind) {
+      case math::kOptimAdam: AdamTileRaw(s.adam, ga, gt, p + a, s1 + a, s2 + a, l, w32); break;
+      case math::kOptimSgd: SgdTileRaw(s.sgd, ga, gt, p + a, s1 ? s1 + a : nullptr, l, w32); break;
+      case math::kOptimLion: LionTileRaw(s.lion, ga, gt, p + a, s1 + a, l, w32); break;
+      case math::kOptimAdagrad: AdagradTileRaw(s.adagrad, ga, gt, p + a, s1 + a, l, w32); break;
+    }
     if (zero_grad) std::memset(static_cast<char*>(g) + a * ges, 0, len * ges);
   });
 }

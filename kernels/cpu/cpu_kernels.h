@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/adam_math.h"
+#include "kernels/optim_math.h"
 #include "kernels/dtype.h"
 
 namespace zero {
@@ -35,6 +36,16 @@ void AdamStepRawGrad(const math::AdamScalars& s, void* g, DType gt, float* p,
 void SgdStepRawGrad(const math::SgdScalars& s, void* g, DType gt, float* p,
                     float* buf, int64_t n, void* work, DType work_dtype,
                     bool zero_grad);
+
+// One step of whichever optimizer `s.kind` names (kernels/optim_math.h)
+// over fp32 state p, s1, s2 (the optimizer's layout; unused ones may be
+// null), reading the gradients `g` as stored (dtype gt, widened per tile)
+// and, when `zero_grad`, zeroing each tile once read; the updated p also goes
+// to `work` as `work_dtype` when non-null. For Adam and SGD bitwise
+// AdamStepRawGrad / SgdStepRawGrad; the SIMD tiles are bitwise the scalar
+// math of kernels/*_math.h.
+void OptimizerStep(const math::OptimScalars& s, void* g, DType gt, float* p, float* s1,
+                   float* s2, int64_t n, void* work, DType work_dtype, bool zero_grad);
 
 // dst[i] = float(src[i]) * scale.
 void ToF32(const void* src, DType t, float* dst, int64_t n, float scale = 1.0f);

@@ -15,23 +15,6 @@ namespace cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Gradients as stored: fp32, bf16 or fp16 (widened in registers).
-enum GradKind { kGradF32, kGradBf16, kGradF16 };
-
-template <int kG, class DF>
-HWY_INLINE hn::Vec<DF> LoadGrad(DF df, const void* g, size_t i) {
-  if constexpr (kG == kGradF32) return hn::LoadU(df, static_cast<const float*>(g) + i);
-  if constexpr (kG == kGradBf16) return LoadBf16AsF32(df, static_cast<const uint16_t*>(g) + i);
-  if constexpr (kG == kGradF16) return LoadF16AsF32(df, static_cast<const uint16_t*>(g) + i);
-}
-
-template <int kG>
-HWY_INLINE float GradAt(const void* g, size_t i) {
-  if constexpr (kG == kGradF32) return static_cast<const float*>(g)[i];
-  if constexpr (kG == kGradBf16) return math::Bf16ToFloat(static_cast<const uint16_t*>(g)[i]);
-  if constexpr (kG == kGradF16) return math::HalfToFloat(static_cast<const uint16_t*>(g)[i]);
-}
-
 // Every line mirrors one line of math::AdamUpdate (kernels/adam_math.h).
 template <bool kL2, bool kDecoupledWd, int kG = kGradF32>
 HWY_INLINE void AdamLoop(const math::AdamScalars& s, const void* g, float* p,
@@ -228,10 +211,6 @@ void AdamTile(const math::AdamScalars& s, const float* g, float* p, float* m,
               float* v, size_t n, float* w) {
   HWY_DYNAMIC_DISPATCH(AdamTileImpl)(s, g, p, m, v, n, w);
 }
-
-namespace {
-int GradKindOf(DType gt) { return gt == DType::kBF16 ? 1 : gt == DType::kF16 ? 2 : 0; }
-}  // namespace
 
 void AdamTileRaw(const math::AdamScalars& s, const void* g, DType gt, float* p, float* m,
                  float* v, size_t n, float* w) {

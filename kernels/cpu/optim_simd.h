@@ -14,6 +14,9 @@
 namespace zero {
 namespace cpu {
 
+// The GradKind (widen-inl.h) of gradients stored as `gt`.
+inline int GradKindOf(DType gt) { return gt == DType::kBF16 ? 1 : gt == DType::kF16 ? 2 : 0; }
+
 // `w`, if not null, receives the updated p (fp32 working copy).
 void AdamTile(const math::AdamScalars& s, const float* g, float* p, float* m,
               float* v, size_t n, float* w);

@@ -8,9 +8,11 @@
 #define ZERO_KERNELS_CPU_WIDEN_INL_H_
 #endif
 
+#include <cstddef>
 #include <cstdint>
 
 #include "hwy/highway.h"
+#include "kernels/cast_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace zero {
@@ -57,6 +59,24 @@ HWY_INLINE hn::Vec<DF> LoadBf16AsF32(DF df, const uint16_t* p) {
   const hn::RebindToUnsigned<DF> du;
   const hn::Rebind<uint16_t, DF> d16;
   return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
+}
+
+
+// Gradients as stored: fp32, bf16 or fp16 (widened in registers).
+enum GradKind { kGradF32, kGradBf16, kGradF16 };
+
+template <int kG, class DF>
+HWY_INLINE hn::Vec<DF> LoadGrad(DF df, const void* g, size_t i) {
+  if constexpr (kG == kGradF32) return hn::LoadU(df, static_cast<const float*>(g) + i);
+  if constexpr (kG == kGradBf16) return LoadBf16AsF32(df, static_cast<const uint16_t*>(g) + i);
+  if constexpr (kG == kGradF16) return LoadF16AsF32(df, static_cast<const uint16_t*>(g) + i);
+}
+
+template <int kG>
+HWY_INLINE float GradAt(const void* g, size_t i) {
+  if constexpr (kG == kGradF32) return static_cast<const float*>(g)[i];
+  if constexpr (kG == kGradBf16) return math::Bf16ToFloat(static_cast<const uint16_t*>(g)[i]);
+  if constexpr (kG == kGradF16) return math::HalfToFloat(static_cast<const uint16_t*>(g)[i]);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -13,6 +13,7 @@
 
 #include "kernels/adam_math.h"
 #include "kernels/dtype.h"
+#include "kernels/optim_math.h"
 
 namespace zero {
 namespace cuda {
@@ -74,6 +75,14 @@ int LaunchAccumulate(void* dst, const void* src, DType type, int64_t n,
 // AccumulateScaledElement).
 int LaunchAccumulateScaled(void* dst, DType type, const float* src,
                            float scale, int64_t n, Stream stream);
+
+// One step of the optimizer `s.kind` names (kernels/optim_math.h) over fp32
+// param, s1, s2 (the optimizer's state layout; unused ones may be null) with
+// the raw gradient of `grad_type`; the updated param also goes to `working`
+// as working_type when non-null. Adam runs the multi-tensor kernel above.
+int LaunchOptimizerStep(const math::OptimScalars& s, const void* grad, DType grad_type,
+                        float* param, float* s1, float* s2, void* working,
+                        DType working_type, int64_t n, Stream stream);
 
 // SGD (math::SgdUpdate) on fp32 param with raw fp32 grad; momentum_buf may
 // be null (momentum 0); the updated param is also written to `working` as

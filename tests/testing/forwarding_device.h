@@ -23,10 +23,10 @@ class ForwardingDevice : public Device {
   void Copy(void* dst, const void* src, size_t b) override { d_->Copy(dst, src, b); }
   void CopyQueued(void* dst, const void* src, size_t b) override { d_->CopyQueued(dst, src, b); }
   size_t allocated_bytes() const override { return d_->allocated_bytes(); }
-  void AdamStep(const math::AdamScalars& s, const float* g, float* p, float* m, float* v,
-                int64_t n, void* w, DType t) override { d_->AdamStep(s, g, p, m, v, n, w, t); }
-  void SgdStep(const math::SgdScalars& s, const float* g, float* p, float* b, int64_t n,
-               void* w, DType t) override { d_->SgdStep(s, g, p, b, n, w, t); }
+  void OptimizerStep(const math::OptimScalars& s, void* g, DType gt, float* p, float* s1,
+                     float* s2, int64_t n, void* w, DType t, bool zero_grad) override {
+    d_->OptimizerStep(s, g, gt, p, s1, s2, n, w, t, zero_grad);
+  }
   void ToF32(const void* s, DType t, float* d, int64_t n, float k) override { d_->ToF32(s, t, d, n, k); }
   void FromF32(const float* s, void* d, DType t, int64_t n) override { d_->FromF32(s, d, t, n); }
   void Accumulate(void* d, const void* s, DType t, int64_t n) override { d_->Accumulate(d, s, t, n); }

@@ -150,6 +150,18 @@ void ApplyStepMode(const std::string& mode, Config* config) {
   } else if (mode == "sgd") {
     config->optimizer = OptimizerType::kSgd;
     config->momentum = 0.9;
+  } else if (mode == "lion") {
+    config->optimizer = OptimizerType::kLion;
+    config->lr = 1e-3;  // DeepSpeed's Lion default; sign steps are lr-sized
+    config->beta2 = 0.99;
+    config->weight_decay = 0.1;
+  } else if (mode == "adagrad") {
+    config->optimizer = OptimizerType::kAdagrad;
+    // Its first step is lr * sign(g) for |g| >> eps: lr-sized wherever bf16
+    // rounding flips a tiny gradient's sign; 1e-3 keeps that under bf16's
+    // tolerance (DeepSpeed's default is 1e-2).
+    config->lr = 1e-3;
+    config->eps = 1e-10;
   }
 }
 
@@ -334,6 +346,19 @@ MlpResult TrainMlpReference(const Config& c, const MlpSpec& spec) {
       if (!s.trainable[i]) continue;
       for (size_t k = 0; k < p[i].size(); ++k) {
         double gk = g[i][k] * coef;
+        if (c.optimizer == OptimizerType::kLion) {  // DeepSpeed's Lion
+          const double interp = c.beta1 * m[i][k] + (1 - c.beta1) * gk;
+          const double sign = interp > 0 ? 1.0 : interp < 0 ? -1.0 : 0.0;
+          p[i][k] = p[i][k] * (1 - lr * c.weight_decay) - lr * sign;
+          m[i][k] = c.beta2 * m[i][k] + (1 - c.beta2) * gk;
+          continue;
+        }
+        if (c.optimizer == OptimizerType::kAdagrad) {  // DeepSpeed's Adagrad
+          gk += c.weight_decay * p[i][k];
+          v[i][k] += gk * gk;
+          p[i][k] -= lr * gk / (std::sqrt(v[i][k]) + c.eps);
+          continue;
+        }
         if (c.optimizer == OptimizerType::kSgd) {
           if (c.weight_decay != 0) gk += c.weight_decay * p[i][k];
           if (c.momentum != 0) {

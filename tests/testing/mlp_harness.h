@@ -76,7 +76,9 @@ Config SmallMlpConfig(int stage, DType dtype);
 
 // The step scenarios the boundary tests share, on a SmallMlpConfig:
 // "gas2_clip" (accumulation 2, clipping 0.05: small enough to clip) and
-// "sgd" (SGD, momentum 0.9); any other mode leaves `config` as it is.
+// "sgd" (SGD, momentum 0.9), "lion" (Lion, lr 1e-3, betas (0.9, 0.99),
+// decay 0.1) and "adagrad" (Adagrad, lr 1e-3, eps 1e-10); any other mode leaves
+// `config` as it is.
 void ApplyStepMode(const std::string& mode, Config* config);
 
 // The MLP's params registered on a new, finalized engine. Collective.
@@ -88,7 +90,8 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeMlpEngine(const Config& config,
 absl::StatusOr<MlpResult> TrainMlp(const Config& config, Communicator* comm,
                                    const MlpSpec& spec);
 
-// The same training on one rank, in double, Adam/AdamW/SGD written out here
+// The same training on one rank, in double, Adam/AdamW/SGD/Lion/Adagrad
+// written out here
 // (independent of kernels/), with DeepSpeed's clipping and skip semantics.
 MlpResult TrainMlpReference(const Config& config, const MlpSpec& spec);
 
