@@ -20,7 +20,7 @@ from .checkpointing import _CheckpointedModules
 from .construct import _MetaConstruction, _move_module
 from .hooks import _ModuleHooks, _Stage3Guard
 from .launch import _install_excepthook, _live, _live_torch_engines
-from .optim import ZeroLRScheduler, ZeroOptimizer, _LrSchedule
+from .optim import ZeroLRScheduler, ZeroOptimizer
 from .params import _ParamStorage
 from .stage3 import _Stage3Params
 from .state import TrainingState
@@ -154,7 +154,6 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
         # both engine.gradient_accumulation_steps and ...() work.
         self.gradient_accumulation_steps = _CallableInt(
             self.zero.gradient_accumulation_steps)
-        self._lr_schedule = _LrSchedule(self.zero.config)
         self.overlap_grad_hooks = overlap_grad_hooks
         self.global_steps = 0
         self.micro_steps = 0
@@ -312,8 +311,8 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
     def get_lr(self) -> List[float]:
         """The learning rate of the next optimizer step, one per param group
         (DeepSpeed: the lr its scheduler last set on the optimizer). From the
-        config's ``scheduler`` and the steps taken, as the runtime computes it."""
-        return [self._lr_schedule.lr_for_step(self.global_steps)]
+        config's ``scheduler`` and the steps taken: the runtime's schedule."""
+        return [self.zero.lr_for_step(self.global_steps)]
 
     def get_global_grad_norm(self) -> float:
         """Global L2 norm of the unscaled gradients of the last step."""
