@@ -19,6 +19,7 @@ from ..errors import FailedPreconditionError, ZeroError
 from .checkpointing import _CheckpointedModules
 from .construct import _MetaConstruction, _move_module
 from .hooks import _ModuleHooks, _Stage3Guard
+from .join import Join
 from .launch import _install_excepthook, _live, _live_torch_engines
 from .optim import ZeroLRScheduler, ZeroOptimizer
 from .params import _ParamStorage
@@ -163,6 +164,7 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
         self._inside_no_sync = False
         self._fwd_stack: List[torch.nn.Module] = []
         self._busy = 0  # > 0 while hooks move params (the guard stands back)
+        self._join: Optional[Join] = None  # the Join this engine is in, if any
 
         padding_rows = self._infer_meta_specs(model)
         self._register_params(model, trainable_set, padding_rows)
@@ -200,6 +202,8 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Runs the wrapped module (fp16: in fp32, fp16 inputs upcast)."""
         self._check_open()
+        if self._join is not None:
+            self._join._on_forward()
         if self._upcast:
             args = _upcast_inputs(args)
             kwargs = _upcast_inputs(kwargs)
@@ -285,6 +289,8 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
         # backward may still read (a GPU): those finish first.
         self._bridge.torch_done()
         info = self.zero.step()
+        if self._join is not None:
+            self._join._on_step()
         self._handed = [False] * len(self._params)
         self.last_step_info = info
         self.global_steps = info.global_step
@@ -293,6 +299,10 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
             if not info.skipped:
                 self._refresh_upcast()
         return info
+
+    def join(self, enable: bool = True) -> Join:
+        """``with engine.join(): ...``: uneven inputs, see :class:`Join`."""
+        return Join(self, enable)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drops any gradient torch holds (gradients live in the runtime)."""
