@@ -25,6 +25,7 @@
 #include "core/backend/device_factory.h"
 #include "core/engine/engine.h"
 #include "core/estimate/memory_estimate.h"
+#include "core/optim/lr_schedule.h"
 
 struct zero_comm_t {
   std::unique_ptr<zero::Communicator> comm;
@@ -547,6 +548,18 @@ zero_status zero_engine_loss_scale(const zero_engine_t* engine, double* scale) {
   ZERO_CHECK_ARG("zero_engine_loss_scale", engine);
   ZERO_CHECK_ARG("zero_engine_loss_scale", scale);
   *scale = engine->engine->loss_scale();
+  return ZERO_OK;
+}
+
+zero_status zero_engine_lr_for_step(const zero_engine_t* engine, int64_t step, double* lr) {
+  ZERO_CHECK_ARG("zero_engine_lr_for_step", engine);
+  ZERO_CHECK_ARG("zero_engine_lr_for_step", lr);
+  if (step < 0) {
+    return Report(absl::InvalidArgumentError(
+        absl::StrCat("zero_engine_lr_for_step: step ", step, " is negative (0 is the first)")));
+  }
+  // The schedule the optimizer boundary builds from the same config.
+  *lr = zero::LrSchedule(engine->engine->config()).LrForStep(step);
   return ZERO_OK;
 }
 

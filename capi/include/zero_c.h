@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 11
+#define ZERO_VERSION_MINOR 12
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -969,6 +969,17 @@ typedef struct zero_preemption_options {
  * (the previous handler comes back, also at destroy). */
 ZERO_API zero_status zero_engine_set_preemption(zero_engine_t* engine,
                                                 const zero_preemption_options* options);
+/* ---- 1.12: the learning-rate schedule -------------------------------- */
+
+/* NOT collective (1.12). *lr receives the learning rate of 0-based
+ * optimizer step `step` (skipped steps not counted: zero_step_info's
+ * global_step) as the engine's scheduler computes it for its update: the
+ * config's `scheduler` block (DeepSpeed's WarmupLR, WarmupDecayLR,
+ * WarmupCosineLR) or, without one, the optimizer's lr. The lr of the next
+ * update is zero_engine_lr_for_step(engine, global_step). Any step may be
+ * asked, taken or not. A negative step is ZERO_INVALID_ARGUMENT. */
+ZERO_API zero_status zero_engine_lr_for_step(const zero_engine_t* engine, int64_t step,
+                                             double* lr);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -451,6 +451,12 @@ class Engine {
     return static_cast<int32_t>(dtype);
   }
 
+  double LrForStep(int64_t step) const {
+    double lr = 0.0;
+    Check(zero_engine_lr_for_step(get(), step, &lr));
+    return lr;
+  }
+
   double LossScale() const {
     double scale = 0.0;
     Check(zero_engine_loss_scale(get(), &scale));
@@ -827,6 +833,7 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("copy", &Engine::Copy, py::arg("dst"), py::arg("src"), py::arg("bytes"))
       .def("dtype", &Engine::DType)
       .def("loss_scale", &Engine::LossScale)
+      .def("lr_for_step", &Engine::LrForStep, py::arg("step"))
       .def("step", &Engine::Step)
       .def("report_samples", &Engine::ReportSamples, py::arg("samples"))
       .def("read_master", &Engine::ReadMaster, py::arg("id"), py::arg("out"))

@@ -464,6 +464,13 @@ class Engine:
         src = np.ascontiguousarray(src, dtype=src_dt.numpy)
         self._c.set_grad(info.id, int(src_dt), int(src.ctypes.data), int(src.nbytes))
 
+    def lr_for_step(self, step: int) -> float:
+        """The learning rate of 0-based optimizer step ``step`` (skipped steps
+        not counted, as :attr:`StepInfo.global_step`), from the runtime's
+        schedule (the config's ``scheduler``, else the optimizer's lr): the
+        next update's is ``lr_for_step(global_step)``. NOT collective."""
+        return self._c.lr_for_step(int(step))
+
     @property
     def loss_scale(self) -> float:
         """The factor to multiply the loss by before backward (1 unless fp16)."""

@@ -104,11 +104,12 @@ from .clip import _install_clip_guards
 from .construct import Init
 from .engine import ZeroTorchEngine
 from .hooks import _ZeroParamDict
+from .join import Join
 from .launch import _live
 from .optim import ZeroLRScheduler, ZeroOptimizer
 from .state import TrainingState
 from .state_dict import CLIENT_STATE_FILE, GatheredParameters
 
-__all__ = ["initialize", "ZeroTorchEngine", "GatheredParameters", "Init"]
+__all__ = ["initialize", "ZeroTorchEngine", "GatheredParameters", "Init", "Join"]
 
 _install_clip_guards()

@@ -19,8 +19,9 @@ from ..errors import FailedPreconditionError, ZeroError
 from .checkpointing import _CheckpointedModules
 from .construct import _MetaConstruction, _move_module
 from .hooks import _ModuleHooks, _Stage3Guard
+from .join import Join
 from .launch import _install_excepthook, _live, _live_torch_engines
-from .optim import ZeroLRScheduler, ZeroOptimizer, _LrSchedule
+from .optim import ZeroLRScheduler, ZeroOptimizer
 from .params import _ParamStorage
 from .stage3 import _Stage3Params
 from .state import TrainingState
@@ -154,7 +155,6 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
         # both engine.gradient_accumulation_steps and ...() work.
         self.gradient_accumulation_steps = _CallableInt(
             self.zero.gradient_accumulation_steps)
-        self._lr_schedule = _LrSchedule(self.zero.config)
         self.overlap_grad_hooks = overlap_grad_hooks
         self.global_steps = 0
         self.micro_steps = 0
@@ -164,6 +164,7 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
         self._inside_no_sync = False
         self._fwd_stack: List[torch.nn.Module] = []
         self._busy = 0  # > 0 while hooks move params (the guard stands back)
+        self._join: Optional[Join] = None  # the Join this engine is in, if any
 
         padding_rows = self._infer_meta_specs(model)
         self._register_params(model, trainable_set, padding_rows)
@@ -201,6 +202,8 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Runs the wrapped module (fp16: in fp32, fp16 inputs upcast)."""
         self._check_open()
+        if self._join is not None:
+            self._join._on_forward()
         if self._upcast:
             args = _upcast_inputs(args)
             kwargs = _upcast_inputs(kwargs)
@@ -286,6 +289,8 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
         # backward may still read (a GPU): those finish first.
         self._bridge.torch_done()
         info = self.zero.step()
+        if self._join is not None:
+            self._join._on_step()
         self._handed = [False] * len(self._params)
         self.last_step_info = info
         self.global_steps = info.global_step
@@ -294,6 +299,10 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
             if not info.skipped:
                 self._refresh_upcast()
         return info
+
+    def join(self, enable: bool = True) -> Join:
+        """``with engine.join(): ...``: uneven inputs, see :class:`Join`."""
+        return Join(self, enable)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drops any gradient torch holds (gradients live in the runtime)."""
@@ -312,8 +321,8 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
     def get_lr(self) -> List[float]:
         """The learning rate of the next optimizer step, one per param group
         (DeepSpeed: the lr its scheduler last set on the optimizer). From the
-        config's ``scheduler`` and the steps taken, as the runtime computes it."""
-        return [self._lr_schedule.lr_for_step(self.global_steps)]
+        config's ``scheduler`` and the steps taken: the runtime's schedule."""
+        return [self.zero.lr_for_step(self.global_steps)]
 
     def get_global_grad_norm(self) -> float:
         """Global L2 norm of the unscaled gradients of the last step."""

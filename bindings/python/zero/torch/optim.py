@@ -2,7 +2,6 @@
 runtime's, which run inside ZeroTorchEngine.step()."""
 from __future__ import annotations
 
-import math
 import weakref
 from typing import TYPE_CHECKING, Any, Dict, List
 
@@ -10,70 +9,6 @@ from ..errors import UnimplementedError
 
 if TYPE_CHECKING:
     from .engine import ZeroTorchEngine
-
-
-class _LrSchedule:
-    """The runtime's learning-rate schedule (core/optim/lr_schedule.cc, as
-    DeepSpeed's runtime/lr_schedules.py) computed from the config, so the lr
-    of the *next* optimizer step is known before it runs."""
-
-    def __init__(self, config: Dict[str, Any]) -> None:
-        opt = config.get("optimizer") or {}
-        self.lr = float((opt.get("params") or {}).get("lr", 1e-3))
-        sched = config.get("scheduler")
-        self.type = None if not sched else sched.get("type")
-        p = (sched or {}).get("params") or {}
-
-        def num(key: str, default: float) -> float:
-            v = p.get(key, default)
-            return default if v == "auto" else float(v)
-
-        self.warmup_num_steps = int(num("warmup_num_steps", 1000))
-        self.warmup_type = p.get("warmup_type", "log")
-        self.total_num_steps = int(num("total_num_steps", -1))
-        self.warmup_min_ratio = num("warmup_min_ratio", 0.0)
-        self.cos_min_ratio = num("cos_min_ratio", 0.0001)
-        self.warmup_min_lr = num("warmup_min_lr", 0.0)
-        self.warmup_max_lr = (self.lr if p.get("warmup_max_lr") == "auto"
-                              else num("warmup_max_lr", 0.001))
-
-    def _gamma(self, it: int, warmup: int) -> float:
-        if self.warmup_type == "log":
-            return math.log(it + 1) / math.log(warmup)
-        return it / warmup
-
-    def lr_at(self, it: int) -> float:
-        """LrAt(last_batch_iteration)."""
-        warmup = max(2, self.warmup_num_steps)
-        if self.type in ("WarmupLR", "WarmupDecayLR"):
-            if it < 0:
-                return self.warmup_min_lr
-            if it < warmup:
-                gamma = self._gamma(it, warmup)
-            elif self.type == "WarmupLR":
-                gamma = 1.0
-            else:
-                gamma = max(0.0, (self.total_num_steps - it) /
-                            max(1.0, float(self.total_num_steps - warmup)))
-            return self.warmup_min_lr + (self.warmup_max_lr - self.warmup_min_lr) * gamma
-        if self.type == "WarmupCosineLR":
-            if it < 0:
-                return 0.0
-            if it < warmup:
-                ratio = (self.warmup_min_ratio + self._gamma(it, warmup) *
-                         (1.0 - self.warmup_min_ratio))
-            else:
-                real_last = it - warmup + 1
-                real_total = self.total_num_steps - warmup
-                ratio = (1.0 + math.cos(math.pi * real_last / real_total)) / 2.0
-                ratio = max(0.0, self.cos_min_ratio + (1.0 - self.cos_min_ratio) * ratio)
-            return self.lr * ratio
-        return self.lr
-
-    def lr_for_step(self, t: int) -> float:
-        """The lr of 0-based optimizer step t (DeepSpeed steps its scheduler
-        after each optimizer step)."""
-        return self.lr_at(t - 1)
 
 
 class ZeroOptimizer:
@@ -130,7 +65,7 @@ class ZeroLRScheduler:
 
     def __init__(self, engine: "ZeroTorchEngine") -> None:
         self._engine = weakref.proxy(engine)
-        self.type: str = engine._lr_schedule.type or ""
+        self.type: str = (engine.zero.config.get("scheduler") or {}).get("type") or ""
 
     @property
     def last_batch_iteration(self) -> int:

@@ -984,6 +984,17 @@ impl<'c> Engine<'c> {
         Ok(scale)
     }
 
+    /// The learning rate of 0-based optimizer step `step` (skipped steps not
+    /// counted, as [`StepInfo::global_step`]) from the runtime's schedule
+    /// (the config's `scheduler`, else the optimizer's lr); the next update's
+    /// is `lr_for_step(global_step)`. Not collective.
+    pub fn lr_for_step(&self, step: i64) -> Result<f64> {
+        let mut lr = 0.0;
+        // SAFETY: live handle, valid out pointer.
+        check(unsafe { sys::zero_engine_lr_for_step(self.raw.as_ptr(), step, &mut lr) })?;
+        Ok(lr)
+    }
+
     /// COLLECTIVE. Ends a micro-step; every `gradient_accumulation_steps`-th
     /// call reduces gradients and applies the optimizer. Gradients not handed
     /// in count as zero. A live guard borrows the engine, so this cannot run

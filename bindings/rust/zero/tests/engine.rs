@@ -149,6 +149,35 @@ fn json_fp16_config_sets_the_engine_dtype() {
     assert_eq!(engine.loss_scale().unwrap(), 65536.0);
 }
 
+/// The runtime's LR schedule: WarmupDecayLR from the config, as DeepSpeed's
+/// closed form (linear warmup from 0.1 to 1.1 over 4 steps, then linear decay
+/// to 0 at step 8); step t runs with the value at last_batch_iteration t - 1.
+#[test]
+fn lr_for_step_follows_the_configs_schedule() {
+    let comm = Communicator::new_self().unwrap();
+    let config = Config::from_json(
+        r#"{"train_batch_size": 1, "optimizer": {"type": "SGD", "params": {"lr": 0.5}},
+            "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 0.1,
+            "warmup_max_lr": 1.1, "warmup_num_steps": 4, "total_num_steps": 8,
+            "warmup_type": "linear"}}}"#,
+    )
+    .unwrap();
+    let engine = Engine::new(&config, &comm).unwrap();
+    let want = |it: i64| -> f64 {
+        if it < 0 {
+            return 0.1;
+        }
+        let gamma = if it < 4 { it as f64 / 4.0 } else { ((8 - it) as f64 / 4.0).max(0.0) };
+        0.1 + 1.0 * gamma
+    };
+    for t in 0..12 {
+        let lr = engine.lr_for_step(t).unwrap();
+        assert!((lr - want(t - 1)).abs() < 1e-15, "step {t}: {lr} vs {}", want(t - 1));
+    }
+    let err = engine.lr_for_step(-1).unwrap_err();
+    assert!(err.to_string().contains("negative"), "{err}");
+}
+
 /// Two thread ranks each hand in their own gradient; the engine averages, so
 /// the result equals one rank handing in the mean.
 #[test]
