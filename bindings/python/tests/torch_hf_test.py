@@ -1,0 +1,163 @@
+"""Stock Hugging Face models (tiny, built from configs) through zero.torch at
+2 thread ranks, against plain torch as the reference:
+
+* zero.torch.Init() construction gives each param and buffer the bits plain
+  construction with the same seed gives (the model's own _init_weights
+  replayed one param at a time), at stages 0-3, and leaves the generator
+  where plain construction leaves it;
+* pretrained= with Init loads every param from the file;
+* training from an Init-built model gives plain torch's AdamW losses and
+  weights (fp32, the same global batch);
+* the ds_config activation_checkpointing section on models with a cache
+  object (Llama, Mistral) and GPT-2: the losses and weights of the run
+  without it (the cache is off while training, as HF's own checkpointing).
+"""
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+pytest.importorskip("transformers")
+import hf_models  # noqa: E402
+import zero.torch as zt  # noqa: E402
+from thread_ranks import on_ranks  # noqa: E402
+
+WORLD = 2
+ROWS, LEN, STEPS, LR = 4, 9, 3, 1e-2
+
+
+def config(stage, **extra):
+    cfg = {"train_batch_size": ROWS, "train_micro_batch_size_per_gpu": ROWS // WORLD,
+           "steps_per_print": 0,
+           "optimizer": {"type": "AdamW", "params": {"lr": LR, "betas": [0.9, 0.999],
+                                                     "eps": 1e-8, "weight_decay": 0.0}},
+           "zero_optimization": {"stage": stage,
+                                 "stage3_param_persistence_threshold": 0}}
+    cfg.update(extra)
+    return cfg
+
+
+def built_under_init(name, n=WORLD):
+    models = []
+    for _ in range(n):
+        torch.manual_seed(0)
+        with zt.Init():
+            models.append(hf_models.BUILDERS[name]())
+    return models
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+@pytest.mark.parametrize("name", sorted(hf_models.BUILDERS))
+def test_init_equals_plain_construction(name, stage):
+    ref = hf_models.seeded(hf_models.BUILDERS[name])
+    after_plain = torch.default_generator.get_state()
+    models = built_under_init(name)
+    assert torch.equal(torch.default_generator.get_state(), after_plain)
+    assert all(p.is_meta for p in models[0].parameters())
+
+    def run(rank, comm):
+        engine = zt.initialize(models[rank], config(stage), comm=comm)
+        try:
+            return engine.full_state_dict(), dict(engine.module.named_buffers())
+        finally:
+            engine.destroy()
+
+    for params, buffers in on_ranks(WORLD, run):
+        want = dict(ref.named_parameters())
+        assert set(params) == set(want)
+        for k, p in want.items():
+            assert torch.equal(params[k], p.detach()), (name, stage, k)
+        for k, b in ref.named_buffers():
+            assert torch.equal(buffers[k], b), (name, stage, k)
+
+
+def test_init_with_pretrained_takes_every_param_from_the_file(tmp_path):
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    src = hf_models.seeded(hf_models.llama, seed=7)
+    path = tmp_path / "model.safetensors"
+    safetensors_torch.save_file({k: v.detach().contiguous()
+                                 for k, v in src.state_dict().items()
+                                 if k in dict(src.named_parameters())}, str(path))
+    models = built_under_init("llama")
+
+    def run(rank, comm):
+        engine = zt.initialize(models[rank], config(3), comm=comm, pretrained=str(path))
+        try:
+            return engine.full_state_dict()
+        finally:
+            engine.destroy()
+
+    for params in on_ranks(WORLD, run):
+        for k, p in src.named_parameters():
+            assert torch.equal(params[k], p.detach()), k
+
+
+def batches(seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, hf_models.VOCAB, (ROWS, LEN), generator=g)
+            for _ in range(STEPS)]
+
+
+def plain_torch(name, data):
+    model = hf_models.seeded(hf_models.BUILDERS[name])
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=0.0)
+    losses = []
+    for ids in data:
+        loss = model(**hf_models.batch(name, ids)).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses, {k: p.detach().clone() for k, p in model.named_parameters()}
+
+
+def zero_run(models, name, data, cfg):
+    mb = ROWS // WORLD
+
+    def run(rank, comm):
+        engine = zt.initialize(models[rank], cfg, comm=comm)
+        try:
+            losses = []
+            for ids in data:
+                out = engine(**hf_models.batch(name, ids[rank * mb:(rank + 1) * mb]))
+                engine.backward(out.loss)
+                engine.step()
+                losses.append(out.loss.item())
+            return losses, engine.full_state_dict(), list(engine.checkpointed_modules)
+        finally:
+            engine.destroy()
+
+    res = on_ranks(WORLD, run, timeout=300)
+    losses = [sum(r[0][i] for r in res) / WORLD for i in range(len(data))]
+    return losses, res[0][1], res[0][2]
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+@pytest.mark.parametrize("name", ["llama", "gpt2", "t5"])
+def test_training_from_init_equals_plain_torch(name, stage):
+    data = batches()
+    want_losses, want = plain_torch(name, data)
+    losses, params, _ = zero_run(built_under_init(name), name, data, config(stage))
+    assert losses == pytest.approx(want_losses, abs=1e-5), (losses, want_losses)
+    for k, p in want.items():
+        assert torch.allclose(params[k], p, atol=1e-5, rtol=0), k
+
+
+@pytest.mark.parametrize("name,stage", [("llama", 0), ("llama", 3), ("mistral", 0),
+                                        ("mistral", 3), ("gpt2", 0)])
+def test_activation_checkpointing_section_on_cache_models(name, stage):
+    build = getattr(hf_models, name)
+    data = batches(seed=2)
+    runs = []
+    for section in (None, {}):
+        extra = {} if section is None else {"activation_checkpointing": section}
+        models = [hf_models.seeded(build) for _ in range(WORLD)]
+        runs.append(zero_run(models, name, data, config(stage, **extra)))
+    (plain_losses, plain, none), (losses, params, wrapped) = runs
+    assert none == [] and len(wrapped) == 2, wrapped
+    assert losses == pytest.approx(plain_losses, abs=1e-6)
+    for k, p in plain.items():
+        assert torch.allclose(params[k], p, atol=1e-6, rtol=0), k
