@@ -62,7 +62,7 @@ def test_init_equals_plain_construction(name, stage):
         try:
             return engine.full_state_dict(), dict(engine.module.named_buffers())
         finally:
-            engine.destroy()
+            engine.close(keep_values=False)  # the values were read above
 
     for params, buffers in on_ranks(WORLD, run):
         want = dict(ref.named_parameters())
@@ -87,7 +87,7 @@ def test_init_with_pretrained_takes_every_param_from_the_file(tmp_path):
         try:
             return engine.full_state_dict()
         finally:
-            engine.destroy()
+            engine.close(keep_values=False)  # the values were read above
 
     for params in on_ranks(WORLD, run):
         for k, p in src.named_parameters():
@@ -128,7 +128,7 @@ def zero_run(models, name, data, cfg):
                 losses.append(out.loss.item())
             return losses, engine.full_state_dict(), list(engine.checkpointed_modules)
         finally:
-            engine.destroy()
+            engine.close(keep_values=False)  # the values were read above
 
     res = on_ranks(WORLD, run, timeout=300)
     losses = [sum(r[0][i] for r in res) / WORLD for i in range(len(data))]
@@ -147,7 +147,7 @@ def test_training_from_init_equals_plain_torch(name, stage):
 
 
 @pytest.mark.parametrize("name,stage", [("llama", 0), ("llama", 3), ("mistral", 0),
-                                        ("mistral", 3), ("gpt2", 0)])
+                                        ("mistral", 3), ("gpt2", 0), ("gpt2", 3)])
 def test_activation_checkpointing_section_on_cache_models(name, stage):
     build = getattr(hf_models, name)
     data = batches(seed=2)
@@ -161,3 +161,44 @@ def test_activation_checkpointing_section_on_cache_models(name, stage):
     assert losses == pytest.approx(plain_losses, abs=1e-6)
     for k, p in plain.items():
         assert torch.allclose(params[k], p, atol=1e-6, rtol=0), k
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+@pytest.mark.parametrize("name", sorted(hf_models.BUILDERS))
+def test_save_pretrained_then_from_pretrained_logits_equal(tmp_path, name, stage):
+    """One training step, then engine.save_pretrained in shards of 8 KB:
+    from_pretrained of that directory gives the engine's logits and its
+    master weights."""
+    pytest.importorskip("safetensors")
+    data = batches(seed=3)[:1]
+    ids = data[0]
+    models = [hf_models.seeded(hf_models.BUILDERS[name]) for _ in range(WORLD)]
+    mb = ROWS // WORLD
+
+    def run(rank, comm):
+        engine = zt.initialize(models[rank], config(stage), comm=comm)
+        try:
+            out = engine(**hf_models.batch(name, ids[rank * mb:(rank + 1) * mb]))
+            engine.backward(out.loss)
+            engine.step()
+            written = engine.save_pretrained(tmp_path, max_shard_size="8KB")
+            engine.eval()
+            with torch.no_grad():
+                logits = engine(**hf_models.batch(name, ids)).logits
+            return written, logits, engine.full_state_dict()
+        finally:
+            engine.close(keep_values=False)  # the values were read above
+
+    res = on_ranks(WORLD, run)
+    written = res[0][0]
+    assert res[1][0] == []
+    assert any(p.endswith("model.safetensors.index.json") for p in written), written
+    assert len(written) > 2 and (tmp_path / "config.json").is_file()
+    loaded = type(models[0]).from_pretrained(str(tmp_path))
+    loaded.eval()
+    for k, p in loaded.named_parameters():
+        assert torch.equal(p.detach(), res[0][2][k]), k
+    with torch.no_grad():
+        logits = loaded(**hf_models.batch(name, ids)).logits
+    for r in range(WORLD):
+        assert torch.allclose(logits, res[r][1], atol=1e-6, rtol=0)
