@@ -202,3 +202,41 @@ def test_save_pretrained_then_from_pretrained_logits_equal(tmp_path, name, stage
         logits = loaded(**hf_models.batch(name, ids)).logits
     for r in range(WORLD):
         assert torch.allclose(logits, res[r][1], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_generation_at_stage3_gathers_each_param_once(name):
+    """32 greedy tokens at stage 3: plain torch's tokens with and without
+    engine.gathered_for_generation(); the runtime's collective count per
+    param is at least 32 without it (one gather per forward; GPT-2's tied
+    embedding twice, by the embedding and the head) and 1 with it."""
+    ref = hf_models.seeded(hf_models.BUILDERS[name])
+    prompt = torch.randint(0, hf_models.VOCAB, (1, 4),
+                           generator=torch.Generator().manual_seed(5))
+    kw = dict(max_new_tokens=32, min_new_tokens=32, do_sample=False, pad_token_id=0)
+    want = ref.generate(prompt, **kw)
+    models = [hf_models.seeded(hf_models.BUILDERS[name]) for _ in range(WORLD)]
+
+    def run(rank, comm):
+        engine = zt.initialize(models[rank], config(3), comm=comm)
+        engine.eval()
+        out = {}
+        try:
+            for mode in ("per_forward", "once"):
+                before = engine.zero.stats()["collective_calls"]
+                with torch.no_grad():
+                    if mode == "once":
+                        with engine.gathered_for_generation():
+                            tokens = engine.module.generate(prompt, **kw)
+                    else:
+                        tokens = engine.module.generate(prompt, **kw)
+                calls = engine.zero.stats()["collective_calls"] - before
+                out[mode] = (calls / len(engine._params), tokens)
+            return out
+        finally:
+            engine.close(keep_values=False)
+
+    for out in on_ranks(WORLD, run):
+        assert out["per_forward"][0] >= 32 and out["once"][0] == 1, out
+        assert torch.equal(out["per_forward"][1], want)
+        assert torch.equal(out["once"][1], want)

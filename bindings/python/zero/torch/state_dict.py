@@ -46,6 +46,16 @@ class _StateDicts:
         from .hf_export import save_pretrained
         return save_pretrained(self, save_directory, max_shard_size, dtype)
 
+    def gathered_for_generation(self) -> "GatheredParameters":
+        """COLLECTIVE at stage 3 (entry and exit). A context in which every
+        param is gathered once and held, so ``engine.module.generate(...)``
+        (or any run of many forwards without backward) gathers each param
+        once instead of once per forward (per token), as TRL's
+        ``unwrap_model_for_generation`` does with DeepSpeed. Every rank holds
+        the whole model's working copy meanwhile. Stages 0-2: nothing to do."""
+        self._check_open()
+        return GatheredParameters(list(self._params))
+
     def working_value(self, param: torch.nn.Parameter) -> torch.Tensor:
         """COLLECTIVE in stage 3. A new tensor holding ``param``'s full working
         copy (the runtime's dtype: fp16/bf16/fp32)."""
