@@ -240,3 +240,28 @@ def test_generation_at_stage3_gathers_each_param_once(name):
         assert out["per_forward"][0] >= 32 and out["once"][0] == 1, out
         assert torch.equal(out["per_forward"][1], want)
         assert torch.equal(out["once"][1], want)
+
+
+def test_strict_config_accepts_16bit_save_key_and_save_16bit_model_saves(tmp_path):
+    """"zero_allow_untested_keys": false with
+    stage3_gather_16bit_weights_on_model_save true at stage 3: initialize
+    accepts it (the key takes effect) and save_16bit_model writes a state
+    dict from_pretrained's model takes, equal to the master weights."""
+    cfg = config(3, zero_allow_untested_keys=False)
+    cfg["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = True
+    models = [hf_models.seeded(hf_models.llama) for _ in range(WORLD)]
+
+    def run(rank, comm):
+        engine = zt.initialize(models[rank], cfg, comm=comm)
+        try:
+            return engine.save_16bit_model(str(tmp_path)), engine.full_state_dict()
+        finally:
+            engine.close(keep_values=False)
+
+    res = on_ranks(WORLD, run)
+    assert [r[0] for r in res] == [True, True]
+    sd = torch.load(tmp_path / "pytorch_model.bin")
+    plain = hf_models.seeded(hf_models.llama, seed=9)
+    plain.load_state_dict(sd)
+    for k, p in plain.named_parameters():
+        assert torch.equal(p.detach(), res[0][1][k]), k
