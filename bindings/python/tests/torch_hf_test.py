@@ -265,3 +265,45 @@ def test_strict_config_accepts_16bit_save_key_and_save_16bit_model_saves(tmp_pat
     plain.load_state_dict(sd)
     for k, p in plain.named_parameters():
         assert torch.equal(p.detach(), res[0][1][k]), k
+
+
+class _OwnInitCode(torch.nn.Module):
+    """Init code beyond reset_parameters: a param made by arithmetic on a
+    random factory, one written from another param, a value read back with
+    float() mid-init, a buffer derived from factories, a Linear re-drawn."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 4) * 0.02)
+        self.b = torch.nn.Parameter(torch.zeros(4))
+        self.lin = torch.nn.Linear(4, 3)
+        self.register_buffer("scale", torch.tensor([2.0]) * torch.arange(3).float())
+        with torch.no_grad():
+            self.b.add_(self.w.sum(0))
+            self.b.mul_(float(self.w.abs().max()))
+            torch.nn.init.orthogonal_(self.lin.weight)
+            self.lin.weight[1].zero_()
+
+
+@pytest.mark.parametrize("stage", [0, 3])
+def test_init_replays_arbitrary_init_code(stage):
+    ref = hf_models.seeded(_OwnInitCode)
+    after_plain = torch.rand(3)
+    models = []
+    for _ in range(WORLD):
+        torch.manual_seed(0)
+        with zt.Init():
+            models.append(_OwnInitCode())
+    assert torch.equal(torch.rand(3), after_plain)
+
+    def run(rank, comm):
+        engine = zt.initialize(models[rank], config(stage), comm=comm)
+        try:
+            return engine.full_state_dict(), dict(engine.module.named_buffers())
+        finally:
+            engine.close(keep_values=False)  # the values were read above
+
+    for params, buffers in on_ranks(WORLD, run):
+        for k, p in ref.named_parameters():
+            assert torch.equal(params[k], p.detach()), k
+        assert torch.equal(buffers["scale"], ref.scale)
