@@ -36,6 +36,12 @@ if ! /usr/bin/python3 -c "import safetensors" 2>/dev/null; then
   echo "install_deps: pip installing safetensors" >&2
   /usr/bin/python3 -m pip install -q --break-system-packages safetensors
 fi
+# `transformers` (the Hugging Face model tests): 4.45 is the last line that
+# runs on Debian's torch 1.13.
+if ! /usr/bin/python3 -c "import transformers" 2>/dev/null; then
+  echo "install_deps: pip installing transformers 4.45" >&2
+  /usr/bin/python3 -m pip install -q --break-system-packages 'transformers==4.45.*'
+fi
 
 # Host aliases of this machine for //tests:multihost_launch_test (several
 # "nodes" on one machine, reached through tools/zero_launch_agent.sh).

@@ -114,11 +114,15 @@ absl::Status ParseZero(const json& v, Config* c) {
   RETURN_IF_ERROR(r.Int("stage3_max_live_parameters",
                         &c->stage3_max_live_parameters, 0, INT64_MAX));
   RETURN_IF_ERROR(r.NoEffectInt("stage3_max_reuse_distance", 0, INT64_MAX));
+  // Read by the bindings' 16-bit model save (zero.torch save_16bit_model
+  // saves at stage 3 only when true, as DeepSpeed): it has its effect there,
+  // so it is type-checked here and not reported.
+  bool gather_16bit_on_save = false;
   RETURN_IF_ERROR(
-      r.NoEffectBool("stage3_gather_16bit_weights_on_model_save", false));
+      r.Bool("stage3_gather_16bit_weights_on_model_save", &gather_16bit_on_save));
   // DeepSpeed's older alias of the key above.
   RETURN_IF_ERROR(
-      r.NoEffectBool("stage3_gather_fp16_weights_on_model_save", false));
+      r.Bool("stage3_gather_fp16_weights_on_model_save", &gather_16bit_on_save));
   if (const json* o = r.Find("offload_optimizer")) {
     RETURN_IF_ERROR(ParseOffload(*o, p + ".offload_optimizer",
                                  &c->offload_optimizer, false,

@@ -2,8 +2,9 @@
 
 Measures this process's peak RSS growth while zero.torch.initialize builds a
 stage-3 bf16 GPT-shaped model, once per mode, in this order:
-  meta   the model built inside zero.torch.Init (params on the meta device,
-         init specs inferred per module: no rank materializes a param)
+  meta   the model built inside zero.torch.Init (params on the meta device;
+         initialize replays the model's own init one param at a time, so a
+         rank holds at most the largest param besides its share)
   eager  the model built by torch with real values on every rank, then
          initialized (the old way: each rank holds the whole model)
 Before each mode the kernel's peak RSS (VmHWM) is reset through

@@ -1,4 +1,5 @@
-"""zero.torch.initialize with params on the meta device: init
+"""zero.torch.initialize with params on the meta device, the init-spec path
+(zero.torch.Init(init_specs=True), device="meta"): init
 specs inferred from module types match torch's own initialization in
 distribution, training from them works, pretrained= loads a safetensors file
 exactly, unknown module types and meta buffers are refused by name. Under
@@ -31,7 +32,7 @@ def cfg(stage):
 
 
 def meta_gpt():
-    with zt.Init():
+    with zt.Init(init_specs=True):
         return gpt_train.TinyGPT()
 
 
@@ -171,7 +172,7 @@ class Custom(torch.nn.Module):
 
 
 def test_unknown_module_type_raises_naming_param_and_module():
-    with zt.Init():
+    with zt.Init(init_specs=True):
         model = torch.nn.Sequential(Custom())
     with pytest.raises(zero.InvalidArgumentError, match=r"'0\.scale'.*Custom"):
         zt.initialize(model, cfg(3))
@@ -180,7 +181,7 @@ def test_unknown_module_type_raises_naming_param_and_module():
 
 
 def test_init_fn_fills_every_meta_param():
-    with zt.Init():
+    with zt.Init(init_specs=True):
         model = torch.nn.Sequential(Custom())
     seen = []
 
@@ -260,7 +261,7 @@ def test_padding_rows_written_as_ranges(stage, monkeypatch):
 
 
 def test_meta_buffer_refused_by_name():
-    with zt.Init():
+    with zt.Init(init_specs=True):
         model = torch.nn.BatchNorm1d(4)
     with pytest.raises(zero.InvalidArgumentError, match="running_mean"):
         zt.initialize(model, cfg(1))

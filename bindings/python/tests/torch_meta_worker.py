@@ -31,7 +31,7 @@ def padding_model(padding: bool = True) -> torch.nn.Module:
     without it when padding is False, so the other rows get the same spec
     values). At world 3 without persistent params, "0.weight"'s 150 elements
     shard about 50 a rank and padding row 1 ([30, 60)) crosses a boundary."""
-    with zt.Init():
+    with zt.Init(init_specs=True):
         return torch.nn.Sequential(
             torch.nn.Embedding(5, 30, padding_idx=1 if padding else None),
             torch.nn.Embedding(64, 24, padding_idx=63 if padding else None),
@@ -57,7 +57,7 @@ def main() -> None:
     losses = {}
     for kind in ("meta", "eager"):
         if kind == "meta":
-            with zt.Init():
+            with zt.Init(init_specs=True):
                 model = gpt_train.TinyGPT()
             assert all(p.is_meta for p in model.parameters())
         else:

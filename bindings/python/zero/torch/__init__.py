@@ -74,10 +74,13 @@ config): the model's repeated blocks run under torch's non-reentrant
 stage 3 their recomputation in backward gathers their params again through
 the same hooks.
 
-Params on the ``meta`` device (``zero.torch.Init()``, ``device="meta"``) are
-registered with init specs inferred from their modules (torch's defaults) or
-the user's ``init_fn``, so no rank ever holds a whole param outside a gather;
-``pretrained=`` loads safetensors after registration (see ``initialize``).
+Params built under ``zero.torch.Init()`` get the values the model's own
+init code gives them (recorded on meta tensors and replayed one param at a
+time, see construct.Init); params on the ``meta`` device otherwise
+(``Init(init_specs=True)``, ``device="meta"``) are registered with init specs
+inferred from their modules (torch's defaults) or the user's ``init_fn``; no
+rank ever holds more than one whole param outside a gather. ``pretrained=``
+loads safetensors after registration (see ``initialize``).
 
 Gradients reach the runtime from hooks on each param's gradient accumulator
 (so stages 2-3 reduce buckets while backward goes on and never hold the whole

@@ -70,9 +70,12 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
             module classes, an int (min params per unit, bottom-up) or a
             callable ``(module, name) -> bool`` (see _wrap_units). Default:
             every module gathers its own params.
-        init_fn, init_seed: models larger than one rank. Params on the
-            ``meta`` device (``device="meta"``, ``zero.torch.Init()``) are
-            never materialized whole: each is registered with an init spec
+        init_fn, init_seed: models larger than one rank. Params built
+            under ``zero.torch.Init()`` get their own init code's values
+            (replayed one param at a time, see zero.torch.Init). Other params
+            on the ``meta`` device (``device="meta"``,
+            ``Init(init_specs=True)``) are never materialized whole: each is
+            registered with an init spec
             (zero.InitSpec, seed ``init_seed``) inferred from its module as
             torch's defaults (see _meta_init_spec: Linear, Conv*, Embedding,
             LayerNorm/GroupNorm/BatchNorm; other module types raise naming
@@ -80,7 +83,8 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
             ``init_fn(name, offset, count) -> values`` instead fills every
             meta param (called during finalize for this rank's elements).
             Values come from the runtime's generator: same distributions as
-            torch's, not the same numbers. Meta buffers are refused.
+            torch's, not the same numbers. Meta buffers not made under
+            ``Init()`` are refused.
         device: where the runtime keeps the state: ``"cuda:N"`` (default:
             the model's GPU when its params are on one; then gathered params
             alias the runtime's device memory through DLPack), ``"cpu"``.

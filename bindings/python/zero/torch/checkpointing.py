@@ -131,6 +131,32 @@ def _checkpointed_forward(forward: Any) -> Any:
     return wrapper
 
 
+def _takes_use_cache(module: torch.nn.Module) -> bool:
+    import inspect
+    try:
+        return "use_cache" in inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return False
+
+
+def _cache_off_forward(forward: Any) -> Any:
+    """``forward`` called with ``use_cache=False`` while training with grad
+    enabled, as a Hugging Face model does itself under its own gradient
+    checkpointing: a checkpointed block that appends to a cache object
+    (``DynamicCache``) would append again when its forward is recomputed."""
+
+    @functools.wraps(forward)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        owner = getattr(forward, "__self__", None)
+        training = owner.training if isinstance(owner, torch.nn.Module) else True
+        if training and torch.is_grad_enabled():
+            kwargs["use_cache"] = False
+        return forward(*args, **kwargs)
+
+    wrapper._zero_checkpointed = True  # type: ignore[attr-defined]
+    return wrapper
+
+
 class _CheckpointedModules:
     """ZeroTorchEngine's part: wrapping the selected modules' forward
     (undone by _ModuleHooks._remove_hooks)."""
@@ -153,8 +179,32 @@ class _CheckpointedModules:
                 "activation_checkpointing: this torch has no non-reentrant "
                 "torch.utils.checkpoint (use_reentrant=False, torch >= 1.11), "
                 "which zero.torch needs; remove the section or update torch")
-        for name, module in ac.select(self.module):
+        selected = ac.select(self.module)
+        for name, module in selected:
             own = vars(module).get("forward")
             module.forward = _checkpointed_forward(module.forward)
             self._checkpointed.append((module, own))
             self.checkpointed_modules.append(name)
+        # The outermost modules above a checkpointed one that take use_cache
+        # (a Hugging Face model) run without a cache while training.
+        inside = {id(m) for _, m in selected}
+        for m in self._cache_owners(self.module, inside):
+            own = vars(m).get("forward")
+            m.forward = _cache_off_forward(m.forward)
+            self._checkpointed.append((m, own))
+
+    @staticmethod
+    def _cache_owners(root: torch.nn.Module, selected: Any) -> List[torch.nn.Module]:
+        out: List[torch.nn.Module] = []
+
+        def walk(m: torch.nn.Module) -> None:
+            if id(m) in selected:
+                return
+            if _takes_use_cache(m) and any(id(d) in selected for d in m.modules()):
+                out.append(m)
+                return
+            for child in m.children():
+                walk(child)
+
+        walk(root)
+        return out

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ..errors import InvalidArgumentError, UnimplementedError
-from . import stage3
+from . import init_record, stage3
 from .hooks import _TorchFunctionMode
 
 
@@ -68,38 +68,37 @@ def _meta_init_spec(m: torch.nn.Module, key: str, p: torch.Tensor,
         "build that module with real values")
 
 
-#: Factory functions that zero.torch.Init sends to the meta device.
-_FACTORIES = {
-    torch.empty, torch.zeros, torch.ones, torch.full, torch.rand, torch.randn,
-    torch.randint, torch.empty_strided, torch.arange, torch.eye,
-    torch.linspace, torch.tensor,
-}
-
-
 class Init:
     """Builds a model without memory for its params (as
     ``deepspeed.zero.Init``): within the context, torch factory functions
     (``torch.empty``, ``zeros``, ``randn``, ...) called without a ``device``
-    make ``meta`` tensors, so ``torch.nn.Linear(...)`` and friends get meta
-    params and their ``reset_parameters`` does nothing. ``initialize`` then
-    registers each meta param with an init spec inferred from its module
-    (see ``initialize``'s ``init_fn``); each rank computes only the
-    elements it holds. Buffers made inside the context are meta too and are
-    refused by ``initialize``: make them with ``device="cpu"``, or outside.
-    (``torch.device("meta")`` as a context, in torch >= 2.0, does the same.)
+    make ``meta`` tensors, and the model's own init code runs on them as
+    usual and is recorded (zero/torch/init_record.py). ``initialize`` then
+    gives each meta param the values that code gives it without Init, bit
+    for bit (a Hugging Face model: its ``_init_weights``), materialising one
+    param at a time and keeping this rank's part, and materialises meta
+    buffers. The generator ends where plain construction leaves it.
+
+    ``init_specs=True`` records nothing: ``initialize`` then infers an init
+    spec per param from its module type (torch's defaults, drawn by the
+    runtime: the same distributions, not the same numbers; see
+    ``_meta_init_spec``), refuses module types it does not know and meta
+    buffers. Only asked for, never chosen in place of the model's code.
+    (``torch.device("meta")`` as a context, in torch >= 2.0, is that path too.)
     """
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, init_specs: bool = False) -> None:
         if _TorchFunctionMode is None:
             raise UnimplementedError(
                 "zero.torch.Init needs torch.overrides.TorchFunctionMode "
                 "(torch >= 1.13); build modules with device=\"meta\" instead")
         self.enabled = enabled
+        self.init_specs = init_specs
         self._mode: Any = None
 
     def __enter__(self) -> "Init":
         if self.enabled:
-            self._mode = _MetaMode()
+            self._mode = _MetaMode(None if self.init_specs else init_record.Recorder())
             self._mode.__enter__()
         return self
 
@@ -111,10 +110,19 @@ class Init:
 
 if _TorchFunctionMode is not None:
     class _MetaMode(_TorchFunctionMode):
+        def __init__(self, recorder: Any) -> None:
+            super().__init__()
+            self.recorder = recorder
+
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
-            if func in _FACTORIES and kwargs.get("device") is None:
+            if func in init_record.FACTORIES and kwargs.get("device") is None:
                 kwargs["device"] = "meta"
+                if self.recorder is not None:
+                    return self.recorder.factory(func, args, kwargs)
+                return func(*args, **kwargs)
+            if self.recorder is not None:
+                return self.recorder.op(func, args, kwargs)
             return func(*args, **kwargs)
 
 
@@ -144,22 +152,47 @@ class _MetaConstruction:
                 m._parameters[key] = q
         self._meta_map = new
 
-    def _infer_meta_specs(self, model: torch.nn.Module) -> List[Tuple[torch.nn.Parameter, int]]:
-        """Refuses meta buffers; gives each meta param an init spec (or the
-        user's init_fn) and replaces it (_replace_meta_params). Returns the
-        nn.Embedding padding rows to zero once registered."""
+    def _materialise_meta_buffers(self, model: torch.nn.Module) -> None:
+        """Meta buffers (and meta tensors kept as plain module attributes,
+        e.g. a rotary embedding's ``original_inv_freq``) that zero.torch.Init
+        recorded get the values their code gives them; any other meta buffer
+        is refused by name."""
+        done: Dict[int, torch.Tensor] = {}
+        with init_record.Replay() as rp:
+            for mname, m in model.named_modules():
+                for key, b in list(m._buffers.items()):
+                    if b is None or not b.is_meta:
+                        continue
+                    if init_record.record_of(b) is None:
+                        full = f"{mname}.{key}" if mname else key
+                        raise InvalidArgumentError(
+                            f"zero.torch.initialize: buffer {full!r} is on the meta "
+                            "device and was not made under zero.torch.Init (which "
+                            "records how it gets its values); create it with real "
+                            "values, or build the model inside zero.torch.Init()")
+                    if id(b) not in done:
+                        done[id(b)] = rp.value(b).to(self._bridge.torch_device)
+                    m._buffers[key] = done[id(b)]
+                for key, v in list(vars(m).items()):
+                    if (isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)
+                            and init_record.record_of(v) is not None):
+                        if id(v) not in done:
+                            done[id(v)] = rp.value(v).to(self._bridge.torch_device)
+                        object.__setattr__(m, key, done[id(v)])
 
-        for bname, b in model.named_buffers():
-            if b.device.type == "meta":
-                raise InvalidArgumentError(
-                    f"zero.torch.initialize: buffer {bname!r} is on the meta "
-                    "device; zero.torch infers initial values for params only. "
-                    "Create buffers with real values (outside zero.torch.Init, "
-                    "or with device=\"cpu\") before initialize")
+    def _infer_meta_specs(self, model: torch.nn.Module) -> List[Tuple[torch.nn.Parameter, int]]:
+        """Materialises recorded meta buffers; gives each meta param an init
+        spec, the user's init_fn, or (made under zero.torch.Init) the replay
+        of its own init code (written once registered, _write_meta_values),
+        and replaces it (_replace_meta_params). Returns the nn.Embedding
+        padding rows to zero once registered (init-spec params only)."""
+        self._materialise_meta_buffers(model)
         # Meta params: an init spec (or the user's init_fn) each, inferred
         # from the owning module before anything changes.
+        from ..engine import InitSpec
         specs: Dict[int, Any] = {}
         padding_rows: List[Tuple[torch.nn.Parameter, int]] = []
+        replayed: List[torch.nn.Parameter] = []
         for mname, m in model.named_modules():
             for key, p in m._parameters.items():
                 if p is None or not p.is_meta or id(p) in specs:
@@ -167,6 +200,12 @@ class _MetaConstruction:
                 full = f"{mname}.{key}" if mname else key
                 if self._init_fn is not None:
                     specs[id(p)] = self._init_fn
+                elif init_record.record_of(p) is not None:
+                    # Its own code's values are written once registered
+                    # (pretrained= covers every param: nothing to replay).
+                    specs[id(p)] = InitSpec.zeros()
+                    if self._pretrained is None:
+                        replayed.append(p)
                 else:
                     specs[id(p)] = _meta_init_spec(m, key, p, full,
                                                    self._init_seed)
@@ -177,7 +216,21 @@ class _MetaConstruction:
             self._meta_specs = specs
             self._replace_meta_params(model)
             padding_rows = [(self._meta_map[id(p)], r) for p, r in padding_rows]
+            self._replayed = [(self._meta_map[id(p)], p) for p in replayed]
         return padding_rows
+
+    def _write_meta_values(self, padding_rows: List[Tuple[torch.nn.Parameter, int]]) -> None:
+        """Once registered: params made under zero.torch.Init get their own
+        code's values, one whole param at a time (every rank computes the
+        same values; the runtime keeps what this rank holds); init-spec
+        params get their padding rows zeroed."""
+        for q, meta in getattr(self, "_replayed", []):
+            with init_record.Replay() as rp:
+                values = rp.value(meta).to(torch.float32).contiguous().numpy()
+            self.zero.write_master(self._ids[self._index[id(q)]], values)
+            del values
+        self._replayed = []
+        self._zero_padding_rows(padding_rows)
 
     def _zero_padding_rows(self, padding_rows: List[Tuple[torch.nn.Parameter, int]]) -> None:
         """Once registered: each padding row written as zeros."""

@@ -51,7 +51,7 @@ class _ParamStorage:
             self._ids.append(pid)
             self._trainable.append(trainable)
         self.zero.finalize()
-        self._zero_padding_rows(padding_rows)
+        self._write_meta_values(padding_rows)
         if self._pretrained is not None:
             self.zero.load_safetensors(os.fspath(self._pretrained))
         for p, t in zip(self._params, self._trainable):

@@ -31,6 +31,31 @@ class _StateDicts:
         return {name: torch.from_numpy(self.zero.read_master(pid))
                 for name, pid in zip(self._names, self._ids)}
 
+    def save_pretrained(self, save_directory: str, max_shard_size: Any = "5GB",
+                        dtype: Optional[torch.dtype] = None) -> List[str]:
+        """COLLECTIVE. Writes the model in the Hugging Face layout for
+        ``from_pretrained``: ``model.safetensors``, or when it exceeds
+        ``max_shard_size`` ``model-0000N-of-0000M.safetensors`` with
+        ``model.safetensors.index.json``; plus the module's ``config.json``
+        (and ``generation_config.json``) when it has one. Params (the fp32
+        master values, cast to ``dtype``, default the working dtype) and
+        persistent buffers, tied params once under their first name, as HF
+        saves them. Read one param at a time; rank 0 holds one shard file at
+        most (hf_export.py). Returns the paths written (rank 0)."""
+        self._check_open()
+        from .hf_export import save_pretrained
+        return save_pretrained(self, save_directory, max_shard_size, dtype)
+
+    def gathered_for_generation(self) -> "GatheredParameters":
+        """COLLECTIVE at stage 3 (entry and exit). A context in which every
+        param is gathered once and held, so ``engine.module.generate(...)``
+        (or any run of many forwards without backward) gathers each param
+        once instead of once per forward (per token), as TRL's
+        ``unwrap_model_for_generation`` does with DeepSpeed. Every rank holds
+        the whole model's working copy meanwhile. Stages 0-2: nothing to do."""
+        self._check_open()
+        return GatheredParameters(list(self._params))
+
     def working_value(self, param: torch.nn.Parameter) -> torch.Tensor:
         """COLLECTIVE in stage 3. A new tensor holding ``param``'s full working
         copy (the runtime's dtype: fp16/bf16/fp32)."""

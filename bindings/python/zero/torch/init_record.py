@@ -1,0 +1,334 @@
+"""What ``zero.torch.Init`` records of how each tensor made under it got its
+values, and the replay that gives one of them its values later.
+
+Under Init, factories make ``meta`` tensors (no memory) and the model's own
+init code (``reset_parameters``, a Hugging Face model's ``_init_weights``,
+plain ``torch.ones`` in a custom ``__init__``) runs on them as usual. Each meta
+storage made that way gets a record: how it was made (the factory call, or
+the op over other recorded tensors) and every in-place op later applied to it
+through any view (``.data``, ``weight[pad]``, ``nn.init.normal_``), with the
+generator state before each op that draws random numbers. Such an op is also
+run on a scratch tensor of the same layout, so the generator advances exactly
+as without Init and whatever the program draws next is the same too.
+
+Replaying a record with the generator set to each saved state gives the
+values plain construction gives, bit for bit, one storage at a time: the
+engine materialises one param, keeps the part its rank owns and frees it, so
+no rank ever holds more than the largest param on top of its states.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+#: Factory functions Init sends to the meta device (given no ``device``).
+FACTORIES = {
+    torch.empty, torch.zeros, torch.ones, torch.full, torch.rand, torch.randn,
+    torch.randint, torch.empty_strided, torch.arange, torch.eye,
+    torch.linspace, torch.tensor, torch.randperm, torch.normal,
+}
+_RANDOM_FACTORIES = {torch.rand, torch.randn, torch.randint, torch.randperm,
+                     torch.normal}
+
+# In-place ops that only change a tensor's metadata or autograd flags (no
+# values to record).
+_METADATA_OPS = {"requires_grad_", "retain_grad", "share_memory_", "squeeze_",
+                 "unsqueeze_", "t_", "transpose_", "as_strided_", "swapdims_",
+                 "swapaxes_", "detach_", "resize_"}
+# In-place ops known not to draw random numbers (no generator state kept,
+# no scratch run).
+_DETERMINISTIC_OPS = {"zero_", "fill_", "copy_", "mul_", "div_", "add_", "sub_",
+                      "clamp_", "clamp_min_", "clamp_max_", "constant_", "zeros_",
+                      "ones_", "eye_", "dirac_", "masked_fill_", "fill_diagonal_",
+                      "__setitem__", "__iadd__", "__isub__", "__imul__",
+                      "__itruediv__", "abs_", "neg_", "sqrt_", "pow_", "exp_",
+                      "log_", "tril_", "triu_", "index_fill_", "scatter_"}
+_INPLACE_DUNDERS = {"__setitem__", "__iadd__", "__isub__", "__imul__",
+                    "__itruediv__", "__ifloordiv__", "__ipow__", "__iand__",
+                    "__ior__", "__ixor__", "__ilshift__", "__irshift__"}
+# Functional ops that draw random numbers from their inputs' shapes.
+_RANDOM_FUNCS = {"rand_like", "randn_like", "randint_like", "bernoulli",
+                 "multinomial", "poisson", "normal", "dropout", "rrelu"}
+# In-place ops that write every element of their target (earlier ops on that
+# target need not be replayed).
+_OVERWRITE_OPS = {"normal_", "uniform_", "zero_", "fill_", "copy_", "random_",
+                  "trunc_normal_", "constant_", "zeros_", "ones_",
+                  "kaiming_uniform_", "kaiming_normal_", "xavier_uniform_",
+                  "xavier_normal_", "orthogonal_"}
+
+_seq = itertools.count()
+
+
+def _storage(t: torch.Tensor) -> Any:
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t._storage()
+
+
+def _key(t: torch.Tensor) -> int:
+    return int(_storage(t)._cdata)
+
+
+def _extent(size, stride, offset: int) -> int:
+    """Elements of storage a view of this layout reaches."""
+    if any(int(s) == 0 for s in size):
+        return max(int(offset), 1)
+    return int(offset) + 1 + sum((int(s) - 1) * int(st) for s, st in zip(size, stride))
+
+
+class _Ref:
+    """A recorded tensor as an op's argument: its storage's record, its view
+    of that storage, and when (ops on the storage before ``seq`` apply)."""
+    __slots__ = ("rec", "size", "stride", "offset", "seq")
+
+    def __init__(self, rec: "Record", t: torch.Tensor, seq: int) -> None:
+        self.rec, self.seq = rec, seq
+        self.size, self.stride = tuple(t.size()), tuple(t.stride())
+        self.offset = int(t.storage_offset())
+
+
+class Record:
+    """One meta storage made under Init: ``make`` (seq, func, args, kwargs,
+    generator state or None, factory?) and ``ops`` (seq, target _Ref, func,
+    args, kwargs, generator state or None) in program order."""
+    __slots__ = ("keep", "dtype", "numel", "layout", "make", "ops")
+
+    def __init__(self, out: torch.Tensor, make: Tuple) -> None:
+        self.keep = _storage(out)  # keeps the key unique while recorded
+        self.dtype = out.dtype
+        self.layout = (tuple(out.size()), tuple(out.stride()), int(out.storage_offset()))
+        self.numel = _extent(out.size(), out.stride(), out.storage_offset())
+        self.make = make
+        self.ops: List[Tuple] = []
+
+
+#: storage key -> its record; an entry lives as long as the process (a few
+#: hundred bytes a param, plus 5 KB per random draw) unless taken by an engine.
+RECORDS: Dict[int, Record] = {}
+
+
+def record_of(t: Any) -> Optional[Record]:
+    if isinstance(t, torch.Tensor) and t.is_meta:
+        return RECORDS.get(_key(t))
+    return None
+
+
+def _map(value: Any, fn) -> Any:
+    if isinstance(value, (list, tuple)):
+        out = [_map(v, fn) for v in value]
+        return type(value)(out) if isinstance(value, tuple) else out
+    if isinstance(value, dict):
+        return {k: _map(v, fn) for k, v in value.items()}
+    return fn(value)
+
+
+def _to_refs(args: Any, kwargs: Dict[str, Any], seq: int) -> Tuple[Any, Any]:
+    def ref(v: Any) -> Any:
+        rec = record_of(v)
+        return _Ref(rec, v, seq) if rec is not None else v
+    return _map(args, ref), _map(kwargs, ref)
+
+
+def _tracked(args: Any, kwargs: Dict[str, Any]) -> bool:
+    found = []
+
+    def see(v: Any) -> Any:
+        if not found and record_of(v) is not None:
+            found.append(v)
+        return v
+    _map(args, see)
+    _map(kwargs, see)
+    return bool(found)
+
+
+def _generator(kwargs: Dict[str, Any]) -> Any:
+    gen = kwargs.get("generator")
+    return gen if gen is not None else torch.default_generator
+
+
+def _scratch(args: Any, kwargs: Dict[str, Any]) -> Tuple[Any, Any]:
+    """Recorded tensors replaced by zeros of their layout (CPU)."""
+    def z(v: Any) -> Any:
+        if record_of(v) is None:
+            return v
+        base = torch.zeros(_extent(v.size(), v.stride(), v.storage_offset()), dtype=v.dtype,
+                           device="cpu")
+        return base.as_strided(v.size(), v.stride(), v.storage_offset())
+    return _map(args, z), _map(kwargs, z)
+
+
+def _advance(func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+    """Runs ``func`` on scratch tensors of the same layouts so the generator
+    moves as in plain construction; returns the state before it, or None
+    when nothing was drawn."""
+    gen = _generator(kwargs)
+    before = gen.get_state()
+    sargs, skw = _scratch(args, kwargs)
+    func(*sargs, **skw)
+    return None if torch.equal(gen.get_state(), before) else before
+
+
+class Recorder:
+    """Init's torch-function handler: factories to meta, with records."""
+
+    def factory(self, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)  # kwargs["device"] is "meta"
+        if not isinstance(out, torch.Tensor):
+            return out
+        real = dict(kwargs)
+        del real["device"]
+        state = None
+        if func in _RANDOM_FACTORIES:
+            gen = _generator(real)
+            state = gen.get_state()
+            func(*args, **dict(real, device="cpu"))  # the draws plain construction makes
+        seq = next(_seq)
+        a, k = _to_refs(args, real, seq)
+        RECORDS[_key(out)] = Record(out, (seq, func, a, k, state, True))
+        return out
+
+    def op(self, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+        if not _tracked(args, kwargs):
+            return func(*args, **kwargs)
+        if not args and "tensor" in kwargs:  # torch.nn.init.*(tensor=...)
+            kwargs = dict(kwargs)
+            args = (kwargs.pop("tensor"),)
+        name = getattr(func, "__name__", "")
+        inplace = (name in _INPLACE_DUNDERS or
+                   (name.endswith("_") and not name.startswith("__")))
+        if inplace and name not in _METADATA_OPS:
+            target = args[0] if args else None
+            rec = record_of(target)
+            if rec is not None:
+                state = None if name in _DETERMINISTIC_OPS else _advance(func, args, kwargs)
+                seq = next(_seq)
+                a, k = _to_refs(args, kwargs, seq)
+                rec.ops.append((seq, a[0], func, a, k, state))
+            return func(*args, **kwargs)
+        if inplace:
+            return func(*args, **kwargs)
+        state = _advance(func, args, kwargs) if name in _RANDOM_FUNCS else None
+        seq = next(_seq)
+        try:
+            out = func(*args, **kwargs)
+        except (RuntimeError, NotImplementedError, TypeError):
+            # The op has no meta kernel (or mixes devices): computed now.
+            return _map_eager(func, args, kwargs, state)
+        if isinstance(out, torch.Tensor) and out.is_meta and record_of(out) is None:
+            a, k = _to_refs(args, kwargs, seq)
+            RECORDS[_key(out)] = Record(out, (seq, func, a, k, state, False))
+        elif isinstance(out, (list, tuple)) and any(
+                isinstance(o, torch.Tensor) and o.is_meta and record_of(o) is None
+                for o in out):
+            return _map_eager(func, args, kwargs, state)
+        return out
+
+
+def _map_eager(func: Any, args: Any, kwargs: Dict[str, Any], state: Any) -> Any:
+    """An op over recorded tensors computed on their values now (the
+    generator ends where ``_advance`` left it)."""
+    with Replay() as rp:
+        seq = next(_seq)
+        a, k = _to_refs(args, kwargs, seq)
+        a, k = rp.resolve(a), rp.resolve(k)
+        if state is not None:
+            _generator(k).set_state(state)
+        with torch.no_grad():
+            return func(*a, **k)
+
+
+#: Replays set the process's generator: one at a time (thread ranks).
+_REPLAY_LOCK = threading.RLock()
+
+
+class Replay:
+    """Materialises recorded tensors; the generators are as before on exit
+    (each replayed draw sets the state it was recorded at). Holds a process
+    lock meanwhile: another thread drawing random numbers at that moment
+    would see the replayed states."""
+
+    def __init__(self) -> None:
+        self._cache: Dict[Tuple[int, int], torch.Tensor] = {}
+
+    def __enter__(self) -> "Replay":
+        _REPLAY_LOCK.acquire()
+        self._state = torch.default_generator.get_state()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            torch.default_generator.set_state(self._state)
+            self._cache.clear()
+        finally:
+            _REPLAY_LOCK.release()
+
+    def value(self, t: torch.Tensor) -> torch.Tensor:
+        """The values the recorded meta tensor ``t`` holds now (its view)."""
+        rec = record_of(t)
+        base = self._base(rec, None)
+        return base.as_strided(t.size(), t.stride(), t.storage_offset())
+
+    def resolve(self, value: Any) -> Any:
+        def one(v: Any) -> Any:
+            if isinstance(v, _Ref):
+                return self._base(v.rec, v.seq).as_strided(v.size, v.stride, v.offset)
+            return v
+        return _map(value, one)
+
+    def _base(self, rec: Record, upto: Optional[int]) -> torch.Tensor:
+        """The storage of ``rec`` as of ``upto`` (None: after every op)."""
+        ops = [o for o in rec.ops if upto is None or o[0] < upto]
+        ck = (id(rec), len(ops))
+        if ck in self._cache:
+            return self._cache[ck]
+        # From the last op that writes every element (earlier values and
+        # draws do not matter: each draw starts from its own saved state).
+        start = next((i for i in range(len(ops) - 1, -1, -1)
+                      if _writes_all(ops[i], rec)), None)
+        if start is None:
+            start, base = 0, self._make(rec)
+        else:
+            base = torch.empty(rec.numel, dtype=rec.dtype, device="cpu")
+        for seq, tgt, func, a, k, state in ops[start:]:
+            view = base.as_strided(tgt.size, tgt.stride, tgt.offset)
+            args = [view] + list(self.resolve(list(a[1:])))
+            kw = self.resolve(k)
+            if state is not None:
+                _generator(kw).set_state(state)
+            with torch.no_grad():
+                func(*args, **kw)
+        self._cache[ck] = base
+        return base
+
+    def _make(self, rec: Record) -> torch.Tensor:
+        seq, func, a, k, state, is_factory = rec.make
+        args, kw = self.resolve(a), self.resolve(k)
+        if state is not None:
+            _generator(kw).set_state(state)
+        if is_factory:
+            kw = dict(kw)
+            kw["device"] = "cpu"
+        with torch.no_grad():
+            out = func(*args, **kw)
+        base = torch.empty(rec.numel, dtype=rec.dtype, device="cpu")
+        size, stride, offset = rec.layout
+        base.as_strided(size, stride, offset).copy_(out)
+        return base
+
+
+def _contiguous(size, stride) -> bool:
+    expect = 1
+    for s, st in reversed(list(zip(size, stride))):
+        if int(s) != 1 and int(st) != expect:
+            return False
+        expect *= int(s)
+    return True
+
+
+def _writes_all(op: Tuple, rec: Record) -> bool:
+    seq, tgt, func, a, k, state = op
+    return (getattr(func, "__name__", "") in _OVERWRITE_OPS and tgt.offset == 0
+            and all(int(s) > 0 for s in tgt.size)
+            and _contiguous(tgt.size, tgt.stride)
+            and _extent(tgt.size, tgt.stride, 0) == rec.numel)
