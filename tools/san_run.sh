@@ -83,7 +83,8 @@ ASAN_SKIP='abi_baseline_test|wheel_test|soak_test|kill_rank_test|construct_rss_t
 # with the GIL released over thread ranks (engine, checkpoint,
 # safetensors_load); the stand-in device's worker thread
 # (standin_device), the trace recorder and comm log across threads (observe),
-# thread Split and hpZ (multinode), IO faults over thread ranks (io_fault).
+# thread Split and hpZ (multinode), IO faults over thread ranks (io_fault),
+# the background checkpoint writer beside training (async_ckpt).
 TSAN_TARGETS=(
   //tests:zero_stages_test //tests:failure_test //tests:reduction_keys_test
   //tests:zero_accounting_test //tests:nvme_tier_test //tests:nvme_offload_test
@@ -91,7 +92,7 @@ TSAN_TARGETS=(
   //tests:init_spec_test //tests:device_staging_test
   //tests:standin_device_test //tests:observe_test //tests:multinode_test
   //tests:comm_dtype_test //tests:io_fault_test //tests:bitwise_golden_test
-  //tests:fused_boundary_test
+  //tests:fused_boundary_test //tests:async_ckpt_test
   //bindings/python:engine_test //bindings/python:checkpoint_test
   //bindings/python:safetensors_load_test
 )
