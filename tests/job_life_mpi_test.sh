@@ -84,8 +84,13 @@ for np in 2 3; do
     [ "$(cat "$d/run/step.$last" 2>/dev/null)" = 3 ] && break
     sleep 0.05
   done
+  t0=$(date +%s.%N)
   kill -TERM "$(cat "$d/run/pid.$last")" || die "external np $np: no rank $last to signal"
   wait $jp; rc=$?
+  exit_s=$(echo "$(date +%s.%N) - $t0" | bc)
+  # Within the step under way (0.2 s plus its work), the save and mpirun's
+  # teardown, on a loaded machine: well under 15 s.
+  [ "$(echo "$exit_s < 15" | bc)" = 1 ] || die "external np $np: the job took $exit_s s to end"
   [ $rc -ne 0 ] || { cat "$d/log"; die "external np $np: the job exited 0"; }
   steps=$(grep -o "zero: rank [0-9]*: preempted: .* finished global step [0-9]*" "$d/log" | awk '{print $NF}' | sort -u)
   [ "$(grep -c "zero: rank [0-9]*: preempted" "$d/log")" = "$np" ] || { cat "$d/log"; die "external np $np: not every rank said it"; }
@@ -93,6 +98,6 @@ for np in 2 3; do
   [ "$(latest "$d")" = "global_step$steps" ] || die "external np $np: latest '$(latest "$d")'"
   rm -rf "$d/run"; job "$np" "$d" --resume --dump "$d/resumed.bin" || { cat "$d/log"; die "external resume np $np"; }
   same "$d/resumed.bin" "$ref/params.bin" "external resume np $np"
-  echo "{\"test\": \"job_life_mpi\", \"scenario\": \"preempt_external_sigterm\", \"np\": $np, \"saved_step\": $steps}"
+  echo "{\"test\": \"job_life_mpi\", \"scenario\": \"preempt_external_sigterm\", \"np\": $np, \"saved_step\": $steps, \"signal_to_exit_s\": $exit_s}"
 done
 echo "PASSED"

@@ -134,6 +134,43 @@ print(json.dumps(dict({k: os.environ.get(k) for k in keys}, argv=sys.argv[1:],
 """
 
 
+class RestartAndSlurmTest(unittest.TestCase):
+    """The pieces of --max_restarts/--elastic and --launcher slurm (the real
+    runs: //tests:restart_launch_test, //tests:slurm_test)."""
+
+    def test_first_failed_rank_is_the_earliest_abnormal_end(self):
+        with tempfile.TemporaryDirectory() as d:
+            for rank, rc, t in ((0, -15, 10.5), (1, -9, 10.1), (2, 0, 9.0), (3, 1, 10.3)):
+                with open(os.path.join(d, f"rank.{rank}"), "w") as f:
+                    f.write(f"{rank} {rc} {t}\n")
+            self.assertEqual(zl.first_failed_rank(d), 1)
+            os.unlink(os.path.join(d, "rank.1"))
+            self.assertEqual(zl.first_failed_rank(d), 3)
+            self.assertEqual(zl.unrecorded_rank(d, 4), 1)
+
+    def test_drop_rank_removes_its_slot(self):
+        sel = zl.select_slots(zl.parse_hostfile("w1 slots=2\nw2 slots=2\n"))
+        self.assertEqual(dict(zl.drop_rank(sel, 2)), {"w1": [0, 1], "w2": [1]})
+        self.assertEqual(dict(zl.drop_rank(zl.drop_rank(sel, 0), 0)), {"w2": [0, 1]})
+
+    def test_srun_command_and_slurm_rank_variables(self):
+        cmd = zl.srun_command(["train.py", "--x"], "--oversubscribe")
+        self.assertEqual(cmd[:3], ["srun", "--mpi=pmix", "--oversubscribe"])
+        self.assertEqual(cmd[-2:], ["train.py", "--x"])
+        self.assertIn(zl.RANK_SHIM_FLAG, cmd)
+        env = zl.rank_env({"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1",
+                           "SLURM_NTASKS_PER_NODE": "2(x2)"})
+        self.assertEqual(env, {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1",
+                               "LOCAL_SIZE": "2"})
+
+    def test_slurm_launcher_outside_an_allocation_is_refused(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        out = subprocess.run([sys.executable, zl.__file__, "--launcher", "slurm", "true"],
+                             capture_output=True, text=True, env=env)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("inside a Slurm allocation", out.stderr)
+
+
 class LaunchTest(unittest.TestCase):
     def run_launcher(self, *args, env=ENV):
         with tempfile.TemporaryDirectory() as d:

@@ -86,7 +86,8 @@ ASAN_SKIP='abi_baseline_test|wheel_test|soak_test|kill_rank_test|construct_rss_t
 # (standin_device), the trace recorder and comm log across threads (observe),
 # thread Split and hpZ (multinode), IO faults over thread ranks (io_fault),
 # ranks that diverge (divergence, flight_record_capi: the checked
-# communicator and its flight recorder across the stream thread).
+# communicator and its flight recorder across the stream thread), the
+# background checkpoint writer beside training (async_ckpt).
 TSAN_TARGETS=(
   //tests:zero_stages_test //tests:failure_test //tests:reduction_keys_test
   //tests:zero_accounting_test //tests:nvme_tier_test //tests:nvme_offload_test
@@ -95,6 +96,7 @@ TSAN_TARGETS=(
   //tests:standin_device_test //tests:observe_test //tests:multinode_test
   //tests:comm_dtype_test //tests:io_fault_test //tests:bitwise_golden_test
   //tests:fused_boundary_test //tests:divergence_test //tests:flight_record_capi_test
+  //tests:async_ckpt_test
   //bindings/python:engine_test //bindings/python:checkpoint_test
   //bindings/python:safetensors_load_test
 )

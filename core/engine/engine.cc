@@ -666,11 +666,17 @@ absl::Status Engine::SetPreemption(const PreemptionOptions* options) {
   RETURN_IF_ERROR(Check(true, "set_preemption"));
   preemption_.reset();
   if (options == nullptr) return absl::OkStatus();
-  ASSIGN_OR_RETURN(preemption_, Preemption::Install(&ctx_, *options,
-                                                    [this](const std::string& dir,
-                                                           const std::string& tag) {
-                                                      return Save(dir, tag);
-                                                    }));
+  // An async save in flight is joined first: its failure is said, and the
+  // preemption save still goes ahead.
+  auto save = [this](const std::string& dir, const std::string& tag) {
+    const absl::Status earlier = WaitForCheckpoint();
+    if (!earlier.ok()) {
+      std::fprintf(stderr, "zero: rank %d: %s\n", ctx_.rank,
+                   std::string(earlier.message()).c_str());
+    }
+    return Save(dir, tag);
+  };
+  ASSIGN_OR_RETURN(preemption_, Preemption::Install(&ctx_, *options, save));
   return absl::OkStatus();
 }
 
