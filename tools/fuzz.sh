@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=${ZERO_FUZZ_OUT:-$ROOT/fuzz-out}
 CXX=${CXX_FUZZ:-clang++}
-TARGETS=(config manifest shard_file safetensors divergence)
+TARGETS=(config manifest shard_file safetensors)
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 CXXFLAGS="-std=c++17 -O1 -g $SAN -DOMPI_SKIP_MPICXX -I$ROOT"
 ABSL="-labsl_statusor -labsl_status -labsl_cord -labsl_cordz_info -labsl_cord_internal
@@ -46,10 +46,6 @@ sources() {
                      core/common/errno_status.cc core/common/io_fault.cc ;;
     safetensors) echo core/ckpt/safetensors_reader.cc core/ckpt/file_util.cc \
                       core/common/errno_status.cc core/common/io_fault.cc ;;
-    # The whole CPU engine over thread ranks (tests/testing/divergent_run.h).
-    divergence) find core kernels/cpu -name '*.cc' | grep -vE \
-                  '_test\.cc$|mpi_|nccl_|cuda|device_factory_cuda|caching_allocator|standin_select' \
-                  | sort; echo tests/testing/divergent_run.cc ;;
     make_seeds) echo core/ckpt/shard_file.cc core/ckpt/manifest.cc core/ckpt/file_util.cc \
                      core/common/errno_status.cc core/common/io_fault.cc ;;
   esac
@@ -72,7 +68,7 @@ build_one() {
     $CXX $CXXFLAGS tests/fuzz/make_seeds.cc "${objs[@]}" -o "$OUT/make_seeds/make_seeds" $ABSL -lxxhash
   else
     $CXX $CXXFLAGS -fsanitize=fuzzer "tests/fuzz/${t}_fuzz.cc" "${objs[@]}" \
-      -o "$OUT/$t/${t}_fuzz" $ABSL -lxxhash -lhwy -luring -lpthread
+      -o "$OUT/$t/${t}_fuzz" $ABSL -lxxhash
   fi
 }
 
