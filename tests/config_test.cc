@@ -85,6 +85,21 @@ TEST(ConfigTest, Stage3WithCpuOptimizerOffloadPinned) {
   EXPECT_TRUE(c.Resolve(1).ok());
 }
 
+// ignore_unused_parameters takes effect (the engine's deferral of differing
+// bucket reductions, divergence_test) and is not reported; the flight
+// recorder's size is zero's own key, range-checked.
+TEST(ConfigTest, UnusedParamsAndFlightRecorderKeys) {
+  Config d = Parse("{}");
+  EXPECT_TRUE(d.ignore_unused_parameters);
+  EXPECT_EQ(d.flight_recorder_size, 256);
+  Config c = Parse(R"({"zero_optimization": {"ignore_unused_parameters": false},
+                       "zero_flight_recorder_size": 16})");
+  EXPECT_FALSE(c.ignore_unused_parameters);
+  EXPECT_EQ(c.flight_recorder_size, 16);
+  EXPECT_TRUE(c.no_effect_keys.empty()) << NoEffectReport(c);
+  EXPECT_FALSE(ParseDsConfig(R"({"zero_flight_recorder_size": -1})").ok());
+}
+
 // offload_param cpu + pin_memory: parsed (they take effect with state on a
 // GPU) and kept for the engine to report at finalize on a host device, not
 // in the startup report (which cannot know the device).

@@ -164,10 +164,13 @@ absl::Status CheckedCommunicator::Checked(CollectiveSignature sig,
     std::vector<CollectiveSignature> all(world_size());
     absl::Status s = Exchange(sig, &all);
     if (!s.ok()) {
-      return failed(absl::Status(s.code(), absl::StrCat("before ", DescribeCollective(
+      // The backend's message first (what failed, on which rank), then
+      // what this rank was about to do.
+      return failed(absl::Status(s.code(), absl::StrCat(s.message(), " (checking collective ",
+                                                        sig.seq, ": this rank ",
+                                                        DescribeCollective(
                                                             sig, monitor_->namer()),
-                                                        " (collective ", sig.seq, "): ",
-                                                        s.message())),
+                                                        ")")),
                     false);
     }
     for (const CollectiveSignature& other : all) {
@@ -181,9 +184,11 @@ absl::Status CheckedCommunicator::Checked(CollectiveSignature sig,
   }
   absl::Status s = data();
   if (!s.ok()) {
-    return failed(absl::Status(s.code(), absl::StrCat(DescribeCollective(sig, monitor_->namer()),
-                                                      " (collective ", sig.seq, "): ",
-                                                      s.message())),
+    return failed(absl::Status(s.code(), absl::StrCat(s.message(), " (collective ", sig.seq,
+                                                      ": this rank ",
+                                                      DescribeCollective(
+                                                          sig, monitor_->namer()),
+                                                      ")")),
                   false);
   }
   rec.Finish(index, CollectiveOutcome::kDone);

@@ -7,7 +7,11 @@
 // rank trains and ends with the params of the run where the skipped params
 // were handed in as zeros (bit for bit), or every rank fails within 2.5 s
 // with the divergence error (ZERO_MISMATCH) or the engine's refusal after
-// it. Anything else aborts.
+// it. Anything else aborts. A libFuzzer entry point like the parsers'
+// targets, replayed over its seed corpus by //tests/fuzz:divergence_replay_test
+// (default build and ASan); not in tools/fuzz.sh, which builds its targets
+// with clang outside Bazel: this one needs the whole CPU engine (OpenMP,
+// Highway, liburing) built there.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

@@ -500,3 +500,42 @@ fn gather_into_writes_the_bits_gather_hands_out() {
     engine.gather_into(w, ParamDataMut::F32(&mut out)).unwrap().release().unwrap();
     assert_eq!(out, [1.0, 2.0, 3.0]);
 }
+
+#[test]
+fn ranks_that_gather_different_params_fail_alike_and_the_flight_record_says_where() {
+    let config = Config::builder()
+        .stage(3)
+        .lr(0.01)
+        .steps_per_print(0)
+        .stage3_param_persistence_threshold(0)
+        .build();
+    let records: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = Communicator::threads(2)
+            .unwrap()
+            .into_iter()
+            .map(|comm| {
+                let config = &config;
+                s.spawn(move || {
+                    let mut engine = Engine::new(config, &comm).unwrap();
+                    // No persistent params: every gather is collective.
+                    let ids: Vec<_> = ["experts.0", "experts.1"]
+                        .iter()
+                        .map(|n| engine.register_param(ParamDesc::new(n, &[64])).unwrap())
+                        .collect();
+                    engine.finalize().unwrap();
+                    let err = engine.gather(ids[comm.rank()]).err().expect("a divergence");
+                    assert_eq!(err.status(), zero::Status::Mismatch, "{err}");
+                    let text = err.to_string();
+                    assert!(text.contains("experts.0") && text.contains("experts.1"), "{text}");
+                    engine.flight_record().unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (r, rec) in records.iter().enumerate() {
+        let last = rec.lines().last().expect("records");
+        assert!(last.contains("\"outcome\":\"diverged\""), "{last}");
+        assert!(last.contains(&format!("\"param\":\"experts.{r}\"")), "{last}");
+    }
+}
