@@ -117,10 +117,7 @@ absl::Status Engine::FlushTrace() {
   return recorder_->FlushTrace();
 }
 
-absl::Status Engine::Check(bool finalized, const char* call) {
-  // A divergence or timeout seen by any of the engine's communicators,
-  // even one whose caller dropped the error, fails the engine.
-  if (monitor_ && ctx_.broken.ok()) (void)ctx_.Fail(monitor_->failure());
+absl::Status Engine::Check(bool finalized, const char* call) const {
   if (!ctx_.broken.ok()) {
     return absl::Status(ctx_.broken.code(),
                         absl::StrCat(call, ": the engine failed earlier and is "

@@ -154,7 +154,7 @@ class Engine {
  private:
   Engine(const Config& config, std::unique_ptr<Communicator> comm);
 
-  absl::Status Check(bool finalized, const char* call);
+  absl::Status Check(bool finalized, const char* call) const;
   // Files this thread's collectives under `call` at the current step and
   // micro-step for the scope (core/comm/call_site.h).
   ScopedCallSite Site(ApiCall call) const;
