@@ -31,8 +31,10 @@ struct zero_engine_t {
 
 namespace zero_capi {
 
-// The message zero_last_error returns, one per thread (zero_c.cc).
-extern thread_local std::string g_last_error;
+// The message zero_last_error returns, one per thread (zero_c.cc). A
+// function, not an extern variable: a thread_local variable shared between
+// files would be exported from the library (//tests:abi_symbols_test).
+std::string& LastError();
 
 // `s` as a zero_status; its message becomes zero_last_error's (cleared on ok).
 zero_status Report(const absl::Status& s);
@@ -50,13 +52,13 @@ zero_status Guard(F&& f) {
   try {
     return f();
   } catch (const std::bad_alloc&) {
-    g_last_error = "out of memory";
+    LastError() = "out of memory";
     return ZERO_OUT_OF_MEMORY;
   } catch (const std::exception& e) {
-    g_last_error = absl::StrCat("internal error: ", e.what());
+    LastError() = absl::StrCat("internal error: ", e.what());
     return ZERO_INTERNAL;
   } catch (...) {
-    g_last_error = "internal error: unknown exception";
+    LastError() = "internal error: unknown exception";
     return ZERO_INTERNAL;
   }
 }

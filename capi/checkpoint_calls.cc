@@ -18,8 +18,8 @@ namespace {
 
 using zero_capi::BadStruct;
 using zero_capi::EnumValue;
-using zero_capi::g_last_error;
 using zero_capi::Guard;
+using zero_capi::LastError;
 using zero_capi::Null;
 using zero_capi::ReadStruct;
 using zero_capi::Report;
@@ -39,7 +39,7 @@ zero_status ExportSafetensors(const char* call, const char* dir, const char* tag
   ZERO_CHECK_ARG(call, out_path);
   const int64_t dt = EnumValue(dtype);
   if (!ValidDType(dt)) {
-    g_last_error = absl::StrCat(call, ": dtype ", dt, " not in 0..2");
+    LastError() = absl::StrCat(call, ": dtype ", dt, " not in 0..2");
     return ZERO_INVALID_ARGUMENT;
   }
   return Guard([&] {
@@ -71,7 +71,7 @@ zero_status zero_engine_save_with(zero_engine_t* engine, const char* dir, const 
     auto read = ReadStruct(options, kSaveOptionsDefaults);
     if (!read.ok()) return BadStruct("zero_engine_save_with", read.status());
     if (read->keep_last < 0) {
-      g_last_error = absl::StrCat("zero_engine_save_with: keep_last ", read->keep_last,
+      LastError() = absl::StrCat("zero_engine_save_with: keep_last ", read->keep_last,
                                   " is negative");
       return ZERO_INVALID_ARGUMENT;
     }

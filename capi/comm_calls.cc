@@ -13,8 +13,8 @@
 
 namespace {
 
-using zero_capi::g_last_error;
 using zero_capi::Guard;
+using zero_capi::LastError;
 using zero_capi::Report;
 
 }  // namespace
@@ -53,7 +53,7 @@ zero_status zero_comm_create_nccl(const void* mpi_comm, int32_t cuda_device,
 zero_status zero_comm_create_threads(int32_t world_size, zero_comm_t** out) {
   ZERO_CHECK_ARG("zero_comm_create_threads", out);
   if (world_size < 1 || world_size > 4096) {
-    g_last_error = absl::StrCat("zero_comm_create_threads: world_size ", world_size, " not in 1..4096");
+    LastError() = absl::StrCat("zero_comm_create_threads: world_size ", world_size, " not in 1..4096");
     return ZERO_INVALID_ARGUMENT;
   }
   return Guard([&] {

@@ -18,24 +18,27 @@
 
 namespace zero_capi {
 
-thread_local std::string g_last_error;
+std::string& LastError() {
+  thread_local std::string message;
+  return message;
+}
 
 zero_status Report(const absl::Status& s) {
   if (s.ok()) {
-    g_last_error.clear();
+    LastError().clear();
     return ZERO_OK;
   }
-  g_last_error = std::string(s.message());
+  LastError() = std::string(s.message());
   return ToZeroStatus(s);
 }
 
 zero_status BadStruct(const char* call, const absl::Status& s) {
-  g_last_error = absl::StrCat(call, ": ", s.message());
+  LastError() = absl::StrCat(call, ": ", s.message());
   return ZERO_INVALID_ARGUMENT;
 }
 
 zero_status Null(const char* call, const char* what) {
-  g_last_error = absl::StrCat(call, ": ", what, " is NULL");
+  LastError() = absl::StrCat(call, ": ", what, " is NULL");
   return ZERO_INVALID_ARGUMENT;
 }
 
@@ -46,8 +49,8 @@ namespace {
 using zero_capi::BadStruct;
 using zero_capi::CheckStructSize;
 using zero_capi::EnumValue;
-using zero_capi::g_last_error;
 using zero_capi::Guard;
+using zero_capi::LastError;
 using zero_capi::Null;
 using zero_capi::ReadStruct;
 using zero_capi::Report;
@@ -85,7 +88,7 @@ const char* zero_status_string(zero_status status) {
   return "unknown status";
 }
 
-const char* zero_last_error(void) { return g_last_error.c_str(); }
+const char* zero_last_error(void) { return LastError().c_str(); }
 
 namespace {
 
@@ -100,18 +103,18 @@ zero_status RegisterParam(const char* call, zero_engine_t* engine,
   const zero_param_desc* desc = &*read;
   ZERO_CHECK_ARG(call, desc->name);
   if ((init_spec != nullptr || fill != nullptr) && desc->init != nullptr) {
-    g_last_error = absl::StrCat(call, " '", desc->name,
+    LastError() = absl::StrCat(call, " '", desc->name,
                                 "': desc->init must be NULL (one init source)");
     return ZERO_INVALID_ARGUMENT;
   }
   if (desc->ndim < 0 || desc->ndim > ZERO_MAX_DIMS || (desc->ndim > 0 && desc->shape == nullptr)) {
-    g_last_error = absl::StrCat(call, " '", desc->name, "': ndim ", desc->ndim,
+    LastError() = absl::StrCat(call, " '", desc->name, "': ndim ", desc->ndim,
                                 " needs 0..", ZERO_MAX_DIMS, " dims and a non-NULL shape");
     return ZERO_INVALID_ARGUMENT;
   }
   const int64_t dtype = EnumValue(desc->dtype);
   if (!ValidDType(dtype)) {
-    g_last_error = absl::StrCat(call, " '", desc->name, "': dtype ", dtype, " not in 0..2");
+    LastError() = absl::StrCat(call, " '", desc->name, "': dtype ", dtype, " not in 0..2");
     return ZERO_INVALID_ARGUMENT;
   }
   return Guard([&] {
@@ -147,7 +150,7 @@ zero_status zero_engine_register_param_init(zero_engine_t* engine, const zero_pa
   if (!read.ok()) return BadStruct(call, read.status());
   const int64_t kind = EnumValue(read->kind);
   if (kind < ZERO_INIT_ZEROS || kind > ZERO_INIT_FAN_IN_UNIFORM) {
-    g_last_error = absl::StrCat(call, ": spec kind ", kind, " not in 0..7");
+    LastError() = absl::StrCat(call, ": spec kind ", kind, " not in 0..7");
     return ZERO_INVALID_ARGUMENT;
   }
   zero::InitSpec s;
@@ -256,7 +259,7 @@ zero_status zero_engine_gather_into(zero_engine_t* engine, int32_t id, zero_dtyp
   ZERO_CHECK_ARG("zero_engine_gather_into", dst);
   const int64_t dt = EnumValue(dtype);
   if (!ValidDType(dt)) {
-    g_last_error = absl::StrCat("zero_engine_gather_into: dtype ", dt, " is not a zero_dtype");
+    LastError() = absl::StrCat("zero_engine_gather_into: dtype ", dt, " is not a zero_dtype");
     return ZERO_INVALID_ARGUMENT;
   }
   return Guard([&] { return Report(engine->engine->GatherInto(id, ToDType(dt), dst, bytes)); });
@@ -372,7 +375,7 @@ zero_status zero_convert(zero_dtype dst_dtype, void* dst, zero_dtype src_dtype, 
                          size_t count) {
   const int64_t dt = EnumValue(dst_dtype), st = EnumValue(src_dtype);
   if (!ValidDType(dt) || !ValidDType(st)) {
-    g_last_error = absl::StrCat("zero_convert: dtype ", ValidDType(dt) ? st : dt,
+    LastError() = absl::StrCat("zero_convert: dtype ", ValidDType(dt) ? st : dt,
                                 " is not a zero_dtype");
     return ZERO_INVALID_ARGUMENT;
   }
@@ -389,7 +392,7 @@ zero_status zero_engine_set_grad(zero_engine_t* engine, int32_t id, zero_dtype d
   ZERO_CHECK_ARG("zero_engine_set_grad", src);
   const int64_t dt = EnumValue(dtype);
   if (!ValidDType(dt)) {
-    g_last_error = absl::StrCat("zero_engine_set_grad: dtype ", dt, " is not a zero_dtype");
+    LastError() = absl::StrCat("zero_engine_set_grad: dtype ", dt, " is not a zero_dtype");
     return ZERO_INVALID_ARGUMENT;
   }
   return Guard([&] {
