@@ -254,7 +254,7 @@ if [ "$built_with" = bundle ]; then
     t0=$(date +%s)
     # shellcheck disable=SC2086  # $incs is several -I flags
     if timeout "$(budget 90)" "$CXX" -O2 -std=c++17 -shared -fPIC $incs -Icapi/include \
-         bindings/python/src/zero_c_module.cc -L"$BUNDLE/bin" -lzero_c \
+         bindings/python/src/*.cc -L"$BUNDLE/bin" -lzero_c \
          -Wl,-rpath,"$BUNDLE/bin" -o "$PYDIR/zero/_zero_c$ext" > "$LOGDIR/python_ext.log" 2>&1 &&
        [ -n "$incs" ]; then
       emit "{\"kind\":\"build\",\"tool\":\"c++\",\"target\":\"python extension\",\"ok\":true,\"seconds\":$(( $(date +%s) - t0 ))}"

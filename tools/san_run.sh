@@ -32,7 +32,7 @@
 # ~22 min, Rust 1 ~2 min). Found and fixed: memset(nullptr, 0, 0) in
 # QuantizePieceImpl (UBSan, quant_test); a heap-buffer-overflow in stage 3's
 # coalesced persistent-param refresh under offload_param cpu on an off-host
-# device (estimate_test; now a standin_device_test case). Test-side: Python
+# device (estimate_test; now a standin_offload_test case). Test-side: Python
 # device_test expected a bare SIGSEGV (ASan's handler is now turned off in
 # its child), torch_api_test's 60 s bound was 67 s under asan (now 150 s,
 # half of comm_timeout_seconds; then passed under asan), construct_rss_test
@@ -93,7 +93,8 @@ TSAN_TARGETS=(
   //tests:zero_accounting_test //tests:nvme_tier_test //tests:nvme_offload_test
   //tests:cpu_offload_test //tests:ckpt_test //tests:write_master_test
   //tests:init_spec_test //tests:device_staging_test
-  //tests:standin_device_test //tests:observe_test //tests:multinode_test
+  //tests:standin_device_test //tests:standin_offload_test //tests:observe_test
+  //tests:multinode_test
   //tests:comm_dtype_test //tests:io_fault_test //tests:bitwise_golden_test
   //tests:fused_boundary_test //tests:divergence_test //tests:flight_record_capi_test
   //tests:async_ckpt_test

@@ -15,6 +15,10 @@
 //  5. Status values and the fields of zero_step_info and zero_stats come from
 //     abi_tables.h, generated from zero_c.h (bindings/gen_abi_tables.py):
 //     nothing here lists them by hand.
+//
+// This file holds the Engine and the module; the other parts are registered
+// from files of their own (module_parts.h), over what they share
+// (call_support.h).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -27,238 +31,23 @@
 #include <vector>
 
 #include "abi_tables.h"
+#include "call_support.h"
+#include "comm_binding.h"
+#include "module_parts.h"
 #include "zero_c.h"
 
 namespace py = pybind11;
 
 namespace {
 
-py::object& ErrorFactory() {
-  static py::object* factory = new py::object();  // leaked: outlives modules
-  return *factory;
-}
-
-[[noreturn]] void Raise(int status, const std::string& message) {
-  py::object& factory = ErrorFactory();
-  if (factory && !factory.is_none()) {
-    py::object exc = factory(status, message);
-    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())),
-                    exc.ptr());
-    throw py::error_already_set();
-  }
-  throw std::runtime_error(std::string(zero_status_string(
-                               static_cast<zero_status>(status))) +
-                           ": " + message);
-}
-
-// Checks a status returned by a call made with the GIL released.
-void Check(zero_status status) {
-  if (status == ZERO_OK) return;
-  // zero_last_error() is thread-local: read it on the calling thread, which
-  // is this one (GIL re-acquisition does not switch threads).
-  Raise(status, zero_last_error());
-}
-
-// Runs a C call that may block (collectives, IO) without the GIL, so other
-// Python threads (thread-communicator ranks) go on, then raises on failure.
-template <typename F>
-void CheckNoGil(F&& call) {
-  zero_status s;
-  {
-    py::gil_scoped_release nogil;
-    s = call();
-  }
-  Check(s);
-}
-
-// A Python callable as a zero_progress_fn (user: the callable, kept alive by
-// whoever passed it): called as fn(what, done, total) on an engine thread,
-// under the GIL; a falsy result or an exception cancels (zero.progress wraps
-// callables so that their exception is re-raised after the call).
-int32_t PyProgress(void* user, const char* what, int64_t done, int64_t total) {
-  py::gil_scoped_acquire gil;
-  try {
-    py::handle fn(static_cast<PyObject*>(user));
-    return py::bool_(fn(what, done, total)) ? 0 : 1;
-  } catch (py::error_already_set&) {
-    return 1;
-  }
-}
-
-[[noreturn]] void Closed(const char* what) {
-  Raise(ZERO_FAILED_PRECONDITION,
-        std::string(what) + " is closed (used after close/destroy)");
-}
-
-struct CommHandle {
-  zero_comm_t* comm = nullptr;
-  ~CommHandle() { zero_comm_destroy(comm); }
-};
-
-// DLPack's DLManagedTensor, ABI version 0 (the layout every DLPack consumer
-// reads: numpy.from_dlpack, torch.from_dlpack), for the device arrays of
-// zero/engine.py. The tensor aliases engine memory; manager_ctx holds a
-// reference to the Python owner (the DeviceArray) until the consumer's
-// tensor dies.
-struct DLDevice { int32_t device_type; int32_t device_id; };
-struct DLDataType { uint8_t code; uint8_t bits; uint16_t lanes; };
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  int32_t ndim;
-  DLDataType dtype;
-  int64_t* shape;
-  int64_t* strides;
-  uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor*);
-};
-
-struct DlpackHolder {
-  DLManagedTensor managed{};
-  std::vector<int64_t> shape;
-  PyObject* owner = nullptr;
-};
-
-void DeleteDlpack(DLManagedTensor* t) {
-  auto* h = static_cast<DlpackHolder*>(t->manager_ctx);
-  {
-    py::gil_scoped_acquire gil;  // consumers may free the tensor on any thread
-    Py_XDECREF(h->owner);
-  }
-  delete h;
-}
-
-// A "dltensor" capsule over `address` (dtype code/bits, device type/id),
-// keeping `owner` alive; an unconsumed capsule frees itself.
-py::capsule DlpackCapsule(uintptr_t address, const std::vector<int64_t>& shape, int code,
-                          int bits, int device_type, int device_id, py::object owner) {
-  auto* h = new DlpackHolder();
-  h->shape = shape;
-  h->owner = owner.release().ptr();
-  DLTensor& t = h->managed.dl_tensor;
-  t.data = reinterpret_cast<void*>(address);
-  t.device = DLDevice{device_type, device_id};
-  t.ndim = static_cast<int32_t>(h->shape.size());
-  t.dtype = DLDataType{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
-  t.shape = h->shape.empty() ? nullptr : h->shape.data();
-  t.strides = nullptr;  // row-major, compact
-  t.byte_offset = 0;
-  h->managed.manager_ctx = h;
-  h->managed.deleter = &DeleteDlpack;
-  PyObject* cap = PyCapsule_New(&h->managed, "dltensor", [](PyObject* c) {
-    // Renamed to "used_dltensor" by a consumer, which then owns the tensor.
-    if (PyCapsule_IsValid(c, "dltensor")) {
-      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
-      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
-    }
-  });
-  if (cap == nullptr) {
-    DeleteDlpack(&h->managed);
-    throw py::error_already_set();
-  }
-  return py::reinterpret_steal<py::capsule>(cap);
-}
-
-class Comm {
- public:
-  explicit Comm(zero_comm_t* c) : handle_(std::make_shared<CommHandle>()) {
-    handle_->comm = c;
-  }
-
-  static Comm Self() {
-    zero_comm_t* c = nullptr;
-    Check(zero_comm_create_self(&c));
-    return Comm(c);
-  }
-
-  static Comm Mpi() {
-    zero_comm_t* c = nullptr;
-    CheckNoGil([&] { return zero_comm_create_mpi(nullptr, &c); });
-    return Comm(c);
-  }
-
-  // MPI_COMM_WORLD's ranks over NCCL, this rank on GPU `device` (with
-  // ZERO_GPU_STANDIN=1: the NCCL-shaped stand-in, core/backend/standin_select.h).
-  static Comm Nccl(int32_t device) {
-    zero_comm_t* c = nullptr;
-    CheckNoGil([&] { return zero_comm_create_nccl(nullptr, device, &c); });
-    return Comm(c);
-  }
-
-  static std::vector<Comm> Threads(int32_t world_size) {
-    if (world_size < 1) {
-      Raise(ZERO_INVALID_ARGUMENT, "world_size must be >= 1, got " +
-                                       std::to_string(world_size));
-    }
-    std::vector<zero_comm_t*> raw(world_size, nullptr);
-    Check(zero_comm_create_threads(world_size, raw.data()));
-    std::vector<Comm> out;
-    out.reserve(world_size);
-    for (zero_comm_t* c : raw) out.emplace_back(c);
-    return out;
-  }
-
-  zero_comm_t* get(const char* what = "Comm") const {
-    if (!handle_ || !handle_->comm) Closed(what);
-    return handle_->comm;
-  }
-
-  int32_t Rank() const {
-    int32_t r = 0;
-    Check(zero_comm_rank(get(), &r));
-    return r;
-  }
-
-  int32_t Size() const {
-    int32_t s = 0;
-    Check(zero_comm_size(get(), &s));
-    return s;
-  }
-
-  void Barrier() {
-    zero_comm_t* c = get();
-    CheckNoGil([&] { return zero_comm_barrier(c); });
-  }
-
-  // In-place sum over ranks of a float32 buffer (address, count).
-  void AllreduceSumF32(uintptr_t address, size_t count) {
-    zero_comm_t* c = get();
-    CheckNoGil([&] { return zero_comm_allreduce_sum_f32(c, reinterpret_cast<float*>(address), count); });
-  }
-
-  void Broadcast(uintptr_t address, size_t bytes, int32_t root) {
-    zero_comm_t* c = get();
-    CheckNoGil([&] { return zero_comm_broadcast(c, reinterpret_cast<void*>(address), bytes, root); });
-  }
-
-  // Does not return for MPI/NCCL (the job is aborted).
-  void Abort(const std::string& reason) {
-    zero_comm_t* c = get();
-    py::gil_scoped_release nogil;
-    zero_comm_abort(c, reason.c_str());
-  }
-
-  void Close() {
-    if (!handle_) return;
-    // Engines hold a reference: the C handle must outlive them.
-    if (handle_.use_count() > 1 && handle_->comm != nullptr) {
-      Raise(ZERO_FAILED_PRECONDITION,
-            "Comm.close(): an engine still uses this communicator; close the "
-            "engine first");
-    }
-    handle_.reset();
-  }
-
-  bool closed() const { return !handle_ || !handle_->comm; }
-  const std::shared_ptr<CommHandle>& handle() const { return handle_; }
-
- private:
-  std::shared_ptr<CommHandle> handle_;
-};
+using zero_py::Check;
+using zero_py::CheckNoGil;
+using zero_py::Closed;
+using zero_py::Comm;
+using zero_py::CommHandle;
+using zero_py::ErrorFactory;
+using zero_py::PyProgress;
+using zero_py::Raise;
 
 class Engine {
  public:
@@ -740,69 +529,9 @@ PYBIND11_MODULE(_zero_c, m) {
   m.attr("DTYPE_F16") = static_cast<int>(ZERO_DTYPE_F16);
   m.attr("DTYPE_BF16") = static_cast<int>(ZERO_DTYPE_BF16);
 
-  m.def(
-      "export_safetensors",
-      [](const std::string& dir, const std::optional<std::string>& tag,
-         const std::string& out_path, int dtype, py::object progress) {
-        zero_progress_fn fn = progress.is_none() ? nullptr : &PyProgress;
-        void* user = progress.ptr();
-        CheckNoGil([&] {
-          return zero_checkpoint_export_safetensors_progress(
-              dir.c_str(), tag ? tag->c_str() : nullptr, out_path.c_str(),
-              static_cast<zero_dtype>(dtype), fn, user);
-        });
-      },
-      py::arg("dir"), py::arg("tag"), py::arg("out_path"), py::arg("dtype"),
-      py::arg("progress") = py::none(),
-      "Writes every param of DIR/TAG (None: latest) as one safetensors file.");
-
-  m.def(
-      "reshard",
-      [](const std::string& dir, const std::optional<std::string>& tag,
-         const std::string& out_dir, int32_t world, py::object progress) {
-        zero_progress_fn fn = progress.is_none() ? nullptr : &PyProgress;
-        void* user = progress.ptr();
-        CheckNoGil([&] {
-          return zero_checkpoint_reshard(dir.c_str(), tag ? tag->c_str() : nullptr,
-                                         out_dir.c_str(), world, fn, user);
-        });
-      },
-      py::arg("dir"), py::arg("tag"), py::arg("out_dir"), py::arg("world"),
-      py::arg("progress") = py::none(),
-      "Rewrites DIR/TAG (None: latest) as OUT_DIR/TAG for WORLD ranks.");
-
-  m.def(
-      "convert",
-      [](int dst_dtype, uintptr_t dst, int src_dtype, uintptr_t src, size_t count) {
-        CheckNoGil([&] {
-          return zero_convert(static_cast<zero_dtype>(dst_dtype), reinterpret_cast<void*>(dst),
-                              static_cast<zero_dtype>(src_dtype),
-                              reinterpret_cast<const void*>(src), count);
-        });
-      },
-      py::arg("dst_dtype"), py::arg("dst"), py::arg("src_dtype"), py::arg("src"),
-      py::arg("count"),
-      "1.8: COUNT elements at SRC converted into DST with the engine's rounding.");
-
-  m.def("dlpack_capsule", &DlpackCapsule, py::arg("address"), py::arg("shape"),
-        py::arg("code"), py::arg("bits"), py::arg("device_type"), py::arg("device_id"),
-        py::arg("owner"),
-        "A DLPack 'dltensor' capsule aliasing engine memory (owner kept alive).");
-
-  py::class_<Comm>(m, "Comm")
-      .def_static("create_self", &Comm::Self)
-      .def_static("create_mpi", &Comm::Mpi)
-      .def_static("create_threads", &Comm::Threads, py::arg("world_size"))
-      .def_static("create_nccl", &Comm::Nccl, py::arg("device"))
-      .def("rank", &Comm::Rank)
-      .def("size", &Comm::Size)
-      .def("barrier", &Comm::Barrier)
-      .def("broadcast", &Comm::Broadcast, py::arg("address"), py::arg("bytes"), py::arg("root"))
-      .def("abort", &Comm::Abort, py::arg("reason"))
-      .def("allreduce_sum_f32", &Comm::AllreduceSumF32, py::arg("address"),
-           py::arg("count"))
-      .def("close", &Comm::Close)
-      .def_property_readonly("closed", &Comm::closed);
+  zero_py::RegisterCheckpointTools(m);
+  zero_py::RegisterConversions(m);
+  zero_py::RegisterComm(m);
 
   py::class_<Engine>(m, "Engine")
       .def(py::init<const std::string&, const Comm&>(), py::arg("json_text"),

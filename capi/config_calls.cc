@@ -1,0 +1,178 @@
+// The C ABI's calls that take a config: an engine from a zero_config or a
+// ds_config JSON text, and the memory estimate of a ds_config.
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "capi/abi_struct.h"
+#include "capi/call_support.h"
+#include "core/backend/device_factory.h"
+#include "core/config/config.h"
+#include "core/engine/engine.h"
+#include "core/estimate/memory_estimate.h"
+#include "zero_c.h"
+
+namespace {
+
+using zero_capi::BadStruct;
+using zero_capi::CheckStructSize;
+using zero_capi::EnumValue;
+using zero_capi::Guard;
+using zero_capi::ReadStruct;
+using zero_capi::Report;
+using zero_capi::ToDType;
+using zero_capi::ValidDType;
+using zero_capi::WriteStruct;
+using zero_capi::ZeroStruct;
+
+constexpr zero_config kConfigDefaults = ZERO_CONFIG_INIT;
+
+// zero_config (C) -> zero::Config (C++). Negative means "DeepSpeed default";
+// fields past an older caller's struct_size are ZERO_CONFIG_INIT's, which
+// are all "default".
+absl::StatusOr<zero::Config> FromC(const zero_config* in) {
+  auto read = ReadStruct(in, kConfigDefaults);
+  if (!read.ok()) return read.status();
+  const zero_config* c = &*read;
+  zero::Config k;
+  k.stage = c->stage;
+  const int64_t dtype = EnumValue(c->dtype);
+  if (!ValidDType(dtype)) return absl::InvalidArgumentError(absl::StrCat("zero_config.dtype: expected 0..2, got ", dtype));
+  k.dtype = ToDType(dtype);
+  const int64_t optimizer = EnumValue(c->optimizer);
+  switch (optimizer) {
+    case ZERO_OPTIMIZER_ADAM: k.optimizer = zero::OptimizerType::kAdam; break;
+    case ZERO_OPTIMIZER_ADAMW: k.optimizer = zero::OptimizerType::kAdamW; break;
+    case ZERO_OPTIMIZER_SGD: k.optimizer = zero::OptimizerType::kSgd; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("zero_config.optimizer: expected 0..2, got ", optimizer));
+  }
+  auto f = [](float v, double* out) { if (v >= 0.0f) *out = v; };
+  auto i64 = [](int64_t v, int64_t* out) { if (v >= 0) *out = v; };
+  f(c->lr, &k.lr);
+  f(c->beta1, &k.beta1);
+  f(c->beta2, &k.beta2);
+  f(c->eps, &k.eps);
+  f(c->weight_decay, &k.weight_decay);
+  f(c->momentum, &k.momentum);
+  if (c->gradient_accumulation_steps >= 0) {
+    if (c->gradient_accumulation_steps == 0) return absl::InvalidArgumentError("zero_config.gradient_accumulation_steps: expected >= 1, got 0");
+    k.gradient_accumulation_steps = c->gradient_accumulation_steps;
+  }
+  f(c->gradient_clipping, &k.gradient_clipping);
+  // Left at -1: sized from the model at finalize, as a ds_config without
+  // the key (docs/DEEPSPEED_COMPAT.md).
+  i64(c->reduce_bucket_size, &k.reduce_bucket_size);
+  k.reduce_bucket_size_auto = c->reduce_bucket_size < 0;
+  k.stage3_prefetch_bucket_size_auto = c->stage3_prefetch_bucket_size < 0;
+  k.stage3_param_persistence_threshold_auto = c->stage3_param_persistence_threshold < 0;
+  i64(c->allgather_bucket_size, &k.allgather_bucket_size);
+  if (c->overlap_comm >= 0) k.overlap_comm = c->overlap_comm ? 1 : 0;
+  i64(c->sub_group_size, &k.sub_group_size);
+  i64(c->stage3_max_live_parameters, &k.stage3_max_live_parameters);
+  i64(c->stage3_prefetch_bucket_size, &k.stage3_prefetch_bucket_size);
+  i64(c->stage3_param_persistence_threshold, &k.stage3_param_persistence_threshold);
+  f(c->loss_scale, &k.loss_scale);
+  if (c->initial_scale_power >= 0) k.initial_scale_power = c->initial_scale_power;
+  if (c->loss_scale_window >= 0) k.loss_scale_window = c->loss_scale_window;
+  if (c->hysteresis >= 0) k.hysteresis = c->hysteresis;
+  f(c->min_loss_scale, &k.min_loss_scale);
+  if (c->steps_per_print >= 0) k.steps_per_print = c->steps_per_print;
+  if (c->comm_timeout_seconds > 0) k.comm_timeout_seconds = c->comm_timeout_seconds;
+  if (k.sub_group_size < 1 || k.reduce_bucket_size < 1) {
+    return absl::InvalidArgumentError("zero_config.reduce_bucket_size / sub_group_size: expected >= 1");
+  }
+  if (k.loss_scale_window < 1 || k.hysteresis < 1) {
+    return absl::InvalidArgumentError("zero_config.loss_scale_window / hysteresis: expected >= 1");
+  }
+  return k;
+}
+
+zero_status MakeEngine(const zero::Config& config, zero_comm_t* comm,
+                       zero_engine_t** out) {
+  auto e = zero::Engine::Create(config, comm->comm.get());
+  if (!e.ok()) return Report(e.status());
+  if (comm->comm->device_memory()) {  // NCCL: state lives on its GPU
+    auto d = zero::MakeDevice("cuda", comm->comm->device_ordinal());
+    if (!d.ok()) return Report(d.status());
+    absl::Status s = (*e)->SetDevice(std::move(*d));
+    if (!s.ok()) return Report(s);
+  }
+  *out = new zero_engine_t{std::move(*e)};
+  return Report(absl::OkStatus());
+}
+
+}  // namespace
+
+extern "C" {
+
+zero_status zero_engine_create(const zero_config* config, zero_comm_t* comm,
+                               zero_engine_t** out) {
+  ZERO_CHECK_ARG("zero_engine_create", config);
+  ZERO_CHECK_ARG("zero_engine_create", comm);
+  ZERO_CHECK_ARG("zero_engine_create", out);
+  *out = nullptr;
+  return Guard([&] {
+    auto k = FromC(config);
+    if (!k.ok()) return Report(k.status());
+    return MakeEngine(*k, comm, out);
+  });
+}
+
+zero_status zero_engine_create_json(const char* json_text, zero_comm_t* comm,
+                                    zero_engine_t** out) {
+  ZERO_CHECK_ARG("zero_engine_create_json", json_text);
+  ZERO_CHECK_ARG("zero_engine_create_json", comm);
+  ZERO_CHECK_ARG("zero_engine_create_json", out);
+  *out = nullptr;
+  return Guard([&] {
+    auto k = zero::ParseDsConfig(json_text);
+    if (!k.ok()) return Report(k.status());
+    return MakeEngine(*k, comm, out);
+  });
+}
+
+zero_status zero_estimate_memory(const char* json_text, int32_t num_params, const int64_t* numel,
+                                 const int32_t* ndim, int32_t ranks_per_node, int32_t nodes,
+                                 int32_t gpu, zero_memory_estimate* out) {
+  ZERO_CHECK_ARG("zero_estimate_memory", json_text);
+  ZERO_CHECK_ARG("zero_estimate_memory", out);
+  if (num_params < 0 || (num_params > 0 && (numel == nullptr || ndim == nullptr))) {
+    return Report(absl::InvalidArgumentError(
+        "zero_estimate_memory: numel or ndim is null, or num_params is negative"));
+  }
+  absl::Status size_ok = CheckStructSize(out);
+  if (!size_ok.ok()) return BadStruct("zero_estimate_memory", size_ok);
+  return Guard([&] {
+    auto cfg = zero::ParseDsConfig(json_text);
+    if (!cfg.ok()) return Report(cfg.status());
+    std::vector<zero::EstimateParam> ps(num_params);
+    for (int32_t i = 0; i < num_params; ++i) {
+      ps[i].numel = numel[i];
+      ps[i].ndim = ndim[i];
+    }
+    auto e = zero::EstimateMemory(ps, *cfg, {ranks_per_node, nodes, gpu != 0});
+    if (!e.ok()) return Report(e.status());
+    zero_memory_estimate o = ZeroStruct<zero_memory_estimate>();
+    o.trainable_numel = e->trainable_numel;
+    o.padded_numel = e->padded_numel;
+    o.param_bytes = e->param_bytes;
+    o.grad_bytes = e->grad_bytes;
+    o.master_bytes = e->master_bytes;
+    o.optimizer_bytes = e->optimizer_bytes;
+    o.frozen_bytes = e->frozen_bytes;
+    o.buffer_bytes = e->buffer_bytes;
+    o.nvme_bytes = e->nvme_bytes;
+    o.live_peak_bytes = e->live_peak_bytes;
+    o.device_bytes = e->device_bytes;
+    o.device_peak_bytes = e->device_peak_bytes;
+    o.host_bytes = e->host_bytes;
+    o.host_bytes_per_node = e->host_bytes_per_node;
+    WriteStruct(o, out);
+    return Report(absl::OkStatus());
+  });
+}
+
+}  // extern "C"
