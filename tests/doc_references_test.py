@@ -29,14 +29,10 @@ TEXT_NAMES = ("BUILD", "BUILD.bazel", "WORKSPACE", "run")
 
 # Files other work still has to clean of issue numbers; each entry goes when
 # its file does (the test says when an entry is no longer needed).
-ISSUE_NUMBER_PENDING = {
-    "bindings/python/zero/torch.py",
-    "core/engine/gradient_reducer.h",
-    "core/engine/optimizer_boundary.cc",
-}
+ISSUE_NUMBER_PENDING: set = set()
 
 # Comment markers that continue a comment on the next line.
-CONTINUATION = re.compile(r"[ \t]*\n[ \t]*(?:///?|#+|\*|--|\"\"\")?[ \t]*")
+CONTINUATION = re.compile(r"[ \t]*\n[ \t]*(?:///?!?|#+|\*|--|\"\"\")?[ \t]*")
 CITATION = re.compile(
     r"((?:[\w.-]+/)*(?:ARCHITECTURE|DEEPSPEED_COMPAT|README)\.md)`?,?[ \t]*\(?[ \t]*"
     r"\"([^\"\n]{1,160})\"")

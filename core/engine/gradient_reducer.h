@@ -55,8 +55,8 @@ int64_t ReducerPackCap(const Config& c, int64_t total_padded, int world);
 // chunk of the `pack_cap`-element pack). Its fp32 target must then lie
 // apart from the gradient (the boundary's scratch); otherwise an fp32
 // model's target is the group's own owned range of the gradient, which
-// holds nothing still needed once that range is packed (issue 18: no
-// owned-size scratch; docs/ARCHITECTURE.md, "One training step").
+// holds nothing still needed once that range is packed (no owned-size
+// scratch; docs/ARCHITECTURE.md, "One training step").
 bool Stage1ScatterReadsGrads(const Config& c, int dp_world, int world, int64_t pack_cap,
                              int64_t shard);
 
@@ -144,8 +144,8 @@ class GradientReducer {
   // averaging before the sum (pre-scale 1) and communication_data_type the
   // working dtype. The fp32 pack would then hold the same values, cast back
   // to the same bits before the collective (or sent as they are, fp32), so
-  // the collective runs on the gradients themselves (issue 18, "Gradient
-  // path without extra copies").
+  // the collective runs on the gradients themselves (docs/ARCHITECTURE.md,
+  // "Reduced as stored").
   bool ReducesAsStored() const;
   // `n` working-dtype elements at `data` all-reduced in place in the
   // communication dtype (ReducesAsStored).

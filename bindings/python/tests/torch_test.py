@@ -358,6 +358,40 @@ def test_resumed_run_ends_equal_to_the_uninterrupted_run(tmp_path, stage):
         got, torch_model.train_reference(steps=torch_model.RESUME_STEPS))
 
 
+@pytest.mark.parametrize("stage", [1, 3])
+def test_asynchronous_save_checkpoint_resumes_like_the_synchronous_one(tmp_path, stage):
+    """save_checkpoint(asynchronous=True, keep_last=2) while training goes
+    on: the tags written in the background resume bit for bit like the
+    uninterrupted run; only the 2 newest tags are kept; client_state with
+    an asynchronous save is refused by name."""
+    data = torch_model.make_data(torch_model.RESUME_STEPS)
+    with zt.initialize(torch_model.make_model(), torch_model.ds_config(stage)) as engine:
+        for t, (x, y) in enumerate(data[:torch_model.SAVE_AT]):
+            engine.backward(torch_model.loss_fn(engine(x), y))
+            engine.step()
+            engine.save_checkpoint(str(tmp_path), asynchronous=True, keep_last=2)
+        with pytest.raises(zero.UnimplementedError, match="client_state"):
+            engine.save_checkpoint(str(tmp_path), client_state={"a": 1}, asynchronous=True)
+        engine.wait_checkpoint()
+    kept = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("global_step"))
+    assert kept == [f"global_step{torch_model.SAVE_AT - 1}", f"global_step{torch_model.SAVE_AT}"]
+    model = torch_model.make_model()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    with zt.initialize(model, torch_model.ds_config(stage)) as engine:
+        path, client_state = engine.load_checkpoint(str(tmp_path))
+        assert path == str(tmp_path / f"global_step{torch_model.SAVE_AT}")
+        assert client_state is None
+        for x, y in data[torch_model.SAVE_AT:]:
+            engine.backward(torch_model.loss_fn(engine(x), y))
+            engine.step()
+        got = engine.full_state_dict()
+    want, _, _ = torch_model.train_zero(stage, steps=torch_model.RESUME_STEPS)
+    for name in want:
+        assert torch.equal(got[name], want[name]), name
+
+
 def test_load_checkpoint_without_latest_returns_none(tmp_path):
     with zt.initialize(torch_model.make_model(), torch_model.ds_config(1)) as engine:
         with pytest.warns(UserWarning, match="latest"):

@@ -104,14 +104,23 @@ class _StateDicts:
     def save_checkpoint(self, save_dir: str, tag: Optional[str] = None,
                         client_state: Optional[dict] = None,
                         save_latest: bool = True,
-                        exclude_frozen_parameters: bool = False) -> bool:
+                        exclude_frozen_parameters: bool = False, *,
+                        asynchronous: bool = False, keep_last: int = 0) -> bool:
         """COLLECTIVE. Saves the training state to ``save_dir/tag`` (default
         tag ``global_step{N}``, as DeepSpeed) and points ``save_dir/latest``
         at it (:meth:`zero.Engine.save`). Call it right after the
         :meth:`step` that ends an accumulation. ``client_state`` (any
         picklable dict) is written by rank 0 next to the runtime's files as
         ``client_state.pt``; the directory must be shared by all ranks.
-        Returns True, as DeepSpeed does."""
+        Returns True, as DeepSpeed does.
+
+        ``asynchronous=True`` returns once this rank's state is copied; the
+        runtime writes the files and publishes ``latest`` in the background
+        while training goes on, and the next save, load,
+        :meth:`wait_checkpoint` or close waits for it and raises its failure
+        on every rank (docs/ARCHITECTURE.md, "Asynchronous checkpoints").
+        ``keep_last=K`` keeps the K newest tags, deleting older ones only
+        after the new one is published."""
         self._check_open()
         if not save_latest:
             raise UnimplementedError(
@@ -124,13 +133,27 @@ class _StateDicts:
         if tag is None:
             tag = f"global_step{self.global_steps}"
         tag = str(tag)
-        self.zero.save(save_dir, tag)
+        if asynchronous and client_state:
+            raise UnimplementedError(
+                "save_checkpoint(client_state=..., asynchronous=True): the "
+                "tag is published in the background, so client_state.pt "
+                "cannot be written beside it; save synchronously or keep "
+                "client state elsewhere")
+        self.zero.save(save_dir, tag, asynchronous=asynchronous, keep_last=keep_last)
+        if asynchronous:
+            return True
         if client_state and self.global_rank == 0:
             path = os.path.join(os.fspath(save_dir), tag, CLIENT_STATE_FILE)
             torch.save(dict(client_state), path + ".tmp")
             os.replace(path + ".tmp", path)
         self.zero.comm.barrier()  # every rank returns once the file exists
         return True
+
+    def wait_checkpoint(self) -> None:
+        """COLLECTIVE. Waits for an asynchronous :meth:`save_checkpoint` in
+        flight and raises its failure, on every rank."""
+        self._check_open()
+        self.zero.wait_checkpoint()
 
     def load_checkpoint(self, load_dir: str, tag: Optional[str] = None,
                         load_module_strict: bool = True,
