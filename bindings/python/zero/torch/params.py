@@ -101,8 +101,10 @@ class _ParamStorage:
         self._gather_into = self._gather_pool is not None and not self._upcast
         self._runtime_dtype = int(self.zero.dtype)
         # Stage 3: each param's placeholder, made once (a release is then
-        # one ``p.data =``, no allocation).
+        # one ``p.data =``, no allocation), and its shape as a tuple (the
+        # GatherPool's key, read at every gather).
         self._placeholders: List[Optional[torch.Tensor]] = [None] * n
+        self._shapes: List[Tuple[int, ...]] = [tuple(p.shape) for p in self._params]
 
     def _place_params(self) -> None:
         """Stages 0-2: each param over its resident gathered copy; stage 3:
