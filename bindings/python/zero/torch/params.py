@@ -186,7 +186,10 @@ class _ParamStorage:
         if self._grad_views is not None:  # host: the cached tensor over the buffer
             t = self._grad_views.tensor(i, pid, self.zero._grad_buffer_address(pid))
             if grad is not None:
-                with torch.no_grad():
+                if grad.requires_grad:  # a create_graph backward: copy untracked
+                    with torch.no_grad():
+                        t.copy_(grad)
+                else:  # nothing to track: no grad-mode switch per param
                     t.copy_(grad)
                 p.grad = None
             self.zero.grad_ready(pid)
