@@ -96,6 +96,17 @@ if _TorchFunctionMode is not None:
             super().__init__()
             self.engine = engine
 
+        def __enter__(self):
+            # The hooks step the guard off the mode stack while they run
+            # (_guard_off): their own torch calls (``p.data =``, the
+            # autograd Functions) then skip its Python dispatch.
+            object.__setattr__(self.engine, "_guard", self)
+            return super().__enter__()
+
+        def __exit__(self, *exc):
+            object.__setattr__(self.engine, "_guard", None)
+            return super().__exit__(*exc)
+
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             engine = self.engine
@@ -115,6 +126,17 @@ if _TorchFunctionMode is not None:
             return func(*args, **kwargs)
 else:  # pragma: no cover
     _Stage3Guard = None  # type: ignore[assignment,misc]
+
+# torch's function-mode stack (torch 1.13 and later), for _guard_off. The
+# push/pop helpers of torch.overrides, not torch._C's: on torch 1.13 they
+# also switch the C++ side's dispatch off at an empty stack and back on.
+_len_mode_stack = getattr(torch._C, "_len_torch_function_stack", None)
+_mode_at = getattr(torch._C, "_get_function_stack_at", None)
+_pop_mode = getattr(torch.overrides, "_pop_mode", None)
+_push_mode = getattr(torch.overrides, "_push_mode", None)
+if None in (_len_mode_stack, _mode_at, _pop_mode, _push_mode):  # pragma: no cover
+    def _len_mode_stack() -> int:  # type: ignore[misc]
+        return 0
 
 
 def _wrap_units(model: torch.nn.Module, policy: Any) -> Optional[Set[int]]:
@@ -172,6 +194,10 @@ class _ModuleHooks:
     """ZeroTorchEngine's part: installing and removing its hooks, and what
     they do."""
 
+    #: The stage-3 guard while ``engine(...)`` runs under it (set by
+    #: _Stage3Guard.__enter__/__exit__), else None.
+    _guard: Any = None
+
     def _install_stage3_hooks(self) -> None:
         # Without a wrap policy every module is a unit and gets the hooks
         # (gathering its own params): the stack of running forwards tells
@@ -212,8 +238,23 @@ class _ModuleHooks:
                 self._hooks.append(module.register_forward_hook(self._post_forward))
             stack.extend((c, unit) for c in reversed(list(module.children())))
 
+    def _guard_off(self) -> Any:
+        """The stage-3 guard, taken off the top of torch's function-mode
+        stack (None: it is not on top, e.g. a user's mode is inside it): a
+        hook's own torch calls then cost what they cost without it (each
+        went through the mode's Python dispatch, ~6 us on torch 1.13). The
+        hook pushes it back when done (_guard_on)."""
+        guard = self._guard
+        if guard is None:
+            return None
+        n = _len_mode_stack()
+        if n == 0 or _mode_at(n - 1) is not guard:
+            return None
+        return _pop_mode()
+
     def _pre_forward(self, module: torch.nn.Module, inputs: Tuple[Any, ...]):
         self._busy += 1
+        guard = self._guard_off()
         try:
             self._fwd_stack.append(module)
             self._gather_module(module)
@@ -221,10 +262,13 @@ class _ModuleHooks:
                 return _wrap_tensors(self._release_module, module, inputs)
             return None
         finally:
+            if guard is not None:
+                _push_mode(guard)
             self._busy -= 1
 
     def _post_forward(self, module: torch.nn.Module, inputs: Any, output: Any):
         self._busy += 1
+        guard = self._guard_off()
         try:
             if self._fwd_stack and self._fwd_stack[-1] is module:
                 self._fwd_stack.pop()
@@ -233,6 +277,8 @@ class _ModuleHooks:
                 return _wrap_tensors(self._gather_module, module, output)
             return None
         finally:
+            if guard is not None:
+                _push_mode(guard)
             self._busy -= 1
 
     def _on_param_use(self, p: torch.Tensor) -> None:

@@ -101,8 +101,10 @@ class _ParamStorage:
         self._gather_into = self._gather_pool is not None and not self._upcast
         self._runtime_dtype = int(self.zero.dtype)
         # Stage 3: each param's placeholder, made once (a release is then
-        # one ``p.data =``, no allocation).
+        # one ``p.data =``, no allocation), and its shape as a tuple (the
+        # GatherPool's key, read at every gather).
         self._placeholders: List[Optional[torch.Tensor]] = [None] * n
+        self._shapes: List[Tuple[int, ...]] = [tuple(p.shape) for p in self._params]
 
     def _place_params(self) -> None:
         """Stages 0-2: each param over its resident gathered copy; stage 3:
@@ -184,7 +186,10 @@ class _ParamStorage:
         if self._grad_views is not None:  # host: the cached tensor over the buffer
             t = self._grad_views.tensor(i, pid, self.zero._grad_buffer_address(pid))
             if grad is not None:
-                with torch.no_grad():
+                if grad.requires_grad:  # a create_graph backward: copy untracked
+                    with torch.no_grad():
+                        t.copy_(grad)
+                else:  # nothing to track: no grad-mode switch per param
                     t.copy_(grad)
                 p.grad = None
             self.zero.grad_ready(pid)
