@@ -382,7 +382,7 @@ def test_asynchronous_save_checkpoint_resumes_like_the_synchronous_one(tmp_path,
     with zt.initialize(model, torch_model.ds_config(stage)) as engine:
         path, client_state = engine.load_checkpoint(str(tmp_path))
         assert path == str(tmp_path / f"global_step{torch_model.SAVE_AT}")
-        assert client_state is None
+        assert not client_state  # none was saved
         for x, y in data[torch_model.SAVE_AT:]:
             engine.backward(torch_model.loss_fn(engine(x), y))
             engine.step()
