@@ -20,6 +20,8 @@
 # replayed by //tests/fuzz:TARGET_replay_test in every test run.
 # The hostfile parser is Python: its target runs under atheris when that is
 # installed (tests/fuzz/hostfile_fuzz.py), else it is reported as skipped.
+# Ranks that diverge (tests/fuzz/divergence_fuzz.cc) run on random draws
+# through Bazel (run_divergence below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -140,6 +142,34 @@ print(json.dumps({"target": "hostfile", "execs": e, "seconds": round(s, 1),
   [ "$rc" -eq 0 ] || { tail -30 "$log" >&2; return 1; }
 }
 
+# The divergence target (tests/fuzz/divergence_fuzz.cc): the whole engine
+# over thread ranks, built by Bazel under --config=asan and run on random
+# draws (tests/fuzz/random_main.cc) for the time given; `runs N` runs it
+# for N seconds too. A failure leaves its input in $OUT/divergence/current.
+run_divergence() {
+  local seconds=$1 dir="$OUT/divergence" log rc
+  mkdir -p "$dir"
+  log="$dir/fuzz.log"
+  if ! bazel build --config=asan //tests/fuzz:divergence_random >"$dir/build.log" 2>&1; then
+    tail -30 "$dir/build.log" >&2
+    echo '{"target": "divergence", "ok": false}'
+    return 1
+  fi
+  set +e
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    "$(bazel info --config=asan bazel-bin 2>/dev/null)/tests/fuzz/divergence_random" \
+    "$seconds" "$dir" >"$log" 2>&1
+  rc=$?
+  set -e
+  python3 -c 'import json,sys
+line = [l for l in open(sys.argv[1]) if l.startswith("{\"execs\"")]
+d = json.loads(line[-1]) if line else {"execs": 0, "seconds": 0.0}
+d["execs_per_s"] = round(d["execs"] / d["seconds"], 2) if d.get("seconds") else 0
+print(json.dumps({"target": "divergence", **d, "ok": sys.argv[2] == "0"}))' "$log" "$rc"
+  [ "$rc" -eq 0 ] || { tail -30 "$log" >&2; echo "fuzz.sh: divergence failed; input in $dir/current" >&2; return 1; }
+}
+
 cmd=${1:-}
 shift || true
 case "$cmd" in
@@ -150,11 +180,15 @@ case "$cmd" in
     limit="-max_total_time=$n"
     [ "$cmd" = runs ] && limit="-runs=$n"
     sel=("$@")
-    [ ${#sel[@]} -eq 0 ] && sel=("${TARGETS[@]}" hostfile)
+    [ ${#sel[@]} -eq 0 ] && sel=("${TARGETS[@]}" hostfile divergence)
     build
     fail=0
     for t in "${sel[@]}"; do
-      if [ "$t" = hostfile ]; then run_hostfile "$limit" || fail=1; else run_one "$t" "$limit" || fail=1; fi
+      case "$t" in
+        hostfile) run_hostfile "$limit" || fail=1 ;;
+        divergence) run_divergence "$n" || fail=1 ;;
+        *) run_one "$t" "$limit" || fail=1 ;;
+      esac
     done
     exit $fail
     ;;
@@ -163,5 +197,5 @@ case "$cmd" in
     build_one make_seeds
     "$OUT/make_seeds/make_seeds" tests/fuzz/corpus
     ;;
-  *) sed -n '2,22p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,24p' "$0" >&2; exit 2 ;;
 esac

@@ -197,6 +197,10 @@ absl::Status GradientReducer::FinishMicroStep(bool boundary) {
         "' has a grad buffer out without grad_ready"));
   }
   RETURN_IF_ERROR(FlushBucket(buckets_.current_index(), boundary));
+  if (ctx_->stage() == 1 && !ctx_->config.ignore_unused_parameters) {
+    RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Drain()));
+    RETURN_IF_ERROR(ctx_->Fail(CheckAllHandedIn()));
+  }
   std::fill(handed_in_.begin(), handed_in_.end(), 0);
   flushed_ = 0;
   RETURN_IF_ERROR(ctx_->Fail(ctx_->stream->Drain()));

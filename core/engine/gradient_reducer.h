@@ -78,6 +78,11 @@ class GradientReducer {
   absl::Status GradReady(int id, bool boundary);
   // The end of a micro-step: the last bucket reduced, every reduction done.
   absl::Status FinishMicroStep(bool boundary);
+  // Stage 1 with ignore_unused_parameters false: the params some rank did
+  // not hand in this micro-step, named with the ranks, on every rank (stage
+  // 1 reduces one flat gradient at the boundary, so no bucket's signature
+  // shows it; docs/ARCHITECTURE.md, "When ranks disagree").
+  absl::Status CheckAllHandedIn();
   // No gradient of the next micro-step handed in yet.
   bool idle();
 

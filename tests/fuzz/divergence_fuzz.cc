@@ -9,9 +9,10 @@
 // with the divergence error (ZERO_MISMATCH) or the engine's refusal after
 // it. Anything else aborts. A libFuzzer entry point like the parsers'
 // targets, replayed over its seed corpus by //tests/fuzz:divergence_replay_test
-// (default build and ASan); not in tools/fuzz.sh, which builds its targets
-// with clang outside Bazel: this one needs the whole CPU engine (OpenMP,
-// Highway, liburing) built there.
+// (default build and ASan), and drawn at random for a time by tools/fuzz.sh
+// run (//tests/fuzz:divergence_random under --config=asan: random inputs,
+// not libFuzzer's coverage-guided ones, since fuzz.sh's clang build outside
+// Bazel would need the whole CPU engine).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

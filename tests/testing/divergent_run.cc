@@ -159,6 +159,16 @@ std::vector<DivergentCase> DivergentCases(int stage, int world, const std::strin
                  "different params"};
     out.push_back(c);
   }
+  if (stage == 1) {  // stage 1 reduces at the boundary: the check names them
+    DivergentCase c;
+    c.name = "skipped_expert_not_ignored";
+    c.ignore_unused_parameters = false;
+    c.plan.uses = [skipped](int r, int s, int m, int p) { return !skipped(r, s, m, p); };
+    c.message = {"ignore_unused_parameters is false", "'experts.1.weight' (rank " +
+                                                          std::to_string(l) + ")"};
+    c.checked_at_boundary = true;
+    out.push_back(c);
+  }
   {  // skipped at each micro-step of an accumulation of 2, by another rank
     DivergentCase c;
     c.name = "skipped_in_accumulation";

@@ -72,6 +72,10 @@ struct DivergentCase {
   bool trains = false;
   DivergentPlan reference;
   std::vector<std::string> message;
+  // The difference is found by a check of its own that every rank passes
+  // (stage 1's unused params), not at a collective whose signatures differ:
+  // no flight record entry is "diverged".
+  bool checked_at_boundary = false;
 };
 
 // The cases at `stage` over `world` ranks (checkpoints go under save_dir):
