@@ -4,6 +4,7 @@ code, so zero.Engine.close() must let other Python threads (thread-
 communicator ranks) run meanwhile. A rank ahead of its peer used to close
 while holding the GIL, and both ranks timed out in the prefetch
 (docs/ARCHITECTURE.md, "Stage 3")."""
+import threading
 import time
 
 import numpy as np
@@ -23,6 +24,8 @@ def config():
 
 
 def test_close_with_a_prefetch_in_flight_while_the_peer_lags():
+    closing = threading.Event()  # set by rank 1 just before its close
+
     def rank_main(r, comm):
         with zero.Engine(config(), comm=comm) as e:
             return run(r, e)
@@ -46,14 +49,16 @@ def test_close_with_a_prefetch_in_flight_while_the_peer_lags():
             # Behind its peer: the peer closes meanwhile, and this rank
             # needs the GIL back to go on to the gather of b that starts its
             # side of the peer's in-flight prefetch of c.
-            time.sleep(0.5)
+            closing.wait(timeout=5)
+            time.sleep(1.0)
         with e.gathered("b") as (b,):
             got_b = b.copy()
-        t = time.time()
+        if r == 1:
+            closing.set()
         e.close()
-        return got_a, got_b, time.time() - t
+        return got_a, got_b
 
     results = on_ranks(2, rank_main, timeout=30)
-    for got_a, got_b, _ in results:
+    for got_a, got_b in results:
         np.testing.assert_array_equal(got_a, INIT["a"] - np.float32(0.5))
         np.testing.assert_array_equal(got_b, INIT["b"] - np.float32(0.5))
