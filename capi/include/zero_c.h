@@ -454,7 +454,9 @@ ZERO_API zero_status zero_engine_write_master(zero_engine_t* engine,
 ZERO_API zero_status zero_engine_stats(const zero_engine_t* engine,
                                        zero_stats* stats);
 
-/* Frees the engine and everything it allocated. */
+/* Frees the engine and everything it allocated. First completes the
+ * collectives in flight (a stage-3 prefetch): call it on every rank, and
+ * without holding a lock a peer rank needs to reach its side of them. */
 ZERO_API void zero_engine_destroy(zero_engine_t* engine);
 
 /* ---- Checkpoints -------------------------------------------------------- */

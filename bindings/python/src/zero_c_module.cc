@@ -59,9 +59,15 @@ class Engine {
 
   ~Engine() { Destroy(); }
 
+  // Without the GIL: the engine first finishes the collectives it has in
+  // flight (a stage-3 prefetch), whose peers (thread-communicator ranks)
+  // may need the GIL to reach their side of them.
   void Destroy() {
-    zero_engine_destroy(engine_);
-    engine_ = nullptr;
+    zero_engine_t* e = std::exchange(engine_, nullptr);
+    if (e != nullptr) {
+      py::gil_scoped_release nogil;
+      zero_engine_destroy(e);
+    }
     comm_.reset();
   }
 

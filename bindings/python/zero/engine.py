@@ -669,7 +669,9 @@ class Engine:
         return self._c.closed
 
     def close(self) -> None:
-        """Frees the engine (idempotent); closes the comm if the engine made it."""
+        """Frees the engine (idempotent); closes the comm if the engine made it.
+        At stage 3 it first completes a prefetch still in flight (collective:
+        close on every rank); other Python threads run meanwhile."""
         c = getattr(self, "_c", None)
         if c is None:
             return
