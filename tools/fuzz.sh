@@ -40,16 +40,19 @@ ABSL="-labsl_statusor -labsl_status -labsl_cord -labsl_cordz_info -labsl_cord_in
   -labsl_throw_delegate -labsl_raw_logging_internal -labsl_log_severity -lrt -latomic"
 
 # The core sources each target needs (one concept per file keeps this short).
+# A manifest names the optimizer its states belong to (core/optim).
+OPTIM="core/optim/optimizer.cc core/optim/adam_optimizer.cc core/optim/sgd_optimizer.cc
+  core/optim/lion_optimizer.cc core/optim/adagrad_optimizer.cc"
 sources() {
   case "$1" in
     config) echo core/config/config.cc core/config/ds_config.cc core/config/json_reader.cc ;;
-    manifest) echo core/ckpt/manifest.cc core/ckpt/file_util.cc core/common/errno_status.cc core/common/io_fault.cc ;;
+    manifest) echo core/ckpt/manifest.cc core/ckpt/file_util.cc core/common/errno_status.cc core/common/io_fault.cc $OPTIM ;;
     shard_file) echo core/ckpt/shard_file.cc core/ckpt/manifest.cc core/ckpt/file_util.cc \
-                     core/common/errno_status.cc core/common/io_fault.cc ;;
+                     core/common/errno_status.cc core/common/io_fault.cc $OPTIM ;;
     safetensors) echo core/ckpt/safetensors_reader.cc core/ckpt/file_util.cc \
                       core/common/errno_status.cc core/common/io_fault.cc ;;
     make_seeds) echo core/ckpt/shard_file.cc core/ckpt/manifest.cc core/ckpt/file_util.cc \
-                     core/common/errno_status.cc core/common/io_fault.cc ;;
+                     core/common/errno_status.cc core/common/io_fault.cc $OPTIM ;;
   esac
 }
 
