@@ -23,14 +23,18 @@ DeferredGradients::DeferredGradients(EngineContext* ctx, const ParamRegistry* pa
   kept_.assign(lps.size(), 0);
 }
 
+absl::Status DeferredGradients::EnsureBuffer() {
+  if (buffer_.bytes() > 0) return absl::OkStatus();
+  const int64_t total = flat_.empty() ? 0 : flat_.back() + ctx_->layout.params().back().numel;
+  ASSIGN_OR_RETURN(buffer_, DeviceBuffer::Make(ctx_->device, total * ctx_->es()));
+  ctx_->device->Memset0(buffer_.data(), buffer_.bytes());
+  return absl::OkStatus();
+}
+
 absl::Status DeferredGradients::Keep(const std::vector<int>& ids, const char* data,
                                      const std::vector<int64_t>& offsets) {
   const size_t es = ctx_->es();
-  if (buffer_.bytes() == 0) {
-    const int64_t total = flat_.empty() ? 0 : flat_.back() + ctx_->layout.params().back().numel;
-    ASSIGN_OR_RETURN(buffer_, DeviceBuffer::Make(ctx_->device, total * es));
-    ctx_->device->Memset0(buffer_.data(), buffer_.bytes());
-  }
+  RETURN_IF_ERROR(EnsureBuffer());
   for (size_t k = 0; k < ids.size(); ++k) {
     const ParamRecord& p = params_->at(ids[k]);
     ctx_->device->CopyQueued(buffer_.data<char>() + flat_[p.li] * es, data + offsets[k] * es,
@@ -58,6 +62,10 @@ absl::StatusOr<std::vector<DeferredGradients::Batch>> DeferredGradients::AgreeBa
     out.back().offsets.push_back(flat_[li]);
     used += n;
   }
+  // A rank that kept nothing (its peers deferred what it had reduced, or it
+  // had no gradient left) still contributes zeros to the batches: from a
+  // buffer of its own, never a null one.
+  if (!out.empty()) RETURN_IF_ERROR(EnsureBuffer());
   return out;
 }
 

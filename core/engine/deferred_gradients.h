@@ -51,10 +51,14 @@ class DeferredGradients {
   // order, in batches of at most `cap` elements (a larger param alone).
   absl::StatusOr<std::vector<Batch>> AgreeBatches(int64_t cap);
   const char* data() const { return buffer_.data<char>(); }
+
   // The micro-step is over: what was kept is zeroed for the next deferral.
   void Reset();
 
  private:
+  // Allocates the zeroed buffer on first use.
+  absl::Status EnsureBuffer();
+
   EngineContext* ctx_;
   const ParamRegistry* params_;
   std::vector<int64_t> flat_;  // by layout index: its offset in buffer_

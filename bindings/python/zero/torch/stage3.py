@@ -138,7 +138,11 @@ class _Stage3Params:
         # host overhead that stage 3 adds.
         counts, ids, params, shapes = (self._gather_count, self._ids, self._params,
                                        self._shapes)
-        pool, gather_into, dtype = self._gather_pool, self.zero._c.gather_into, self._runtime_dtype
+        pool, dtype = self._gather_pool, self._runtime_dtype
+        # Inside a Join the runtime calls go through zero.Engine, where the
+        # Join records them for its shadow micro-steps (join.py).
+        gather_into = (self.zero._c.gather_into if getattr(self, "_join", None) is None
+                       else self.zero._gather_into_address)
         for i in idx:
             if counts[i] == 0:
                 t, address, nbytes = pool.take(i, shapes[i])
@@ -160,7 +164,9 @@ class _Stage3Params:
         # stood back once for the module).
         counts, ids, params, holders = (self._gather_count, self._ids, self._params,
                                         self._placeholders)
-        release, pool = self.zero._c.release, self._gather_pool
+        pool = self._gather_pool
+        release = (self.zero._c.release if getattr(self, "_join", None) is None
+                   else self.zero.release)
         self._busy += 1
         try:
             for i in idx:
