@@ -47,30 +47,11 @@ from typing import Dict, List, Optional
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from torch_compare import free_port  # noqa: E402
+from torch_gpt_bench import threads_cpu_s  # noqa: E402
 
 VENV = os.environ.get("ZERO_TORCH_CURRENT_VENV", "/opt/zero-venvs/torch-current")
 MODES = ["zero0", "zero1", "zero2", "zero3", "fsdp2", "ds0", "ds1", "ds2", "torch"]
 LR = 1e-3
-
-
-def threads_cpu_s() -> Dict[str, float]:
-    """CPU seconds of this process's threads other than the calling one, by
-    thread name (each thread's CPU clock, nanosecond resolution)."""
-    import threading
-    me = threading.get_native_id()
-    out: Dict[str, float] = {}
-    for t in os.listdir("/proc/self/task"):
-        tid = int(t)
-        if tid == me:
-            continue
-        try:
-            with open(f"/proc/self/task/{t}/comm") as f:
-                name = f.read().strip()
-            cpu = time.clock_gettime(((~tid) << 3) | 6)  # CPUCLOCK_SCHED of tid
-        except OSError:
-            continue  # the thread ended meanwhile
-        out[name] = out.get(name, 0.0) + cpu
-    return out
 
 
 def make_model(layers: int, width: int):
