@@ -17,7 +17,7 @@
 
 namespace zero {
 
-enum class OptimizerType { kAdam, kAdamW, kSgd, kLion, kAdagrad };
+enum class OptimizerType { kAdam, kAdamW, kSgd, kLion, kAdagrad, kMuon };
 enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR };
 enum class WarmupType { kLog, kLinear };
 
@@ -101,6 +101,13 @@ struct Config {
   bool adam_w_mode = true;
   double momentum = 0.0, dampening = 0.0;
   bool nesterov = false;
+  // Muon (DeepSpeed's MuonWithAuxAdam, core/optim/muon_optimizer.cc): the
+  // hidden matrices' momentum, Nesterov blend and Newton-Schulz steps; each
+  // half's learning rate (negative: `lr`), scaled alike by a schedule.
+  double muon_momentum = 0.95;
+  bool muon_nesterov = true;
+  int muon_ns_steps = 5;
+  double muon_lr = -1.0, adam_lr = -1.0;
 
   SchedulerType scheduler = SchedulerType::kNone;
   double warmup_min_lr = 0.0;

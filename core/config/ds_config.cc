@@ -182,6 +182,27 @@ absl::Status ParseZero(const json& v, Config* c) {
   return r.Finish();
 }
 
+// Muon's own keys (DeepSpeed's MuonWithAuxAdam): the hidden matrices'
+// momentum, Nesterov and Newton-Schulz steps, each half's lr; both
+// Newton-Schulz methods compute the same iteration (docs/DEEPSPEED_COMPAT.md).
+absl::Status ParseMuonParams(ObjectReader* pr, Config* c) {
+  RETURN_IF_ERROR(pr->Num("momentum", &c->muon_momentum, 0.0, 0.999999));
+  RETURN_IF_ERROR(pr->Bool("nesterov", &c->muon_nesterov));
+  RETURN_IF_ERROR(pr->Int("ns_steps", &c->muon_ns_steps, 0, 100));
+  RETURN_IF_ERROR(pr->Num("muon_lr", &c->muon_lr, 0.0, 1e6));
+  RETURN_IF_ERROR(pr->Num("adam_lr", &c->adam_lr, 0.0, 1e6));
+  std::string method = "gram";
+  RETURN_IF_ERROR(pr->String("ns_method", &method, {"gram", "standard"}));
+  bool per_head = false;
+  RETURN_IF_ERROR(pr->Bool("per_head_muon", &per_head));
+  if (per_head) {
+    return absl::InvalidArgumentError(
+        "optimizer.params.per_head_muon: expected false (per-head Newton-Schulz is not "
+        "implemented), got true");
+  }
+  return pr->Finish();
+}
+
 absl::Status ParseOptimizer(const json& v, Config* c) {
   ASSIGN_OR_RETURN(ObjectReader r,
                    ObjectReader::Make(v, "optimizer", &c->no_effect_keys));
@@ -201,10 +222,12 @@ absl::Status ParseOptimizer(const json& v, Config* c) {
     c->optimizer = OptimizerType::kAdagrad;
     c->lr = 1e-2;
     c->eps = 1e-10;
+  } else if (t == "muon") {
+    c->optimizer = OptimizerType::kMuon;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer.type: expected one of Adam, AdamW, SGD, Lion, Adagrad, got \"", type,
-        "\"", (t == "lamb" || t == "onebitadam" || t == "onebitlamb" || t == "muon")
+        "optimizer.type: expected one of Adam, AdamW, SGD, Lion, Adagrad, Muon, got \"", type,
+        "\"", (t == "lamb" || t == "onebitadam" || t == "onebitlamb")
                   ? " (a DeepSpeed optimizer zero does not implement)"
                   : ""));
   }
@@ -239,6 +262,7 @@ absl::Status ParseOptimizer(const json& v, Config* c) {
   if (c->optimizer == OptimizerType::kLion) return pr.Finish();
   RETURN_IF_ERROR(pr.Num("eps", &c->eps, 0.0, 1.0));
   RETURN_IF_ERROR(pr.Bool("adam_w_mode", &c->adam_w_mode));
+  if (c->optimizer == OptimizerType::kMuon) return ParseMuonParams(&pr, c);
   bool amsgrad = false, bias_correction = true;
   // zero's own Adam, whatever implementation torch_adam asks for.
   RETURN_IF_ERROR(pr.NoEffectBool("torch_adam", false));

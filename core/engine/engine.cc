@@ -265,6 +265,7 @@ absl::Status Engine::CreateParts() {
   reducer_ = std::make_unique<GradientReducer>(&ctx_, &params_, sharded_.get());
   RETURN_IF_ERROR(reducer_->Allocate());
   boundary_->Wire(sharded_.get(), reducer_.get(), store_.get(), coordinator_.get());
+  RETURN_IF_ERROR(boundary_->EnableMuon(MuonMatricesOf(params_, ctx_.layout)));
   checkpoint_ = std::make_unique<EngineCheckpoint>(&ctx_, &params_, sharded_.get(),
                                                    store_.get(), coordinator_.get(),
                                                    reducer_.get(), boundary_.get());

@@ -56,8 +56,12 @@ absl::StatusOr<StepInfo> OptimizerBoundary::Step() {
   if (overflow) return SkipStep(info);
   const float factor = static_cast<float>(
       math::UnscaleClipFactor(scaled_norm, scale, ctx_->config.gradient_clipping));
+  // Muon's matrices: their update ready before pass 2, written over
+  // pass 2's after it (core/engine/muon_phase.h).
+  if (muon_ != nullptr) RETURN_IF_ERROR(muon_->Prepare(MuonGrads(plan), factor, info.lr));
   RETURN_IF_ERROR(
       UpdateState(plan, optimizer_->Scalars(info.lr, counters_.global_step + 1, factor)));
+  if (muon_ != nullptr) RETURN_IF_ERROR(muon_->Commit());
   return FinishStep(plan, info);
 }
 

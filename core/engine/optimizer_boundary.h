@@ -17,6 +17,7 @@
 #include "core/device/device.h"
 #include "core/engine/engine_context.h"
 #include "core/engine/gradient_reducer.h"
+#include "core/engine/muon_phase.h"
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/param_coordinator.h"
 #include "core/engine/sharded_state.h"
@@ -54,6 +55,12 @@ class OptimizerBoundary {
     store_ = store;
     coordinator_ = coordinator;
   }
+
+  // With the Muon optimizer, after Wire: the matrices its phase updates
+  // (core/engine/muon_phase.h; the boundary's Muon phase, in
+  // optimizer_boundary_muon.cc). Refuses what the phase cannot run.
+  absl::Status EnableMuon(std::vector<MuonMatrix> matrices);
+  const MuonPhase* muon() const { return muon_.get(); }
 
   // Whether the current micro-step ends an accumulation.
   bool at_boundary() const {
@@ -107,6 +114,8 @@ class OptimizerBoundary {
   absl::Status StepPiece(const GradPlan& plan, const math::OptimScalars& scalars, int g,
                          int64_t begin, int64_t len, float* master, float* s1, float* s2,
                          char* work, bool piped);
+  // Where the Muon phase reads the owned gradients: as pass 2 would.
+  MuonGradReader MuonGrads(const GradPlan& plan);
   // After the update: files committed, gradients zeroed, the working copy
   // published, the scaler and counters advanced.
   absl::StatusOr<StepInfo> FinishStep(const GradPlan& plan, StepInfo info);
@@ -126,6 +135,7 @@ class OptimizerBoundary {
   DeviceBuffer stream_raw_, stream_f32_;
   // The streamed update's read-ahead and write-behind (made at the first step).
   std::unique_ptr<UpdateIoPipeline> pipeline_;
+  std::unique_ptr<MuonPhase> muon_;  // the Muon optimizer only
 };
 
 }  // namespace zero

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -13,6 +14,12 @@ namespace zero {
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+bool MuonDefault(const std::string& name, const std::vector<int64_t>& shape) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  return shape.size() >= 2 && lower.find("embed") == std::string::npos &&
+         lower.find("lm_head") == std::string::npos;
 }
 
 absl::StatusOr<int> ParamRegistry::Register(const ParamSpec& spec) {
@@ -48,6 +55,19 @@ absl::StatusOr<int> ParamRegistry::Register(const ParamSpec& spec) {
   p.dtype = spec.dtype;
   p.numel = numel;
   p.trainable = spec.trainable;
+  if (spec.use_muon < -1 || spec.use_muon > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register_param '", spec.name, "': use_muon ", spec.use_muon,
+        " (expected -1: the default rule, 0 or 1)"));
+  }
+  if (spec.use_muon == 1 && spec.shape.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register_param '", spec.name, "': use_muon on a ", spec.shape.size(),
+        "-D param (shape ", ShapeText(spec.shape),
+        "); Muon orthogonalises matrices, at least 2-D"));
+  }
+  p.use_muon_flag = spec.use_muon;
+  p.use_muon = spec.use_muon == -1 ? MuonDefault(spec.name, spec.shape) : spec.use_muon == 1;
   const int sources = (spec.init != nullptr) + (spec.init_spec != nullptr) + (spec.fill != nullptr);
   if (sources > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -97,6 +117,7 @@ ParamSpec ParamRegistry::Info(int id) const {
   s.shape = p.shape;
   s.dtype = p.dtype;
   s.trainable = p.trainable;
+  s.use_muon = p.use_muon_flag;
   return s;
 }
 
@@ -203,7 +224,9 @@ absl::Status ParamRegistry::VerifyRanksAgree(Communicator* ctrl, CommStream* str
     mine.push_back(absl::StrCat(p.name, " ", ShapeText(p.shape), " ",
                                 DTypeName(p.dtype),
                                 p.trainable ? " trainable" : " frozen",
-                                p.source == InitSource::kFill ? " fill" : ""));
+                                p.source == InitSource::kFill ? " fill" : "",
+                                p.use_muon_flag == -1 ? ""
+                                                      : absl::StrCat(" use_muon=", p.use_muon_flag)));
   }
   const std::string text = absl::StrJoin(mine, "\n");
   constexpr size_t kNone = std::numeric_limits<int32_t>::max();

@@ -35,7 +35,14 @@ struct ParamSpec {
   FillFn fill = nullptr;
   void* fill_user = nullptr;
   bool trainable = true;
+  // Muon's half (core/optim/muon_optimizer.cc): 1 on Muon (a matrix, at
+  // least 2-D), 0 on AdamW, -1 DeepSpeed's rule (MuonDefault).
+  int use_muon = -1;
 };
+
+// DeepSpeed's rule for Muon's half: at least 2-D, and the name holds neither
+// "embed" nor "lm_head" (case-insensitive).
+bool MuonDefault(const std::string& name, const std::vector<int64_t>& shape);
 
 enum class InitSource { kValues, kSpec, kFill };
 
@@ -45,6 +52,8 @@ struct ParamRecord {
   DType dtype = DType::kF32;
   int64_t numel = 0;
   bool trainable = true;
+  int use_muon_flag = -1;   // as registered (ParamSpec::use_muon)
+  bool use_muon = false;    // resolved: updated by Muon when the optimizer is Muon
   int li = -1;              // index in the layout (trainable params)
   // ONE init source, until finalize: values (a full copy), a spec, or a
   // fill callback; specs and callbacks hold no numel-sized buffer.

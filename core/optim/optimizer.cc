@@ -9,6 +9,7 @@ std::unique_ptr<Optimizer> MakeOptimizer(const Config& c) {
     case OptimizerType::kSgd: return MakeSgdOptimizer(c);
     case OptimizerType::kLion: return MakeLionOptimizer(c);
     case OptimizerType::kAdagrad: return MakeAdagradOptimizer(c);
+    case OptimizerType::kMuon: return MakeMuonOptimizer(c);
   }
   return MakeAdamOptimizer(c);
 }

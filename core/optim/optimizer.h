@@ -17,6 +17,16 @@
 
 namespace zero {
 
+// Muon's settings for its hidden matrices (core/optim/muon_optimizer.cc);
+// every other element takes the optimizer's own Scalars (AdamW).
+struct MuonSettings {
+  double momentum = 0.95;
+  bool nesterov = true;
+  int ns_steps = 5;
+  double weight_decay = 0.0;
+  double lr_ratio = 1.0;  // Muon's lr over the scheduled lr (muon_lr / lr)
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -28,6 +38,10 @@ class Optimizer {
   // The scalars of step `step` (counting from 1) at learning rate `lr`,
   // the raw gradients multiplied by `grad_scale` (unscale and clip).
   virtual math::OptimScalars Scalars(double lr, int64_t step, float grad_scale) const = 0;
+
+  // Non-null for Muon: the matrices it marks are updated whole by the
+  // boundary's Muon phase (core/engine/muon_phase.h), not by Scalars.
+  virtual const MuonSettings* muon() const { return nullptr; }
 
   // fp32 arrays per owned element: the master and the moments.
   int state_arrays() const { return 1 + static_cast<int>(moments().size()); }
@@ -41,6 +55,7 @@ std::unique_ptr<Optimizer> MakeAdamOptimizer(const Config& c);
 std::unique_ptr<Optimizer> MakeSgdOptimizer(const Config& c);
 std::unique_ptr<Optimizer> MakeLionOptimizer(const Config& c);
 std::unique_ptr<Optimizer> MakeAdagradOptimizer(const Config& c);
+std::unique_ptr<Optimizer> MakeMuonOptimizer(const Config& c);
 
 }  // namespace zero
 

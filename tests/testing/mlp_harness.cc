@@ -8,6 +8,7 @@
 
 #include "core/comm/thread_communicator.h"
 #include "core/common/status_macros.h"
+#include "tests/testing/muon_reference.h"
 #include "kernels/cast_math.h"
 
 namespace zero {
@@ -162,6 +163,13 @@ void ApplyStepMode(const std::string& mode, Config* config) {
     // tolerance (DeepSpeed's default is 1e-2).
     config->lr = 1e-3;
     config->eps = 1e-10;
+  } else if (mode == "muon") {
+    // DeepSpeed's MuonWithAuxAdam defaults for the matrices (lr 0.02,
+    // momentum 0.95, Nesterov, 5 Newton-Schulz steps); the biases on AdamW.
+    config->optimizer = OptimizerType::kMuon;
+    config->muon_lr = 0.02;
+    config->adam_lr = 1e-2;
+    config->weight_decay = 0.1;
   }
 }
 
@@ -341,9 +349,22 @@ MlpResult TrainMlpReference(const Config& c, const MlpSpec& spec) {
       if (clip > 1) coef = 1.0 / clip;
     }
     ++t;
-    const double lr = c.lr;
+    const bool muon = c.optimizer == OptimizerType::kMuon;
+    const double lr = muon && c.adam_lr >= 0 ? c.adam_lr : c.lr;
     for (size_t i = 0; i < p.size(); ++i) {
       if (!s.trainable[i]) continue;
+      if (muon && s.shapes[i].size() == 2) {  // the MLP's hidden matrices
+        MuonReferenceHyper h;
+        h.lr = c.muon_lr >= 0 ? c.muon_lr : c.lr;
+        h.weight_decay = c.weight_decay;
+        h.momentum = c.muon_momentum;
+        h.nesterov = c.muon_nesterov;
+        h.ns_steps = c.muon_ns_steps;
+        std::vector<double> gi(g[i].size());
+        for (size_t k = 0; k < gi.size(); ++k) gi[k] = g[i][k] * coef;
+        MuonReferenceStep(h, gi, s.shapes[i][0], s.shapes[i][1], &p[i], &m[i]);
+        continue;
+      }
       for (size_t k = 0; k < p[i].size(); ++k) {
         double gk = g[i][k] * coef;
         if (c.optimizer == OptimizerType::kLion) {  // DeepSpeed's Lion
