@@ -57,7 +57,7 @@ ZERO_PIN_FIELD(zero_config, min_loss_scale, 128, 4);
 ZERO_PIN_FIELD(zero_config, steps_per_print, 132, 4);
 ZERO_PIN_FIELD(zero_config, comm_timeout_seconds, 136, 8);
 
-ZERO_PIN_SIZE(zero_param_desc, 56, 8);
+ZERO_PIN_SIZE(zero_param_desc, 64, 8);  // 1.13 (1.0: 56)
 ZERO_PIN_FIELD(zero_param_desc, struct_size, 0, 8);
 ZERO_PIN_FIELD(zero_param_desc, name, 8, 8);
 ZERO_PIN_FIELD(zero_param_desc, ndim, 16, 4);
@@ -65,6 +65,8 @@ ZERO_PIN_FIELD(zero_param_desc, shape, 24, 8);
 ZERO_PIN_FIELD(zero_param_desc, dtype, 32, 4);
 ZERO_PIN_FIELD(zero_param_desc, init, 40, 8);
 ZERO_PIN_FIELD(zero_param_desc, trainable, 48, 4);
+ZERO_PIN_FIELD(zero_param_desc, reserved_1_13, 52, 4);  // 1.13
+ZERO_PIN_FIELD(zero_param_desc, use_muon, 56, 4);       // 1.13
 
 ZERO_PIN_SIZE(zero_step_info, 56, 8);
 ZERO_PIN_FIELD(zero_step_info, struct_size, 0, 8);
@@ -199,8 +201,12 @@ static_assert(ZERO_OK == 0 && ZERO_INVALID_ARGUMENT == 1 && ZERO_FAILED_PRECONDI
               "zero_status values changed");
 static_assert(ZERO_DTYPE_F32 == 0 && ZERO_DTYPE_F16 == 1 && ZERO_DTYPE_BF16 == 2,
               "zero_dtype values changed");
-static_assert(ZERO_OPTIMIZER_ADAM == 0 && ZERO_OPTIMIZER_ADAMW == 1 && ZERO_OPTIMIZER_SGD == 2,
+static_assert(ZERO_OPTIMIZER_ADAM == 0 && ZERO_OPTIMIZER_ADAMW == 1 && ZERO_OPTIMIZER_SGD == 2 &&
+                  ZERO_OPTIMIZER_LION == 3 && ZERO_OPTIMIZER_ADAGRAD == 4 &&
+                  ZERO_OPTIMIZER_MUON == 5,
               "zero_optimizer values changed");
+static_assert(ZERO_MUON_AUTO == 0 && ZERO_MUON_ON == 1 && ZERO_MUON_OFF == 2,
+              "zero_muon_use values changed");
 
 // 1.5: observing a run.
 ZERO_PIN_SIZE(zero_step_breakdown, 184, 8);

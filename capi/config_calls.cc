@@ -46,8 +46,16 @@ absl::StatusOr<zero::Config> FromC(const zero_config* in) {
     case ZERO_OPTIMIZER_ADAM: k.optimizer = zero::OptimizerType::kAdam; break;
     case ZERO_OPTIMIZER_ADAMW: k.optimizer = zero::OptimizerType::kAdamW; break;
     case ZERO_OPTIMIZER_SGD: k.optimizer = zero::OptimizerType::kSgd; break;
+    case ZERO_OPTIMIZER_LION: k.optimizer = zero::OptimizerType::kLion; break;
+    case ZERO_OPTIMIZER_ADAGRAD:
+      // DeepSpeedCPUAdagrad's defaults, as ds_config's "Adagrad".
+      k.optimizer = zero::OptimizerType::kAdagrad;
+      k.lr = 1e-2;
+      k.eps = 1e-10;
+      break;
+    case ZERO_OPTIMIZER_MUON: k.optimizer = zero::OptimizerType::kMuon; break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat("zero_config.optimizer: expected 0..2, got ", optimizer));
+      return absl::InvalidArgumentError(absl::StrCat("zero_config.optimizer: expected 0..5, got ", optimizer));
   }
   auto f = [](float v, double* out) { if (v >= 0.0f) *out = v; };
   auto i64 = [](int64_t v, int64_t* out) { if (v >= 0) *out = v; };
@@ -56,7 +64,7 @@ absl::StatusOr<zero::Config> FromC(const zero_config* in) {
   f(c->beta2, &k.beta2);
   f(c->eps, &k.eps);
   f(c->weight_decay, &k.weight_decay);
-  f(c->momentum, &k.momentum);
+  f(c->momentum, k.optimizer == zero::OptimizerType::kMuon ? &k.muon_momentum : &k.momentum);
   if (c->gradient_accumulation_steps >= 0) {
     if (c->gradient_accumulation_steps == 0) return absl::InvalidArgumentError("zero_config.gradient_accumulation_steps: expected >= 1, got 0");
     k.gradient_accumulation_steps = c->gradient_accumulation_steps;

@@ -119,6 +119,11 @@ zero_status RegisterParam(const char* call, zero_engine_t* engine,
     LastError() = absl::StrCat(call, " '", desc->name, "': dtype ", dtype, " not in 0..2");
     return ZERO_INVALID_ARGUMENT;
   }
+  const int64_t use_muon = EnumValue(desc->use_muon);
+  if (use_muon < ZERO_MUON_AUTO || use_muon > ZERO_MUON_OFF) {
+    LastError() = absl::StrCat(call, " '", desc->name, "': use_muon ", use_muon, " not in 0..2");
+    return ZERO_INVALID_ARGUMENT;
+  }
   return Guard([&] {
     zero::ParamSpec spec;
     spec.name = desc->name;
@@ -129,6 +134,7 @@ zero_status RegisterParam(const char* call, zero_engine_t* engine,
     spec.fill = fill;
     spec.fill_user = user;
     spec.trainable = desc->trainable != 0;
+    spec.use_muon = use_muon == ZERO_MUON_AUTO ? -1 : use_muon == ZERO_MUON_ON ? 1 : 0;
     auto id = engine->engine->RegisterParam(spec);
     if (!id.ok()) return Report(id.status());
     *out_id = *id;

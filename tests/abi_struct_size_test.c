@@ -132,7 +132,25 @@ static void test_param_desc(void) {
   fill(&init, size, sizeof(size_t), 0, 0);
   EXPECT(refused(zero_engine_register_param(fresh_engine, &buf.desc, &id), "zero_param_desc",
                  sizeof(size_t)));
-  EXPECT(zero_engine_num_params(fresh_engine, &count) == ZERO_OK && count == 2);
+  /* A 1.0 client: whatever sits in its tail padding (reserved_1_13 since
+   * 1.13) is ignored; use_muon, past its size, takes its default. */
+  init.name = "p_old_padding";
+  fill(&init, size, kFirstDesc, 0, 0);
+  memset(buf.bytes + offsetof(zero_param_desc, reserved_1_13), 0xAB, 4);
+  EXPECT(zero_engine_register_param(fresh_engine, &buf.desc, &id) == ZERO_OK && id == 2);
+  /* 1.13: Muon on a 1-D param is refused naming it; an unknown value too. */
+  init.name = "p_bias";
+  init.ndim = 1;
+  init.use_muon = ZERO_MUON_ON;
+  fill(&init, size, size, 0, 0);
+  EXPECT(zero_engine_register_param(fresh_engine, &buf.desc, &id) == ZERO_INVALID_ARGUMENT);
+  EXPECT(strstr(zero_last_error(), "'p_bias'") != NULL);
+  init.ndim = 2;
+  init.use_muon = (zero_muon_use)7;
+  fill(&init, size, size, 0, 0);
+  EXPECT(zero_engine_register_param(fresh_engine, &buf.desc, &id) == ZERO_INVALID_ARGUMENT);
+  EXPECT(strstr(zero_last_error(), "use_muon") != NULL);
+  EXPECT(zero_engine_num_params(fresh_engine, &count) == ZERO_OK && count == 3);
 }
 
 static void test_init_spec(void) {

@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 12
+#define ZERO_VERSION_MINOR 13
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -98,10 +98,24 @@ typedef enum zero_dtype {
 } zero_dtype;
 
 typedef enum zero_optimizer {
-  ZERO_OPTIMIZER_ADAM = 0,  /* decoupled weight decay unless adam_w_mode=0 */
-  ZERO_OPTIMIZER_ADAMW = 1, /* always decoupled weight decay */
-  ZERO_OPTIMIZER_SGD = 2    /* momentum, nesterov, L2 weight decay */
+  ZERO_OPTIMIZER_ADAM = 0,    /* decoupled weight decay unless adam_w_mode=0 */
+  ZERO_OPTIMIZER_ADAMW = 1,   /* always decoupled weight decay */
+  ZERO_OPTIMIZER_SGD = 2,     /* momentum, nesterov, L2 weight decay */
+  ZERO_OPTIMIZER_LION = 3,    /* 1.13: DeepSpeed's Lion; betas from beta1, beta2 */
+  ZERO_OPTIMIZER_ADAGRAD = 4, /* 1.13: DeepSpeed's Adagrad; lr 1e-2, eps 1e-10 */
+  ZERO_OPTIMIZER_MUON = 5     /* 1.13: Muon on the params zero_param_desc.use_muon
+                                 selects, AdamW on the rest; `momentum` is
+                                 Muon's (default 0.95), lr both halves' */
 } zero_optimizer;
+
+/* Which half of the Muon optimizer updates a param (1.13,
+ * zero_param_desc.use_muon); without Muon nothing changes. */
+typedef enum zero_muon_use {
+  ZERO_MUON_AUTO = 0, /* DeepSpeed's rule: at least 2-D, and the name holds
+                         neither "embed" nor "lm_head" (any case) */
+  ZERO_MUON_ON = 1,   /* Muon; the param must be at least 2-D */
+  ZERO_MUON_OFF = 2   /* AdamW */
+} zero_muon_use;
 
 /* ---- Library ------------------------------------------------------------ */
 
@@ -214,10 +228,13 @@ typedef struct zero_param_desc {
   zero_dtype dtype;     /* trainable params: the engine's dtype */
   const float* init;    /* numel fp32 initial values, copied; NULL = zeros */
   int32_t trainable;    /* 0: frozen, no gradient or optimizer state */
+  /* Appended in 1.13, past 1.0's size (not in its tail padding). */
+  int32_t reserved_1_13;  /* 1.0's tail padding, named; ignored */
+  zero_muon_use use_muon; /* optimizer Muon: which half; default AUTO */
 } zero_param_desc;
 
 #define ZERO_PARAM_DESC_INIT \
-  { sizeof(zero_param_desc), NULL, 0, NULL, ZERO_DTYPE_F32, NULL, 1 }
+  { sizeof(zero_param_desc), NULL, 0, NULL, ZERO_DTYPE_F32, NULL, 1, 0, ZERO_MUON_AUTO }
 
 /* What zero_engine_step did. First published size (1.0): through lr. */
 typedef struct zero_step_info {

@@ -81,14 +81,9 @@ class Engine {
   // init: address of numel float32 values, or 0 for zeros.
   int32_t RegisterParam(const std::string& name,
                         const std::vector<int64_t>& shape, int32_t dtype,
-                        uintptr_t init, bool trainable) {
-    zero_param_desc desc = ZERO_PARAM_DESC_INIT;
-    desc.name = name.c_str();
-    desc.ndim = static_cast<int32_t>(shape.size());
-    desc.shape = shape.data();
-    desc.dtype = static_cast<zero_dtype>(dtype);
+                        uintptr_t init, bool trainable, int32_t use_muon) {
+    zero_param_desc desc = Desc(name, shape, dtype, trainable, use_muon);
     desc.init = reinterpret_cast<const float*>(init);
-    desc.trainable = trainable ? 1 : 0;
     int32_t id = -1;
     Check(zero_engine_register_param(get(), &desc, &id));
     return id;
@@ -98,8 +93,8 @@ class Engine {
   int32_t RegisterParamInit(const std::string& name, const std::vector<int64_t>& shape,
                             int32_t dtype, bool trainable, int32_t kind, uint64_t seed,
                             double value, double low, double high, double mean, double std,
-                            double a, int64_t fan_in) {
-    zero_param_desc desc = Desc(name, shape, dtype, trainable);
+                            double a, int64_t fan_in, int32_t use_muon) {
+    zero_param_desc desc = Desc(name, shape, dtype, trainable, use_muon);
     zero_init_spec spec = ZERO_INIT_SPEC_INIT;
     spec.kind = static_cast<zero_init_kind>(kind);
     spec.seed = seed;
@@ -118,8 +113,9 @@ class Engine {
   // fill(name, offset, count) returns a buffer of count float32 values; it
   // runs during finalize, with the GIL taken for it.
   int32_t RegisterParamFill(const std::string& name, const std::vector<int64_t>& shape,
-                            int32_t dtype, bool trainable, py::object fill) {
-    zero_param_desc desc = Desc(name, shape, dtype, trainable);
+                            int32_t dtype, bool trainable, py::object fill,
+                            int32_t use_muon) {
+    zero_param_desc desc = Desc(name, shape, dtype, trainable, use_muon);
     auto f = std::make_unique<PyFill>();
     f->fn = std::move(fill);
     int32_t id = -1;
@@ -475,13 +471,14 @@ class Engine {
   };
 
   static zero_param_desc Desc(const std::string& name, const std::vector<int64_t>& shape,
-                              int32_t dtype, bool trainable) {
+                              int32_t dtype, bool trainable, int32_t use_muon) {
     zero_param_desc desc = ZERO_PARAM_DESC_INIT;
     desc.name = name.c_str();
     desc.ndim = static_cast<int32_t>(shape.size());
     desc.shape = shape.data();
     desc.dtype = static_cast<zero_dtype>(dtype);
     desc.trainable = trainable ? 1 : 0;
+    desc.use_muon = static_cast<zero_muon_use>(use_muon);  // 1.13
     return desc;
   }
 
@@ -544,13 +541,15 @@ PYBIND11_MODULE(_zero_c, m) {
            py::arg("comm"))
       .def("register_param", &Engine::RegisterParam, py::arg("name"),
            py::arg("shape"), py::arg("dtype"), py::arg("init"),
-           py::arg("trainable"))
+           py::arg("trainable"), py::arg("use_muon") = 0)
       .def("register_param_init", &Engine::RegisterParamInit, py::arg("name"),
            py::arg("shape"), py::arg("dtype"), py::arg("trainable"), py::arg("kind"),
            py::arg("seed"), py::arg("value"), py::arg("low"), py::arg("high"),
-           py::arg("mean"), py::arg("std"), py::arg("a"), py::arg("fan_in"))
+           py::arg("mean"), py::arg("std"), py::arg("a"), py::arg("fan_in"),
+           py::arg("use_muon") = 0)
       .def("register_param_fill", &Engine::RegisterParamFill, py::arg("name"),
-           py::arg("shape"), py::arg("dtype"), py::arg("trainable"), py::arg("fill"))
+           py::arg("shape"), py::arg("dtype"), py::arg("trainable"), py::arg("fill"),
+           py::arg("use_muon") = 0)
       .def("finalize", &Engine::Finalize)
       .def("num_params", &Engine::NumParams)
       .def("find_param", &Engine::FindParam, py::arg("name"))

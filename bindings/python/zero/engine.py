@@ -199,7 +199,8 @@ class Engine:
                        shape: Optional[Sequence[int]] = None,
                        trainable: bool = True,
                        dtype: Optional[DType] = None,
-                       init: Any = None) -> int:
+                       init: Any = None,
+                       use_muon: Optional[bool] = None) -> int:
         """Registers a parameter before :meth:`finalize`; returns its id.
 
         Args:
@@ -217,7 +218,11 @@ class Engine:
                 returning ``count`` values of the flat param from ``offset``,
                 called during :meth:`finalize` only for elements this rank
                 holds; an exception in it fails finalize on every rank.
+            use_muon: with optimizer Muon, True puts the param on Muon (it
+                must be at least 2-D), False on AdamW; None: DeepSpeed's
+                rule (at least 2-D, no "embed" or "lm_head" in the name).
         """
+        muon = 0 if use_muon is None else (1 if use_muon else 2)  # zero_muon_use
         if init is not None:
             if value is not None:
                 raise InvalidArgumentError(
@@ -231,7 +236,8 @@ class Engine:
                 pid = self._c.register_param_init(
                     name, shape_i, dt_i, bool(trainable), int(init.kind), int(init.seed),
                     float(init.value), float(init.low), float(init.high),
-                    float(init.mean), float(init.std), float(init.a), int(init.fan_in))
+                    float(init.mean), float(init.std), float(init.a), int(init.fan_in),
+                    muon)
             elif callable(init):
                 user = init
 
@@ -239,7 +245,8 @@ class Engine:
                     out = np.ascontiguousarray(
                         np.asarray(user(pname, offset, count), dtype=np.float32).reshape(-1))
                     return out
-                pid = self._c.register_param_fill(name, shape_i, dt_i, bool(trainable), fill)
+                pid = self._c.register_param_fill(name, shape_i, dt_i, bool(trainable), fill,
+                                                  muon)
             else:
                 raise InvalidArgumentError(
                     f"register_param({name!r}): init must be a zero.InitSpec or a callable")
@@ -260,7 +267,7 @@ class Engine:
         dt = self.dtype if dtype is None else DType(dtype)
         address = 0 if init_v is None else init_v.ctypes.data
         pid = self._c.register_param(name, list(shape_t), int(dt), address,
-                                     bool(trainable))
+                                     bool(trainable), muon)
         return self._remember(name, pid)
 
     def _remember(self, name: str, pid: int) -> int:

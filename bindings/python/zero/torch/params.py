@@ -38,12 +38,18 @@ class _ParamStorage:
             trainable = p.requires_grad and (
                 trainable_set is None or id(p) in trainable_set)
             spec = self._meta_new.get(id(p))
+            # Optimizer Muon: a param's own `use_muon` attribute, as
+            # DeepSpeed's; without one the runtime applies DeepSpeed's rule.
+            use_muon = getattr(p, "use_muon", None)
+            use_muon = None if use_muon is None else bool(use_muon)
             if spec is not None:
                 pid = self.zero.register_param(name, shape=tuple(p.shape),
-                                               trainable=trainable, init=spec)
+                                               trainable=trainable, init=spec,
+                                               use_muon=use_muon)
             else:
                 init = p.detach().to(torch.float32).cpu().contiguous().numpy()
-                pid = self.zero.register_param(name, init, trainable=trainable)
+                pid = self.zero.register_param(name, init, trainable=trainable,
+                                               use_muon=use_muon)
             self._index[id(p)] = len(self._params)
             self._names.append(name)
             self._params.append(p)

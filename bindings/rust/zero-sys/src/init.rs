@@ -46,6 +46,8 @@ pub const fn zero_param_desc_init() -> zero_param_desc {
         dtype: ZERO_DTYPE_F32,
         init: core::ptr::null(),
         trainable: 1,
+        reserved_1_13: 0,
+        use_muon: ZERO_MUON_AUTO,
     }
 }
 

@@ -56,6 +56,12 @@ pub enum Optimizer {
     AdamW,
     /// SGD with momentum and L2 weight decay.
     Sgd,
+    /// DeepSpeed's Lion (1.13).
+    Lion,
+    /// DeepSpeed's Adagrad (1.13).
+    Adagrad,
+    /// Muon on the hidden matrices, AdamW on the rest (1.13).
+    Muon,
 }
 
 impl Optimizer {
@@ -64,6 +70,9 @@ impl Optimizer {
             Optimizer::Adam => sys::ZERO_OPTIMIZER_ADAM,
             Optimizer::AdamW => sys::ZERO_OPTIMIZER_ADAMW,
             Optimizer::Sgd => sys::ZERO_OPTIMIZER_SGD,
+            Optimizer::Lion => sys::ZERO_OPTIMIZER_LION,
+            Optimizer::Adagrad => sys::ZERO_OPTIMIZER_ADAGRAD,
+            Optimizer::Muon => sys::ZERO_OPTIMIZER_MUON,
         }
     }
 }
