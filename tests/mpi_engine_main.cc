@@ -34,6 +34,7 @@
 #include <malloc.h>
 #include <mpi.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <vector>
@@ -78,6 +79,41 @@ MlpResult Single(Config c, const MlpSpec& spec, int rank) {
 }
 
 double Tol(DType t) { return t == DType::kF32 ? 1e-6 : t == DType::kF16 ? 2e-3 : 4e-2; }
+
+// Muon over MPI (docs/ARCHITECTURE.md, "Muon"): the owner-rank exchange
+// through the MPI communicator's all-to-all, against the double reference,
+// stages 0-3, fp32 and bf16, and with NVMe optimizer offload at stage 3.
+void MuonOverMpi(Communicator* comm) {
+  const int rank = comm->rank(), W = comm->world_size();
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string nvme = std::string(tmp ? tmp : "/tmp") + "/muon_mpi_nvme";
+  ::mkdir(nvme.c_str(), 0700);
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      for (bool offload : {false, true}) {
+        if (offload && (stage != 3 || t != DType::kF32)) continue;
+        Config c = Cfg(stage, t);
+        ApplyStepMode("muon", &c);
+        if (offload) {
+          c.offload_optimizer.device = OffloadDevice::kNvme;
+          c.offload_optimizer.nvme_path = nvme;
+        }
+        MlpSpec spec;
+        auto got = TrainMlp(c, comm, spec);
+        std::string name = "muon stage " + std::to_string(stage) + " " + DTypeName(t) +
+                           (offload ? " nvme" : "");
+        Expect(got.ok(), rank, name + ": " + std::string(got.status().message()));
+        if (!got.ok()) continue;
+        const double d = MaxRelDiff(*got, TrainMlpReference(c, spec));
+        Expect(d <= (t == DType::kF32 ? 1e-5 : 4e-2), rank,
+               name + ": max rel diff " + std::to_string(d));
+        if (rank == 0) {
+          std::printf("%s world %d: max rel diff vs double reference %.3g\n", name.c_str(), W, d);
+        }
+      }
+    }
+  }
+}
 
 void Equivalence(Communicator* comm) {
   const int rank = comm->rank(), W = comm->world_size();
@@ -601,6 +637,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--device") == 0) testing::g_device = argv[i + 1];
   }
   testing::Equivalence(comm->get());
+  testing::MuonOverMpi(comm->get());
   testing::ReductionKeys(comm->get());
   testing::CommDataType(comm->get());
   testing::SplitCommunicator((*comm)->rank(), (*comm)->world_size());

@@ -96,6 +96,24 @@ TEST(MuonWorlds, TwoToFiveRanksMatchReference) {
   }
 }
 
+// fp16 with its loss scale: the factor unscales before the momentum; an
+// overflow on one rank skips the step everywhere before the Muon phase, so
+// the momentum does not move (the reference skips that step whole).
+TEST(MuonWorlds, Fp16OverflowSkipsWithoutMovingTheMomentum) {
+  for (int stage : {1, 3}) {
+    const Config c = MuonConfig(stage, DType::kF16);
+    MlpSpec spec;
+    spec.inf_step = 3;
+    spec.inf_rank = 2;
+    const MlpResult got = TrainAt(c, 3, spec);
+    ASSERT_EQ(got.steps.size(), 10u);
+    EXPECT_TRUE(got.steps[3].skipped);
+    MlpSpec ref_spec = spec;
+    ref_spec.inf_rank = 0;
+    EXPECT_LE(MaxRelDiff(got, TrainMlpReference(c, ref_spec)), 2e-3) << "stage " << stage;
+  }
+}
+
 // Offload moves the state, not the arithmetic.
 TEST(MuonOffload, CpuAndNvmeOffloadGiveTheInMemoryBits) {
   for (int stage = 0; stage <= 3; ++stage) {

@@ -110,7 +110,10 @@ def test_torch_optim_muon_agrees_with_the_reference_where_present():
         for o in opts:
             o.step()
     ref = {k: v.detach().float() for k, v in model.named_parameters()}
-    assert max_rel(train_zero(2), ref) < 1e-5
+    # torch runs Newton-Schulz in bf16 (zero and the reference in fp32 and
+    # float64): torch 2.15 ends 1.5e-3 from the reference here.
+    assert max_rel(train_zero(2), ref) < 5e-3
+    assert max_rel(train_reference(), ref) < 5e-3
 
 
 def test_use_muon_attribute_moves_a_matrix_to_adamw():
