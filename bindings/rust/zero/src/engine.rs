@@ -321,6 +321,7 @@ impl<'c> Engine<'c> {
         raw_desc.dtype = dtype.raw();
         raw_desc.init = desc.init.map_or(ptr::null(), <[f32]>::as_ptr);
         raw_desc.trainable = desc.trainable as i32;
+        raw_desc.use_muon = desc.raw_use_muon();
         let mut id = -1;
         // SAFETY: every pointer in `raw_desc` is valid for the call; `init`
         // holds exactly numel floats (checked above). The library copies.

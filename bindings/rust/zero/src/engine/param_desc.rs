@@ -39,6 +39,7 @@ pub struct ParamDesc<'a> {
     pub(super) init: Option<&'a [f32]>,
     pub(super) init_spec: Option<InitSpec>,
     pub(super) trainable: bool,
+    pub(super) use_muon: Option<bool>,
 }
 
 /// Initial values described, not copied (C ABI 1.4, `zero_init_spec`):
@@ -180,6 +181,7 @@ impl<'a> ParamDesc<'a> {
             init: None,
             init_spec: None,
             trainable: true,
+            use_muon: None,
         }
     }
 
@@ -207,6 +209,23 @@ impl<'a> ParamDesc<'a> {
     pub fn trainable(mut self, trainable: bool) -> ParamDesc<'a> {
         self.trainable = trainable;
         self
+    }
+
+    /// With [`Optimizer::Muon`](crate::Optimizer::Muon) (C ABI 1.13):
+    /// `true` puts the param on Muon (it must be at least 2-D), `false` on
+    /// AdamW; unset, DeepSpeed's rule (at least 2-D, no "embed" or
+    /// "lm_head" in the name).
+    pub fn use_muon(mut self, on: bool) -> ParamDesc<'a> {
+        self.use_muon = Some(on);
+        self
+    }
+
+    pub(super) fn raw_use_muon(&self) -> sys::zero_muon_use {
+        match self.use_muon {
+            None => sys::ZERO_MUON_AUTO,
+            Some(true) => sys::ZERO_MUON_ON,
+            Some(false) => sys::ZERO_MUON_OFF,
+        }
     }
 
     pub(super) fn numel(&self) -> Result<usize> {
