@@ -43,6 +43,7 @@
 #include "core/comm/thread_communicator.h"
 #include "core/backend/device_factory.h"
 #include "tests/testing/mlp_harness.h"
+#include "tests/testing/muon_matrices.h"
 
 namespace zero {
 namespace testing {
@@ -112,6 +113,26 @@ void MuonOverMpi(Communicator* comm) {
         }
       }
     }
+  }
+  // Six matrices: owners of several, slices across shards and groups,
+  // against one rank's local orthogonalisation (tests/testing/muon_matrices.h).
+  Config local = Cfg(0, DType::kF32);
+  ApplyStepMode("muon", &local);
+  local.sub_group_size = 150;
+  auto self = std::move(MakeThreadCommunicators(1)[0]);
+  auto ref = TrainMatrices(local, self.get());
+  for (int stage = 1; stage <= 3; ++stage) {
+    Config c = local;
+    c.stage = stage;
+    auto got = TrainMatrices(c, comm);
+    const std::string name = "muon six matrices stage " + std::to_string(stage);
+    Expect(got.ok() && ref.ok(), rank,
+           name + ": " + std::string((got.ok() ? ref.status() : got.status()).message()));
+    if (!got.ok() || !ref.ok()) continue;
+    const double d = MatricesRelDiff(*got, *ref);
+    // Exact where averaging W equal gradients is (W = 2, 4).
+    Expect(d <= ((W & (W - 1)) == 0 ? 0.0 : 1e-4), rank, name + ": max rel diff " + std::to_string(d));
+    if (rank == 0) std::printf("%s world %d: max rel diff vs one rank %.3g\n", name.c_str(), W, d);
   }
 }
 
