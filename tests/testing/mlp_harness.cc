@@ -9,6 +9,7 @@
 #include "core/comm/thread_communicator.h"
 #include "core/common/status_macros.h"
 #include "kernels/cast_math.h"
+#include "tests/testing/moments_rounding.h"
 
 namespace zero {
 namespace testing {
@@ -379,6 +380,7 @@ MlpResult TrainMlpReference(const Config& c, const MlpSpec& spec) {
         p[i][k] -= lr * upd;
       }
     }
+    RoundMoments(c, s.trainable, &m, &v);  // as optimizer.moments_format stores them
   }
   for (size_t i = 0; i < p.size(); ++i) {
     res.params.emplace_back(p[i].begin(), p[i].end());
