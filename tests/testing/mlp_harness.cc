@@ -308,7 +308,8 @@ double MlpEvalLoss(const MlpSpec& m, const MlpResult& r, int batches) {
   return sum / rows;
 }
 
-MlpResult TrainMlpReference(const Config& c, const MlpSpec& spec) {
+MlpResult TrainMlpReference(const Config& config, const MlpSpec& spec) {
+  const Config c = ReferenceHyperParams(config);
   Shapes s = ModelShapes(spec);
   auto p = InitialParams(spec);
   std::vector<std::vector<double>> m(p.size()), v(p.size());

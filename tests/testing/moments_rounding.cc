@@ -40,6 +40,15 @@ double RoundBf16(double x) {
   return r;
 }
 
+Config ReferenceHyperParams(const Config& c) {
+  Config r = c;
+  if (c.moments_format == MomentsFormat::kF32) return r;
+  for (double* x : {&r.lr, &r.beta1, &r.beta2, &r.eps, &r.weight_decay}) {
+    *x = static_cast<float>(*x);
+  }
+  return r;
+}
+
 void RoundMoments(const Config& c, const std::vector<bool>& trainable,
                   std::vector<std::vector<double>>* m, std::vector<std::vector<double>>* v) {
   if (c.moments_format == MomentsFormat::kF32) return;
