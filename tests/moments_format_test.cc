@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <tuple>
@@ -155,6 +156,51 @@ TEST(MomentsFormatMath, KernelStepMatchesDoubleReference) {
       }
     }
     EXPECT_LE(off, 4) << MomentsFormatName(f);
+  }
+}
+
+// The CPU step's SIMD tiles and table encoder are bitwise the shared
+// per-element and per-block math the CUDA kernel runs
+// (math::AdamUpdateBf16, math::AdamUpdateQ8Block), over magnitudes spanning
+// the maps' decades.
+TEST(MomentsFormatMath, CpuStepIsTheSharedMathBitForBit) {
+  const int64_t n = 3 * 4096 + 1000;  // several tiles and a partial block
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> decade(-9.0f, 1.0f);
+  const math::Q8Maps q = math::MakeQ8Maps();
+  const math::AdamScalars s = math::MakeAdamScalars(1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 5, 1.0f);
+  for (int format : {math::kMomentsBf16, math::kMomentsQ8}) {
+    std::vector<float> p(n), g(n), m(n), v(n);
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] = normal(rng);
+      g[i] = normal(rng) * std::pow(10.0f, decade(rng));
+      m[i] = normal(rng) * std::pow(10.0f, decade(rng));
+      v[i] = std::fabs(normal(rng)) * std::pow(10.0f, decade(rng));
+    }
+    std::vector<char> packed(math::PackedMomentsBytes(format, n));
+    cpu::PackMoments(format, m.data(), v.data(), packed.data(), n);
+    std::vector<char> want = packed;
+    std::vector<float> want_p = p;
+    if (format == math::kMomentsBf16) {
+      auto* mv = reinterpret_cast<uint32_t*>(want.data());
+      for (int64_t i = 0; i < n; ++i) math::AdamUpdateBf16(s, g[i], &want_p[i], mv + i);
+    } else {
+      auto* blocks = reinterpret_cast<math::Q8Block*>(want.data());
+      for (int64_t a = 0; a < n; a += math::kQ8Block) {
+        math::AdamUpdateQ8Block(s, q, g.data() + a, want_p.data() + a, blocks + a / 64,
+                                static_cast<int>(std::min<int64_t>(64, n - a)));
+      }
+    }
+    math::OptimScalars os{};
+    os.kind = math::kOptimAdam;
+    os.moments_format = format;
+    os.adam = s;
+    cpu::OptimizerStep(os, g.data(), DType::kF32, p.data(),
+                       reinterpret_cast<float*>(packed.data()), nullptr, n, nullptr,
+                       DType::kF32, false);
+    EXPECT_EQ(0, std::memcmp(p.data(), want_p.data(), n * 4)) << format;
+    EXPECT_EQ(0, std::memcmp(packed.data(), want.data(), packed.size())) << format;
   }
 }
 

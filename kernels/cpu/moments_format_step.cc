@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/optim_simd.h"
 #include "kernels/cpu/widen_simd.h"
@@ -23,6 +24,81 @@ constexpr int64_t kParallelMin = 1 << 15;
 const math::Q8Maps& Maps() {
   static const math::Q8Maps maps = math::MakeQ8Maps();
   return maps;
+}
+
+// math::Q8Nearest without the binary search: a's top 17 bits (a in [0, 1])
+// index the largest entry <= the bucket's lowest value; the map's entries
+// lie more than a bucket (2^-8 relative) apart, so at most the next one is
+// also <= a. Then the same nearest test: bitwise Q8Nearest.
+class Q8Encoder {
+ public:
+  Q8Encoder(const float* t, int n) : t_(t), n_(n), first_(kBuckets) {
+    for (uint32_t k = 0; k < kBuckets; ++k) {
+      first_[k] = static_cast<uint8_t>(Below(math::BitsFloat(k << 15)));
+    }
+  }
+  int Encode(float a) const {
+    if (!(a <= 1.0f)) return math::Q8Nearest(t_, n_, a);  // NaN
+    int lo = first_[math::FloatBits(a) >> 15];
+    if (lo + 1 < n_ && t_[lo + 1] <= a) ++lo;
+    if (lo + 1 < n_ && t_[lo + 1] - a < a - t_[lo]) ++lo;
+    return lo;
+  }
+
+ private:
+  static constexpr uint32_t kBuckets = (0x3f800000u >> 15) + 1;
+  int Below(float a) const {
+    int lo = 0;
+    while (lo + 1 < n_ && t_[lo + 1] <= a) ++lo;
+    return lo;
+  }
+  const float* t_;
+  int n_;
+  std::vector<uint8_t> first_;
+};
+
+const Q8Encoder& SignedEncoder() {
+  static const Q8Encoder e(Maps().mag, 128);
+  return e;
+}
+const Q8Encoder& UnsignedEncoder() {
+  static const Q8Encoder e(Maps().uns, 256);
+  return e;
+}
+
+// Adam over the whole q8 blocks of one tile: decoded into fp32 tiles, the
+// SIMD Adam tile, each block's absmax, encoded: bitwise
+// math::AdamUpdateQ8Block.
+void AdamQ8Tile(const math::AdamScalars& s, const float* g, float* p, math::Q8Block* blocks,
+                int64_t len) {
+  const math::Q8Maps& q = Maps();
+  alignas(64) float mt[kTile], vt[kTile];
+  for (int64_t i = 0; i < len; ++i) {
+    const math::Q8Block& b = blocks[i / math::kQ8Block];
+    const int64_t k = i % math::kQ8Block;
+    mt[i] = math::Q8DecodeSigned(q, b.m[k], b.m_absmax);
+    vt[i] = math::Q8DecodeUnsigned(q, b.v[k], b.v_absmax);
+  }
+  AdamTile(s, g, p, mt, vt, static_cast<size_t>(len), nullptr);
+  const Q8Encoder& se = SignedEncoder();
+  const Q8Encoder& ue = UnsignedEncoder();
+  for (int64_t a = 0; a < len; a += math::kQ8Block) {
+    math::Q8Block& b = blocks[a / math::kQ8Block];
+    const int64_t n = std::min<int64_t>(math::kQ8Block, len - a);
+    float m_max = 0.0f, v_max = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      m_max = fmaxf(m_max, fabsf(mt[a + i]));
+      v_max = fmaxf(v_max, vt[a + i]);
+    }
+    b.m_absmax = m_max;
+    b.v_absmax = v_max;
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = mt[a + i];
+      const int k = se.Encode(m_max > 0.0f ? fabsf(x) / m_max : 0.0f);
+      b.m[i] = static_cast<uint8_t>(x < 0.0f ? 128 - k : 128 + k);
+      b.v[i] = static_cast<uint8_t>(ue.Encode(v_max > 0.0f ? vt[a + i] / v_max : 0.0f));
+    }
+  }
 }
 
 // Tile [a, a+len) of gradient g (dtype gt) as fp32.
@@ -53,7 +129,6 @@ void StoreWork(const float* p, void* work, DType t, int64_t a, int64_t len) {
 void AdamPackedStep(const math::AdamScalars& s, int format, const void* g, DType gt, float* p,
                     void* moments, int64_t n, void* work, DType work_dtype, bool zero_grad,
                     int threads) {
-  const math::Q8Maps& q = Maps();
   const int64_t tiles = (n + kTile - 1) / kTile;
   const size_t ges = DTypeSize(gt);
 #pragma omp parallel for schedule(static) num_threads(threads) if (n >= kParallelMin)
@@ -63,15 +138,26 @@ void AdamPackedStep(const math::AdamScalars& s, int format, const void* g, DType
     alignas(64) float tile[kTile];
     const float* gf = GradTile(g, gt, a, len, tile);
     if (format == math::kMomentsBf16) {
+      // Unpacked into fp32 tiles, the SIMD Adam tile (bitwise
+      // math::AdamUpdate), packed back rounding as FloatToBf16: bitwise
+      // math::AdamUpdateBf16, at the fp32 kernel's speed.
       uint32_t* mv = static_cast<uint32_t*>(moments) + a;
-      for (int64_t i = 0; i < len; ++i) math::AdamUpdateBf16(s, gf[i], p + a + i, mv + i);
-    } else {
-      auto* blocks = reinterpret_cast<math::Q8Block*>(moments) + a / math::kQ8Block;
-      for (int64_t b = 0; b * math::kQ8Block < len; ++b) {
-        const int64_t at = b * math::kQ8Block;
-        math::AdamUpdateQ8Block(s, q, gf + at, p + a + at, blocks + b,
-                                static_cast<int>(std::min<int64_t>(math::kQ8Block, len - at)));
+      alignas(64) float mt[kTile], vt[kTile];
+      alignas(64) uint16_t m16[kTile], v16[kTile];
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i) {
+        mt[i] = math::BitsFloat(mv[i] << 16);
+        vt[i] = math::BitsFloat(mv[i] & 0xffff0000u);
       }
+      AdamTile(s, gf, p + a, mt, vt, static_cast<size_t>(len), nullptr);
+      ToBf16Tile(mt, m16, static_cast<size_t>(len));
+      ToBf16Tile(vt, v16, static_cast<size_t>(len));
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i) {
+        mv[i] = static_cast<uint32_t>(m16[i]) | (static_cast<uint32_t>(v16[i]) << 16);
+      }
+    } else {
+      AdamQ8Tile(s, gf, p + a, static_cast<math::Q8Block*>(moments) + a / math::kQ8Block, len);
     }
     if (work != nullptr) StoreWork(p + a, work, work_dtype, a, len);
     if (zero_grad) std::memset(static_cast<char*>(const_cast<void*>(g)) + a * ges, 0, len * ges);
