@@ -87,8 +87,8 @@ void AdamQ8Tile(const math::AdamScalars& s, const float* g, float* p, math::Q8Bl
     const int64_t n = std::min<int64_t>(math::kQ8Block, len - a);
     float m_max = 0.0f, v_max = 0.0f;
     for (int64_t i = 0; i < n; ++i) {
-      m_max = fmaxf(m_max, fabsf(mt[a + i]));
-      v_max = fmaxf(v_max, vt[a + i]);
+      m_max = std::max(m_max, std::fabs(mt[a + i]));  // fmaxf for these values, inline
+      v_max = std::max(v_max, vt[a + i]);
     }
     b.m_absmax = m_max;
     b.v_absmax = v_max;
