@@ -6,7 +6,8 @@
 //
 // Bytes counted per element: Adam reads g, p, m, v and writes p, m, v
 // (7 x 4 bytes); with a working copy it also writes 2 or 4 bytes. Lion and
-// Adagrad read g, p and one moment and write p and the moment (5 x 4). Triad
+// Adagrad read g, p and one moment and write p and the moment (5 x 4); Adam
+// over bf16 moments 5 x 4, over 8-bit moments 4 x 4 + 2 x 2.125. Triad
 // a = b + s * c counts 3 x 4 bytes, as STREAM does.
 #include <omp.h>
 
@@ -19,8 +20,10 @@
 #include <vector>
 
 #include "kernels/adam_math.h"
+#include "kernels/moments_format_math.h"
 #include "kernels/optim_math.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/moments_format_step.h"
 #include "kernels/cpu/optim_simd.h"
 
 namespace {
@@ -121,6 +124,25 @@ int main(int argc, char** argv) {
                              zero::DType::kF32, false);
   });
   Report("adagrad_simd", n, adagrad_t, 20, threads);
+  // Adam over packed moments (kernels/moments_format_math.h): bf16 reads
+  // g, p and one 4-byte word of moments and writes p and the word (20
+  // bytes); 8-bit moves 2 + 8/64 bytes of moments each way (16.25).
+  std::vector<double> packed_t;
+  for (int format : {zero::math::kMomentsBf16, zero::math::kMomentsQ8}) {
+    std::vector<char> mv(zero::math::PackedMomentsBytes(format, n));
+    zero::cpu::PackMoments(format, m, v, mv.data(), n);
+    zero::math::OptimScalars packed{};
+    packed.kind = zero::math::kOptimAdam;
+    packed.moments_format = format;
+    packed.adam = s;
+    packed_t.push_back(Best(reps, [&] {
+      zero::cpu::OptimizerStep(packed, g, zero::DType::kF32, p,
+                               reinterpret_cast<float*>(mv.data()), nullptr, n, nullptr,
+                               zero::DType::kF32, false);
+    }));
+  }
+  Report("adam_bf16_moments", n, packed_t[0], 20, threads);
+  Report("adam_8bit_moments", n, packed_t[1], 16.25, threads);
   const double scalar = Best(reps, [&] {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) zero::math::AdamUpdate(s, g[i], &p[i], &m[i], &v[i]);
@@ -130,9 +152,15 @@ int main(int argc, char** argv) {
               "\"adam_gbps_over_triad_gbps\":%.3f,"
               "\"adam_gbps_over_in_place_triad_gbps\":%.3f,"
               "\"lion_gbps_over_in_place_triad_gbps\":%.3f,"
-              "\"adagrad_gbps_over_in_place_triad_gbps\":%.3f,\"scalar_over_simd_time\":%.3f}\n",
+              "\"adagrad_gbps_over_in_place_triad_gbps\":%.3f,"
+              "\"adam_bf16_moments_gbps_over_in_place_triad_gbps\":%.3f,"
+              "\"adam_8bit_moments_gbps_over_in_place_triad_gbps\":%.3f,"
+              "\"adam_bf16_moments_time_over_adam\":%.3f,"
+              "\"adam_8bit_moments_time_over_adam\":%.3f,\"scalar_over_simd_time\":%.3f}\n",
               static_cast<long long>(n), (28.0 / adam) / (12.0 / triad),
               (28.0 / adam) / (12.0 / triad_rmw), (20.0 / lion_t) / (12.0 / triad_rmw),
-              (20.0 / adagrad_t) / (12.0 / triad_rmw), scalar / adam);
+              (20.0 / adagrad_t) / (12.0 / triad_rmw), (20.0 / packed_t[0]) / (12.0 / triad_rmw),
+              (16.25 / packed_t[1]) / (12.0 / triad_rmw), packed_t[0] / adam, packed_t[1] / adam,
+              scalar / adam);
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "kernels/adam_math.h"
 #include "kernels/hd.h"
 #include "kernels/lion_math.h"
+#include "kernels/moments_format_math.h"
 
 namespace zero {
 namespace math {
@@ -24,6 +25,9 @@ struct OptimScalars {
   SgdScalars sgd;       // s1 = momentum buffer (null without momentum)
   LionScalars lion;     // s1 = exp_avg
   AdagradScalars adagrad;  // s1 = exp_avg_sq
+  // Adam's moments narrower than fp32 (kernels/moments_format_math.h): s1
+  // is then their packed array, s2 unused.
+  int moments_format;
 };
 
 // One element; s2 (and s1 where unused) may point at a scratch float.

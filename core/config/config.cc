@@ -18,6 +18,15 @@ const char* OffloadDeviceName(OffloadDevice d) {
   return "none";
 }
 
+const char* MomentsFormatName(MomentsFormat f) {
+  switch (f) {
+    case MomentsFormat::kBf16: return "bf16";
+    case MomentsFormat::kQ8: return "8bit";
+    case MomentsFormat::kF32: break;
+  }
+  return "fp32";
+}
+
 absl::Status Config::Resolve(int world_size) {
   if (stage < 0 || stage > 3) {
     return absl::InvalidArgumentError(
@@ -41,6 +50,24 @@ absl::Status Config::Resolve(int world_size) {
   if (offload_param.device == OffloadDevice::kNvme && offload_param.nvme_path.empty()) {
     return absl::InvalidArgumentError(
         "zero_optimization.offload_param.nvme_path: required when device is \"nvme\"");
+  }
+  if (moments_format != MomentsFormat::kF32 && optimizer != OptimizerType::kAdam &&
+      optimizer != OptimizerType::kAdamW) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer.moments_format: \"", MomentsFormatName(moments_format),
+        "\" is for Adam and AdamW only (their exp_avg and exp_avg_sq)"));
+  }
+  // 8-bit blocks of 64 elements (kernels/moments_format_math.h) never
+  // straddle an update piece.
+  if (moments_format == MomentsFormat::kQ8 && sub_group_size % 64 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero_optimization.sub_group_size: expected a multiple of 64 with "
+        "optimizer.moments_format \"8bit\", got ", sub_group_size));
+  }
+  if (moments_format == MomentsFormat::kQ8 && offload_optimizer.device == OffloadDevice::kNvme) {
+    return absl::InvalidArgumentError(
+        "optimizer.moments_format: \"8bit\" is not supported with "
+        "offload_optimizer.device \"nvme\" (use \"bf16\" or offload to \"cpu\")");
   }
   // Configs built in code or by the C ABI reach the engine without the
   // parser's range checks.

@@ -20,6 +20,11 @@ namespace zero {
 enum class OptimizerType { kAdam, kAdamW, kSgd, kLion, kAdagrad, kMuon };
 enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR };
 enum class WarmupType { kLog, kLinear };
+// How Adam's moments are stored (kernels/moments_format_math.h; the values
+// are math::MomentsFormat's and a checkpoint manifest's).
+enum class MomentsFormat { kF32 = 0, kBf16 = 1, kQ8 = 2 };
+// "fp32", "bf16", "8bit": optimizer.moments_format's values.
+const char* MomentsFormatName(MomentsFormat f);
 
 // Where offloaded state lives: decided once here, read as this enum.
 enum class OffloadDevice { kNone, kCpu, kNvme };
@@ -99,6 +104,8 @@ struct Config {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weight_decay = 0.0;
   bool adam_w_mode = true;
+  // optimizer.moments_format, or bf16.bf16_optimizer_states.
+  MomentsFormat moments_format = MomentsFormat::kF32;
   double momentum = 0.0, dampening = 0.0;
   bool nesterov = false;
   // Muon (DeepSpeed's MuonWithAuxAdam, core/optim/muon_optimizer.cc): the

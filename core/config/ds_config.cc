@@ -209,6 +209,12 @@ absl::Status ParseOptimizer(const json& v, Config* c) {
   std::string type = "adamw";
   RETURN_IF_ERROR(r.String("type", &type));
   std::string t = absl::AsciiStrToLower(type);
+  // zero's own key (docs/DEEPSPEED_COMPAT.md): how Adam's moments are stored.
+  std::string moments = "fp32";
+  RETURN_IF_ERROR(r.String("moments_format", &moments, {"fp32", "bf16", "8bit"}));
+  c->moments_format = moments == "bf16"   ? MomentsFormat::kBf16
+                      : moments == "8bit" ? MomentsFormat::kQ8
+                                          : MomentsFormat::kF32;
   if (t == "adam") {
     c->optimizer = OptimizerType::kAdam;
   } else if (t == "adamw") {
@@ -348,7 +354,7 @@ absl::Status ParseFp16(const json& v, Config* c, bool* enabled) {
 }
 
 absl::Status ParseBf16(const json& v, const std::string& key, bool* enabled,
-                       std::vector<std::string>* no_effect) {
+                       bool* optimizer_states, std::vector<std::string>* no_effect) {
   ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Make(v, key, no_effect));
   const json* e = r.Find("enabled");
   if (e && !(e->is_boolean() || r.IsAuto(e))) {
@@ -356,6 +362,9 @@ absl::Status ParseBf16(const json& v, const std::string& key, bool* enabled,
   }
   *enabled = e && e->is_boolean() && e->get<bool>();
   r.NoEffect("immediate_grad_update");
+  // Adam's moments in bf16 (the master stays fp32 here, where DeepSpeed
+  // also wants bf16_master_weights_and_grads).
+  RETURN_IF_ERROR(r.Bool("bf16_optimizer_states", optimizer_states));
   // A non-finite gradient skips the step in bf16 too: always checked.
   r.NoEffect("check_grad_overflow", true);
   return r.Finish();
@@ -469,12 +478,12 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
   RETURN_IF_ERROR(r.Bool("zero_allow_untested_keys", &allow_untested_keys));
   c.allow_untested_keys = allow_untested_keys;
 
-  bool fp16 = false, bf16 = false;
+  bool fp16 = false, bf16 = false, bf16_states = false;
   if (const json* v = r.Find("fp16")) RETURN_IF_ERROR(ParseFp16(*v, &c, &fp16));
-  if (const json* v = r.Find("bf16")) RETURN_IF_ERROR(ParseBf16(*v, "bf16", &bf16, no_effect));
+  if (const json* v = r.Find("bf16")) RETURN_IF_ERROR(ParseBf16(*v, "bf16", &bf16, &bf16_states, no_effect));
   if (const json* v = r.Find("bfloat16")) {
     bool b = false;
-    RETURN_IF_ERROR(ParseBf16(*v, "bfloat16", &b, no_effect));
+    RETURN_IF_ERROR(ParseBf16(*v, "bfloat16", &b, &bf16_states, no_effect));
     bf16 |= b;
   }
   if (fp16 && bf16) {
@@ -485,6 +494,13 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
 
   // Optimizer before scheduler: "auto" scheduler values read the lr.
   if (const json* v = r.Find("optimizer")) RETURN_IF_ERROR(ParseOptimizer(*v, &c));
+  if (bf16_states) {
+    if (c.moments_format == MomentsFormat::kQ8) {
+      return absl::InvalidArgumentError(
+          "bf16.bf16_optimizer_states: true contradicts optimizer.moments_format \"8bit\"");
+    }
+    c.moments_format = MomentsFormat::kBf16;
+  }
   if (const json* v = r.Find("scheduler")) RETURN_IF_ERROR(ParseScheduler(*v, &c));
   // Sizes the file does not name are sized from the model at finalize; the
   // zero_optimization block clears these for the keys it sets to numbers.

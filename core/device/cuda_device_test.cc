@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/moments_format_step.h"
+#include "kernels/moments_format_math.h"
 
 namespace zero {
 namespace {
@@ -210,6 +212,43 @@ TEST_F(KernelsVsCpu, EveryOptimizerMatchesCpuDeviceBitForBit) {
         EXPECT_EQ(Bytes(dw, kN * DTypeSize(w)), bytes_of(hw.data(), kN * DTypeSize(w)));
         EXPECT_EQ(Bytes(dg, kN * DTypeSize(gt)), std::vector<char>(kN * DTypeSize(gt), 0));
       }
+    }
+  }
+}
+
+// Adam over packed moments (kernels/moments_format_math.h, bf16 and 8-bit
+// blocks, a partial last block when kN is not a multiple of 64): the CUDA
+// kernel gives the CPU device's bits, moments included.
+TEST_F(KernelsVsCpu, PackedMomentsAdamMatchesCpuDeviceBitForBit) {
+  for (int format : {math::kMomentsBf16, math::kMomentsQ8}) {
+    math::OptimScalars s{};
+    s.kind = math::kOptimAdam;
+    s.moments_format = format;
+    s.adam = math::MakeAdamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 3, 0.5f);
+    std::vector<float> v(kN);
+    for (size_t i = 0; i < kN; ++i) v[i] = std::fabs(c_[i]);
+    const size_t bytes = static_cast<size_t>(math::PackedMomentsBytes(format, kN));
+    ASSERT_LE(bytes, kN * 4);
+    std::vector<char> packed(kN * 4);
+    cpu::PackMoments(format, b_.data(), v.data(), packed.data(), kN);
+    for (DType gt : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(::testing::Message() << "format " << format << " grads " << DTypeName(gt));
+      std::vector<float> p = a_;
+      std::vector<char> mv = packed;
+      std::vector<char> hg(kN * DTypeSize(gt));
+      cpu_->FromF32(d_.data(), hg.data(), gt, kN);
+      std::vector<uint16_t> hw(kN);
+      cpu_->OptimizerStep(s, hg.data(), gt, p.data(), reinterpret_cast<float*>(mv.data()),
+                          nullptr, kN, hw.data(), DType::kBF16, true);
+      void* dg = Up(d_, gt);
+      float* dp = (float*)Up(a_, DType::kF32);
+      float* dmv = (float*)Up(b_, DType::kF32);
+      dev_->Copy(dmv, packed.data(), kN * 4);
+      void* dw = Up(a_, DType::kF32);
+      dev_->OptimizerStep(s, dg, gt, dp, dmv, nullptr, kN, dw, DType::kBF16, true);
+      EXPECT_EQ(Bytes(dp, kN * 4), std::vector<char>((char*)p.data(), (char*)p.data() + kN * 4));
+      EXPECT_EQ(Bytes(dmv, bytes), std::vector<char>(mv.data(), mv.data() + bytes));
+      EXPECT_EQ(Bytes(dw, kN * 2), std::vector<char>((char*)hw.data(), (char*)hw.data() + kN * 2));
     }
   }
 }

@@ -60,8 +60,10 @@ absl::Status HostStateStore::Update(const OptimizerUpdate& u) {
     if (k + 1 < pieces.size()) next = down(k + 1);
     float* s1 = s.a[1].data<float>();
     float* s2 = s.a[2].data<float>();
+    // Packed moments: 8-bit pieces start on a block (cap is a multiple of 64).
+    s1 = packed_ ? Packed(p.g, p.begin) : s1 ? s1 + p.begin : nullptr;
     host->OptimizerStep(u.scalars, gbuf[k % 2], DType::kF32, s.a[0].data<float>() + p.begin,
-                        s1 ? s1 + p.begin : nullptr, s2 ? s2 + p.begin : nullptr, p.len,
+                        s1, s2 ? s2 + p.begin : nullptr, p.len,
                         wbuf[k % 2], t, /*zero_grad=*/false);
     if (up.valid()) up.wait();
     char* work = sharded_->OwnedWorking(p.g, p.begin);

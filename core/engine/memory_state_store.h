@@ -32,23 +32,33 @@ class DeviceStateStore : public OptimizerStateStore {
                                               DeviceBuffer* scratch) override;
   absl::Status CastMaster(int g, void* dst) override;
   float* InMemory(int g, int array) override;
+  // Packed moments (core/engine/packed_moments.h): fp32 copies for a
+  // checkpoint, encoded back after a load.
+  absl::Status Materialize() override;
+  absl::Status Spill(bool write_back) override;
   Device* memory_device() const override { return mem_; }
   StateStoreStats stats() const override;
 
  protected:
   struct Arrays {
     int64_t len = 0;
-    DeviceBuffer a[3];  // master, m, v
+    DeviceBuffer a[3];  // master, m, v; packed moments: master, moments
+    DeviceBuffer unpacked[2];  // packed moments as fp32 m, v while materialized
     float* alias = nullptr;  // the master in the working copy (a[0] empty)
   };
+  // The packed moments of group g from element `begin` (null: fp32 moments).
+  float* Packed(int g, int64_t begin) const;
   // Array `array` of group g (null: no such array).
   float* Array(int g, int array) const {
     const Arrays& s = groups_[g];
-    return array == 0 && s.alias != nullptr ? s.alias : s.a[array].data<float>();
+    if (array == 0 && s.alias != nullptr) return s.alias;
+    if (array > 0 && packed_) return s.unpacked[array - 1].data<float>();
+    return s.a[array].data<float>();
   }
   EngineContext* ctx_;
   Device* mem_;
   std::vector<Arrays> groups_;
+  bool packed_ = false;  // moments in one packed array a[1]
 };
 
 }  // namespace zero

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
+#include "core/engine/packed_moments.h"
 
 namespace zero {
 
@@ -139,11 +140,28 @@ std::vector<UpdatePiece> NvmeStateStore::UpdateOrder() const {
 }
 
 absl::Status NvmeStateStore::Read(int g, int array, int64_t begin, int64_t len, float* out) {
+  // bf16 moments: one 4-byte word per element in array 1 (packed_moments.h).
+  if (array > 0 && PackedFormat(ctx_->config) != 0) {
+    return ReadPackedMoment(PackedFormat(ctx_->config), array, begin, len, out,
+                            [&](int64_t first, int64_t n, void* bytes) {
+                              return tier_->ReadRange(g, 1, first, n, static_cast<float*>(bytes));
+                            });
+  }
   return tier_->ReadRange(g, array, begin, len, out);
 }
 
 absl::Status NvmeStateStore::Write(int g, int array, int64_t begin, int64_t len,
                                    const float* in) {
+  if (array > 0 && PackedFormat(ctx_->config) != 0) {
+    return WritePackedMoment(
+        PackedFormat(ctx_->config), array, begin, len, in,
+        [&](int64_t first, int64_t n, void* bytes) {
+          return tier_->ReadRange(g, 1, first, n, static_cast<float*>(bytes));
+        },
+        [&](int64_t first, int64_t n, void* bytes) {
+          return tier_->WriteRange(g, 1, first, n, static_cast<const float*>(bytes));
+        });
+  }
   return tier_->WriteRange(g, array, begin, len, in);
 }
 

@@ -9,7 +9,11 @@
 
 namespace zero {
 
-int StateArrays(const Config& c) { return MakeOptimizer(c)->state_arrays(); }
+int StateArrays(const Config& c) {
+  // Packed moments are one array after the master (core/engine/packed_moments.h).
+  if (c.moments_format != MomentsFormat::kF32) return 2;
+  return MakeOptimizer(c)->state_arrays();
+}
 
 absl::StatusOr<std::unique_ptr<OptimizerStateStore>> MakeOptimizerStateStore(
     EngineContext* ctx, ShardedState* sharded) {

@@ -9,6 +9,7 @@
 #include "core/engine/gradient_reducer.h"
 #include "core/engine/offload_placement.h"
 #include "core/engine/optimizer_state_store.h"
+#include "core/engine/packed_moments.h"
 #include "core/engine/param_coordinator.h"
 #include "core/partition/layout.h"
 
@@ -150,7 +151,10 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   } else {
     // DeviceStateStore: an fp32 master may be the working copy's owned range.
     e.master_bytes = where.master_aliases_working ? 0 : owned_total * 4;
-    e.optimizer_bytes = owned_total * 4 * (arrays - 1);
+    // Packed moments (core/engine/packed_moments.h): their own bytes.
+    for (int64_t len : owned) {
+      for (int a = 1; a < arrays; ++a) e.optimizer_bytes += StateArrayBytes(c, a, len);
+    }
   }
   // Buffers. ShardedState: the stage 1-2 all-gather staging.
   if ((stage == 1 || stage == 2) && world > 1) {

@@ -20,6 +20,7 @@ class AdamOptimizer : public Optimizer {
                                    static_cast<float>(c_.beta2), static_cast<float>(c_.eps),
                                    static_cast<float>(c_.weight_decay), decoupled, step,
                                    grad_scale);
+    s.moments_format = static_cast<int>(c_.moments_format);
     return s;
   }
 

@@ -10,6 +10,7 @@
 #include "kernels/cast_math.h"
 #include "kernels/cpu/adagrad_simd.h"
 #include "kernels/cpu/lion_simd.h"
+#include "kernels/cpu/moments_format_step.h"
 #include "kernels/cpu/optim_simd.h"
 #include "kernels/cpu/widen_simd.h"
 #include "kernels/norm_math.h"
@@ -149,6 +150,11 @@ void SgdStepRawGrad(const math::SgdScalars& s, void* g, DType gt, float* p,
 
 void OptimizerStep(const math::OptimScalars& s, void* g, DType gt, float* p, float* s1,
                    float* s2, int64_t n, void* work, DType work_dtype, bool zero_grad) {
+  if (s.kind == math::kOptimAdam && s.moments_format != math::kMomentsF32) {
+    AdamPackedStep(s.adam, s.moments_format, g, gt, p, s1, n, work, work_dtype, zero_grad,
+                   Threads());
+    return;
+  }
   const size_t ges = DTypeSize(gt);
   Tiled(n, work, work_dtype, p, [&](int64_t a, int64_t len, float* w32) {
     const char* ga = static_cast<const char*>(g) + a * ges;

@@ -83,6 +83,12 @@ int LaunchAccumulateScaled(void* dst, DType type, const float* src,
 int LaunchOptimizerStep(const math::OptimScalars& s, const void* grad, DType grad_type,
                         float* param, float* s1, float* s2, void* working,
                         DType working_type, int64_t n, Stream stream);
+// Adam over packed moments (kernels/moments_format_math.h, `format` bf16 or
+// 8-bit; n counts from a block start): what LaunchOptimizerStep runs when
+// s.moments_format is not fp32, with s1 as `moments`.
+int LaunchAdamPacked(const math::AdamScalars& s, int format, const void* grad, DType grad_type,
+                     float* param, void* moments, void* working, DType working_type, int64_t n,
+                     Stream stream);
 
 // SGD (math::SgdUpdate) on fp32 param with raw fp32 grad; momentum_buf may
 // be null (momentum 0); the updated param is also written to `working` as

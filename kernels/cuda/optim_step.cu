@@ -30,6 +30,10 @@ int LaunchOptimizerStep(const math::OptimScalars& s, const void* grad, DType gra
                         float* param, float* s1, float* s2, void* working,
                         DType working_type, int64_t n, Stream stream) {
   if (n <= 0) return 0;
+  if (s.kind == math::kOptimAdam && s.moments_format != math::kMomentsF32) {
+    return LaunchAdamPacked(s.adam, s.moments_format, grad, grad_type, param, s1, working,
+                            working_type, n, stream);
+  }
   if (s.kind == math::kOptimAdam) {
     AdamTensor t{param, s1, s2, grad, working, n};
     return LaunchMultiTensorAdam(&t, 1, grad_type, working_type, s.adam, stream);

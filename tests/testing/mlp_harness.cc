@@ -10,6 +10,7 @@
 #include "core/common/status_macros.h"
 #include "tests/testing/muon_reference.h"
 #include "kernels/cast_math.h"
+#include "tests/testing/moments_rounding.h"
 
 namespace zero {
 namespace testing {
@@ -315,7 +316,8 @@ double MlpEvalLoss(const MlpSpec& m, const MlpResult& r, int batches) {
   return sum / rows;
 }
 
-MlpResult TrainMlpReference(const Config& c, const MlpSpec& spec) {
+MlpResult TrainMlpReference(const Config& config, const MlpSpec& spec) {
+  const Config c = ReferenceHyperParams(config);
   Shapes s = ModelShapes(spec);
   auto p = InitialParams(spec);
   std::vector<std::vector<double>> m(p.size()), v(p.size());
@@ -400,6 +402,7 @@ MlpResult TrainMlpReference(const Config& c, const MlpSpec& spec) {
         p[i][k] -= lr * upd;
       }
     }
+    RoundMoments(c, s.trainable, &m, &v);  // as optimizer.moments_format stores them
   }
   for (size_t i = 0; i < p.size(); ++i) {
     res.params.emplace_back(p[i].begin(), p[i].end());

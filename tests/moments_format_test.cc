@@ -1,0 +1,408 @@
+// Adam's moments stored as bf16 or 8-bit blocks (optimizer.moments_format,
+// docs/ARCHITECTURE.md "Optimizer state formats"): the shared kernel math
+// against a double-precision step with the same rounding; the engine at
+// stages 0-3, fp32 and bf16, worlds 1 and 3 against the double reference of
+// tests/testing/mlp_harness.h rounding the moments as the format stores them
+// (tests/testing/moments_rounding.h) after 1, 3 and 10 steps (bf16 working
+// copies: against the single-rank stage 0 engine, as zero_stages_test); CPU and NVMe
+// offload giving the in-memory bits; a checkpoint resharded from 3 ranks to
+// 1 and loaded into another format; the state's bytes per param measured
+// against the formula and the estimator; the config keys and their errors.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/config/config.h"
+#include "core/estimate/memory_estimate.h"
+#include "kernels/cast_math.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/moments_format_step.h"
+#include "kernels/moments_format_math.h"
+#include "tests/testing/mlp_harness.h"
+#include "tests/testing/moments_rounding.h"
+#include "tests/testing/off_host_device.h"
+#include "tests/testing/train_on_threads.h"
+
+namespace zero {
+namespace testing {
+namespace {
+
+std::string FreshDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  static int n = 0;
+  std::string dir = std::string(base ? base : "/tmp") + "/" + name + std::to_string(n++);
+  ::mkdir(dir.c_str(), 0700);
+  return dir;
+}
+
+MomentsFormat FormatNamed(const std::string& f) {
+  return f == "bf16" ? MomentsFormat::kBf16 : f == "8bit" ? MomentsFormat::kQ8 : MomentsFormat::kF32;
+}
+
+Config FormatConfig(const std::string& format, int stage, DType dtype) {
+  Config c = SmallMlpConfig(stage, dtype);
+  c.sub_group_size = 128;  // several NVMe chunks and offload pieces per group
+  c.moments_format = FormatNamed(format);
+  return c;
+}
+
+// As optimizer_kinds_test: the engine's float arithmetic against double;
+// bf16 working copies: ten bf16 epsilons. A moment whose fp32 value lies
+// within an ulp of a rounding boundary may round the other way than in
+// double: one bf16 step, or one code of the 8-bit map, in that element.
+double Tolerance(const std::string& format, DType t) {
+  if (t != DType::kF32) return 4e-2;
+  return format == "8bit" ? 2e-4 : 2e-5;
+}
+
+// The kernels' maps are the closed form written out in the test's reference.
+TEST(MomentsFormatMath, DynamicMapsAreTheReferenceMaps) {
+  const math::Q8Maps q = math::MakeQ8Maps();
+  const std::vector<double> smap = DynamicMap(true), umap = DynamicMap(false);
+  ASSERT_EQ(smap.size(), 128u);
+  ASSERT_EQ(umap.size(), 256u);
+  for (int k = 0; k < 128; ++k) EXPECT_EQ(q.mag[k], smap[k]) << k;
+  for (int k = 0; k < 256; ++k) EXPECT_EQ(q.uns[k], umap[k]) << k;
+  EXPECT_EQ(q.mag[127], 1.0f);  // a block's absmax decodes exactly
+  EXPECT_EQ(q.uns[255], 1.0f);
+  for (int k = 1; k < 256; ++k) EXPECT_LT(q.uns[k - 1], q.uns[k]);
+  // Every signed code decodes to its map entry, and encodes back.
+  for (int c = 1; c < 256; ++c) {
+    const float x = math::Q8DecodeSigned(q, static_cast<uint8_t>(c), 2.0f);
+    EXPECT_EQ(math::Q8EncodeSigned(q, x, 2.0f), c == 0 ? 1 : c) << c;
+  }
+}
+
+// One step of the shared kernel (cpu::OptimizerStep) over 1000 elements (a
+// partial last block) from the same packed state as the double reference:
+// the params agree to fp32 rounding, and each stored moment is the
+// reference's rounding (to float rounding) or, when its unrounded value lies
+// within float rounding of a boundary, the neighbouring step.
+TEST(MomentsFormatMath, KernelStepMatchesDoubleReference) {
+  const int64_t n = 1000;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (MomentsFormat f : {MomentsFormat::kBf16, MomentsFormat::kQ8}) {
+    const int format = static_cast<int>(f);
+    std::vector<float> p(n), g(n), m0(n), v0(n);
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] = normal(rng);
+      g[i] = normal(rng) * (i % 97 == 0 ? 30.0f : 1.0f);
+      m0[i] = 0.1f * normal(rng);
+      v0[i] = 0.01f * std::fabs(normal(rng)) * (i % 13 == 0 ? 1e-4f : 1.0f);
+    }
+    std::vector<char> packed(math::PackedMomentsBytes(format, n));
+    cpu::PackMoments(format, m0.data(), v0.data(), packed.data(), n);
+    std::vector<float> m(n), v(n);
+    cpu::UnpackMoments(format, packed.data(), m.data(), v.data(), n);  // the stored start
+
+    math::OptimScalars s{};
+    s.kind = math::kOptimAdam;
+    s.moments_format = format;
+    s.adam = math::MakeAdamScalars(1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 3, 0.5f);
+    std::vector<float> got_p = p;
+    cpu::OptimizerStep(s, g.data(), DType::kF32, got_p.data(),
+                       reinterpret_cast<float*>(packed.data()), nullptr, n, nullptr,
+                       DType::kF32, false);
+    std::vector<float> got_m(n), got_v(n);
+    cpu::UnpackMoments(format, packed.data(), got_m.data(), got_v.data(), n);
+
+    // The reference: double arithmetic from the decoded state, with the
+    // hyper-parameters as the fp32 values the kernel holds (1 - 0.999f is
+    // 4.7e-5 away from 0.001 relatively: more than the rounding checked).
+    const double b1 = 0.9f, b2 = 0.999f, wd = 0.01f, lr = 1e-2f, eps = 1e-8f;
+    std::vector<std::vector<double>> rm(1), rv(1);
+    double max_p = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double gk = 0.5 * g[i];
+      const double mm = b1 * m[i] + (1 - b1) * gk;
+      const double vv = b2 * v[i] + (1 - b2) * gk * gk;
+      const double upd = (mm / (1 - std::pow(b1, 3))) /
+                             (std::sqrt(vv) / std::sqrt(1 - std::pow(b2, 3)) + eps) +
+                         wd * p[i];
+      const double rp = p[i] - lr * upd;
+      max_p = std::max(max_p, std::fabs(got_p[i] - rp) / (std::fabs(rp) + 1e-3));
+      rm[0].push_back(mm);
+      rv[0].push_back(vv);
+    }
+    EXPECT_LT(max_p, 1e-5) << MomentsFormatName(f);
+    Config c;
+    c.moments_format = f;
+    c.sub_group_size = n;
+    c.dtype = DType::kF32;
+    std::vector<std::vector<double>> unrounded_m = rm, unrounded_v = rv;
+    RoundMoments(c, {true}, &rm, &rv);
+    int off = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int which = 0; which < 2; ++which) {
+        const double want = which ? rv[0][i] : rm[0][i];
+        const double got = which ? got_v[i] : got_m[i];
+        // The block's absmax is the fp32 maximum of fp32 moments: equal to
+        // float rounding.
+        if (std::fabs(got - want) <= 1e-6 * std::fabs(want)) continue;
+        ++off;
+        // Off by one step: then the unrounded value sits near the midpoint.
+        const double raw = which ? unrounded_v[0][i] : unrounded_m[0][i];
+        EXPECT_LE(std::fabs(std::fabs(raw - got) - std::fabs(raw - want)),
+                  1e-5 * std::fabs(raw) + 1e-30)
+            << MomentsFormatName(f) << " element " << i << (which ? " v" : " m");
+      }
+    }
+    EXPECT_LE(off, 4) << MomentsFormatName(f);
+  }
+}
+
+// The CPU step's SIMD tiles and table encoder are bitwise the shared
+// per-element and per-block math the CUDA kernel runs
+// (math::AdamUpdateBf16, math::AdamUpdateQ8Block), over magnitudes spanning
+// the maps' decades.
+TEST(MomentsFormatMath, CpuStepIsTheSharedMathBitForBit) {
+  const int64_t n = 3 * 4096 + 1000;  // several tiles and a partial block
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> decade(-9.0f, 1.0f);
+  const math::Q8Maps q = math::MakeQ8Maps();
+  const math::AdamScalars s = math::MakeAdamScalars(1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 5, 1.0f);
+  for (int format : {math::kMomentsBf16, math::kMomentsQ8}) {
+    std::vector<float> p(n), g(n), m(n), v(n);
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] = normal(rng);
+      g[i] = normal(rng) * std::pow(10.0f, decade(rng));
+      m[i] = normal(rng) * std::pow(10.0f, decade(rng));
+      v[i] = std::fabs(normal(rng)) * std::pow(10.0f, decade(rng));
+    }
+    std::vector<char> packed(math::PackedMomentsBytes(format, n));
+    cpu::PackMoments(format, m.data(), v.data(), packed.data(), n);
+    std::vector<char> want = packed;
+    std::vector<float> want_p = p;
+    if (format == math::kMomentsBf16) {
+      auto* mv = reinterpret_cast<uint32_t*>(want.data());
+      for (int64_t i = 0; i < n; ++i) math::AdamUpdateBf16(s, g[i], &want_p[i], mv + i);
+    } else {
+      auto* blocks = reinterpret_cast<math::Q8Block*>(want.data());
+      for (int64_t a = 0; a < n; a += math::kQ8Block) {
+        math::AdamUpdateQ8Block(s, q, g.data() + a, want_p.data() + a, blocks + a / 64,
+                                static_cast<int>(std::min<int64_t>(64, n - a)));
+      }
+    }
+    math::OptimScalars os{};
+    os.kind = math::kOptimAdam;
+    os.moments_format = format;
+    os.adam = s;
+    cpu::OptimizerStep(os, g.data(), DType::kF32, p.data(),
+                       reinterpret_cast<float*>(packed.data()), nullptr, n, nullptr,
+                       DType::kF32, false);
+    EXPECT_EQ(0, std::memcmp(p.data(), want_p.data(), n * 4)) << format;
+    EXPECT_EQ(0, std::memcmp(packed.data(), want.data(), packed.size())) << format;
+  }
+}
+
+class MomentsFormatTest
+    : public ::testing::TestWithParam<std::tuple<std::string, int, int, int>> {};
+
+TEST_P(MomentsFormatTest, MatchesDoublePrecisionReferenceStepByStep) {
+  const std::string format = std::get<0>(GetParam());
+  const int stage = std::get<1>(GetParam());
+  const int world = std::get<2>(GetParam());
+  const DType dtype = static_cast<DType>(std::get<3>(GetParam()));
+  const Config c = FormatConfig(format, stage, dtype);
+  for (int steps : {1, 3, 10}) {
+    MlpSpec spec;
+    spec.steps = steps;
+    const MlpResult got = TrainAt(c, world, spec);
+    // bf16 working copies: Adam's first steps are near sign(g), and the
+    // rounded gradients' signs differ from double's; as zero_stages_test,
+    // the single-rank stage 0 engine is the reference there.
+    const MlpResult ref = dtype == DType::kF32
+                              ? TrainMlpReference(c, spec)
+                              : TrainAt(FormatConfig(format, 0, dtype), 1, spec);
+    EXPECT_LE(MaxRelDiff(got, ref), Tolerance(format, dtype)) << format << " after " << steps;
+    if (dtype == DType::kF32 && steps == 10) {
+      // The format's rounding shows: fp32 moments end elsewhere.
+      const MlpResult fp32 = TrainMlpReference(FormatConfig("fp32", stage, dtype), spec);
+      EXPECT_GT(MaxRelDiff(fp32, ref), 3 * Tolerance(format, dtype)) << format;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    FormatsStagesWorldsDtypes, MomentsFormatTest,
+    ::testing::Combine(::testing::Values("bf16", "8bit"), ::testing::Values(0, 1, 2, 3),
+                       ::testing::Values(1, 3),
+                       ::testing::Values(static_cast<int>(DType::kF32),
+                                         static_cast<int>(DType::kBF16))),
+    [](const ::testing::TestParamInfo<MomentsFormatTest::ParamType>& i) {
+      return std::string(std::get<0>(i.param) == "8bit" ? "q8" : std::get<0>(i.param)) + "_stage" +
+             std::to_string(std::get<1>(i.param)) + "_world" +
+             std::to_string(std::get<2>(i.param)) + "_" +
+             DTypeName(static_cast<DType>(std::get<3>(i.param)));
+    });
+
+// Offload moves the packed state, not the arithmetic: CPU offload beside an
+// off-host device, and NVMe (bf16), train to the in-memory run's bits.
+TEST(MomentsFormatOffload, CpuAndNvmeOffloadGiveTheInMemoryBits) {
+  for (const std::string format : {"bf16", "8bit"}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      for (DType t : {DType::kF32, DType::kBF16}) {
+        SCOPED_TRACE(format + " stage " + std::to_string(stage) + " " + DTypeName(t));
+        const Config c = FormatConfig(format, stage, t);
+        MlpSpec spec;
+        const MlpResult memory = TrainAt(c, 3, spec);
+        if (t == DType::kF32) {
+          EXPECT_LE(MaxRelDiff(memory, TrainMlpReference(c, spec)), Tolerance(format, t));
+        }
+        if (format == "bf16") {
+          Config nvme = c;
+          nvme.offload_optimizer.device = OffloadDevice::kNvme;
+          nvme.offload_optimizer.nvme_path = FreshDir("moments_format_nvme");
+          EXPECT_EQ(MaxRelDiff(TrainAt(nvme, 3, spec), memory), 0.0) << "nvme";
+        }
+        MlpSpec off_host = spec;
+        off_host.make_device = [] { return std::make_unique<OffHostDevice>(); };
+        const MlpResult on_device = TrainAt(c, 3, off_host);
+        Config cpu = c;
+        cpu.offload_optimizer.device = OffloadDevice::kCpu;
+        EXPECT_EQ(MaxRelDiff(TrainAt(cpu, 3, off_host), on_device), 0.0) << "cpu offload";
+        EXPECT_LE(MaxRelDiff(on_device, memory), Tolerance(format, t)) << "off-host device";
+      }
+    }
+  }
+}
+
+// Checkpoints hold the moments' fp32 values (what the format decodes to).
+// Saved at 3 ranks and resumed at 1 the blocks are the same group blocks,
+// so training ends where training through ends; from NVMe too.
+TEST(MomentsFormatCheckpoint, ReshardsThreeToOne) {
+  for (const std::string format : {"bf16", "8bit"}) {
+    for (bool nvme : {false, true}) {
+      if (nvme && format == "8bit") continue;
+      SCOPED_TRACE(format + (nvme ? " nvme" : ""));
+      Config c = FormatConfig(format, 2, DType::kF32);
+      if (nvme) {
+        c.offload_optimizer.device = OffloadDevice::kNvme;
+        c.offload_optimizer.nvme_path = FreshDir("moments_format_ckpt_nvme");
+      }
+      MlpSpec spec;
+      spec.ckpt_dir = FreshDir("moments_format_ckpt");
+      spec.save_after = 4;
+      const MlpResult through = TrainAt(c, 3, spec);
+      MlpSpec resume;
+      resume.resume_dir = spec.ckpt_dir;
+      resume.resume_tag = "mid";
+      Config one = FormatConfig(format, 3, DType::kF32);
+      const MlpResult resumed = TrainAt(one, 1, resume);
+      EXPECT_LE(MaxRelDiff(resumed, through), 1e-6);
+    }
+  }
+}
+
+// A checkpoint of fp32 moments loads into a bf16 or 8-bit engine (the
+// values are rounded on load) and the reverse: each continues as the
+// double reference whose moments switch format at the load.
+TEST(MomentsFormatCheckpoint, LoadsIntoAnotherFormat) {
+  for (const std::string from : {"fp32", "bf16", "8bit"}) {
+    for (const std::string to : {"fp32", "bf16", "8bit"}) {
+      if (from == to) continue;
+      SCOPED_TRACE(from + " -> " + to);
+      MlpSpec save;
+      save.ckpt_dir = FreshDir("moments_format_convert");
+      save.steps = 4;
+      save.final_tag = "end";
+      (void)TrainAt(FormatConfig(from, 1, DType::kF32), 3, save);
+      MlpSpec load;
+      load.resume_dir = save.ckpt_dir;
+      load.resume_tag = "end";
+      load.steps = 8;
+      const MlpResult got = TrainAt(FormatConfig(to, 1, DType::kF32), 1, load);
+      MlpSpec all;
+      all.steps = 8;
+      // Bounds: the run all in `from`'s and all in `to`'s format.
+      const MlpResult ref_from = TrainMlpReference(FormatConfig(from, 1, DType::kF32), all);
+      const MlpResult ref_to = TrainMlpReference(FormatConfig(to, 1, DType::kF32), all);
+      const double spread = MaxRelDiff(ref_from, ref_to);
+      EXPECT_LE(MaxRelDiff(got, ref_to), spread + 2e-4);
+    }
+  }
+}
+
+// Bytes per owned element: master 4, moments 8 (fp32), 4 (bf16) or 2 +
+// 8/64 (8-bit), measured (zero_stats) against the formula and the estimator.
+TEST(MomentsFormatMemory, StateBytesPerParamMatchFormulaAndEstimate) {
+  for (const std::string format : {"fp32", "bf16", "8bit"}) {
+    for (bool cpu : {false, true}) {
+      Config c = FormatConfig(format, 2, DType::kBF16);
+      if (cpu) c.offload_optimizer.device = OffloadDevice::kCpu;
+      MlpSpec spec;
+      spec.steps = 1;
+      std::vector<MlpResult> all = TrainAll(c, 3, spec);
+      const EngineStats& s = all[0].stats;
+      const int64_t owned = s.padded_numel / 3;
+      ASSERT_EQ(owned % 64, 0);
+      const double per = format == "fp32" ? 8.0 : format == "bf16" ? 4.0 : 2.0 + 8.0 / 64;
+      EXPECT_EQ(s.master_bytes, owned * 4) << format;
+      EXPECT_EQ(s.optimizer_bytes, static_cast<int64_t>(owned * per)) << format;
+      std::vector<EstimateParam> params;
+      for (const std::vector<float>& p : all[0].params) {
+        EstimateParam ep;
+        ep.numel = static_cast<int64_t>(p.size());
+        params.push_back(ep);
+      }
+      params[0].trainable = false;  // the frozen embedding
+      auto est = EstimateMemory(params, c, {3, 1, false});
+      ASSERT_TRUE(est.ok()) << est.status();
+      EXPECT_EQ(est->optimizer_bytes, s.optimizer_bytes) << format;
+    }
+  }
+}
+
+TEST(MomentsFormatConfig, KeysAndErrors) {
+  auto parse = [](const std::string& body) {
+    return ParseDsConfig(R"({"train_batch_size": 8, )" + body + "}");
+  };
+  auto q8 = parse(R"("optimizer": {"type": "AdamW", "moments_format": "8bit"})");
+  ASSERT_TRUE(q8.ok()) << q8.status();
+  EXPECT_EQ(q8->moments_format, MomentsFormat::kQ8);
+  auto ds = parse(R"("bf16": {"enabled": true, "bf16_optimizer_states": true})");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->moments_format, MomentsFormat::kBf16);
+  auto def = parse(R"("optimizer": {"type": "Adam"})");
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_EQ(def->moments_format, MomentsFormat::kF32);
+
+  auto bad = parse(R"("optimizer": {"type": "AdamW", "moments_format": "int4"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("moments_format"), std::string::npos) << bad.status();
+  auto both = parse(R"("bf16": {"enabled": true, "bf16_optimizer_states": true},
+      "optimizer": {"type": "AdamW", "moments_format": "8bit"})");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("bf16_optimizer_states"), std::string::npos);
+
+  auto resolve = [](Config c) { return c.Resolve(1); };
+  Config lion = FormatConfig("bf16", 1, DType::kF32);
+  lion.optimizer = OptimizerType::kLion;
+  absl::Status s = resolve(lion);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("Adam"), std::string::npos) << s;
+  Config odd = FormatConfig("8bit", 1, DType::kF32);
+  odd.sub_group_size = 100;
+  s = resolve(odd);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("sub_group_size"), std::string::npos) << s;
+  Config nvme = FormatConfig("8bit", 1, DType::kF32);
+  nvme.offload_optimizer.device = OffloadDevice::kNvme;
+  nvme.offload_optimizer.nvme_path = "/tmp";
+  s = resolve(nvme);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("nvme"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace zero
