@@ -128,9 +128,11 @@ def test_adapter_checkpoint_resumes_on_the_frozen_base(tmp_path, uninterrupted, 
     second, state = run(stage, load_world, range(SAVED_AT, STEPS), load=str(tmp_path),
                         adapter_seed=2)  # adapters start elsewhere: loaded
     want_losses, want = uninterrupted[stage]
-    assert max(abs(a - b) for a, b in zip(first + second, want_losses)) <= 1e-6
-    for n in names(True):
-        assert torch.allclose(state[n], want[n], rtol=0, atol=1e-6), (stage, n)
+    loss_diff = max(abs(a - b) for a, b in zip(first + second, want_losses))
+    weight_diff = max(float((state[n] - want[n]).abs().max()) for n in names(True))
+    print(f"stage {stage}, loaded at {load_world} ranks, async {asynchronous}: "
+          f"|loss - uninterrupted| {loss_diff:.2e}, |adapter - uninterrupted| {weight_diff:.2e}")
+    assert loss_diff <= 1e-6 and weight_diff <= 1e-6, (loss_diff, weight_diff)
     for n in names(False):  # the base: built, never loaded, never trained
         assert torch.equal(state[n], base.state_dict()[n]), (stage, n)
 
