@@ -6,10 +6,14 @@ trainable params; the files are smaller than the frozen base alone). Loaded
 with load_module_strict=False onto a freshly built base whose adapters start
 elsewhere, training continues as the uninterrupted run does (losses and
 adapters within 1e-6, the frozen base untouched), at stages 0-3 and at 2 and
-3 ranks; a strict load names the missing frozen params and says why.
+3 thread ranks, and saved by 2 MPI processes, resumed by 3 (mpirun, stages 1
+and 3); a strict load names the missing frozen params and says why.
 """
 import json
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -70,27 +74,31 @@ def train(engine, rank, world, steps):
     return losses
 
 
+def rank_run(model, stage, rank, world, comm, steps, save=None, load=None, strict=False,
+             asynchronous=False):
+    """One rank's part: (load,) train ``steps``, (save); its losses and the
+    final full state."""
+    engine = zt.initialize(model, config(stage, world), comm=comm)
+    try:
+        if load is not None:
+            engine.load_checkpoint(load, load_module_strict=strict)
+        losses = train(engine, rank, world, steps)
+        if save is not None:
+            engine.save_checkpoint(save, tag="adapters", exclude_frozen_parameters=True,
+                                   asynchronous=asynchronous)
+            engine.wait_checkpoint()
+        return losses, engine.full_state_dict()
+    finally:
+        engine.close(keep_values=False)
+
+
 def run(stage, world, steps, save=None, load=None, adapter_seed=1, strict=False,
         asynchronous=False):
-    """Trains ``steps`` at ``world`` thread ranks; returns rank 0's losses
-    (averaged over ranks) and final full state."""
+    """Trains ``steps`` at ``world`` thread ranks; returns the losses
+    (averaged over ranks) and rank 0's final full state."""
     models = [adapted_model(adapter_seed) for _ in range(world)]
-
-    def body(rank, comm):
-        engine = zt.initialize(models[rank], config(stage, world), comm=comm)
-        try:
-            if load is not None:
-                engine.load_checkpoint(load, load_module_strict=strict)
-            losses = train(engine, rank, world, steps)
-            if save is not None:
-                engine.save_checkpoint(save, tag="adapters", exclude_frozen_parameters=True,
-                                       asynchronous=asynchronous)
-                engine.wait_checkpoint()
-            return losses, engine.full_state_dict()
-        finally:
-            engine.close(keep_values=False)
-
-    out = on_ranks(world, body)
+    out = on_ranks(world, lambda rank, comm: rank_run(
+        models[rank], stage, rank, world, comm, steps, save, load, strict, asynchronous))
     losses = [sum(r[0][i] for r in out) / world for i in range(len(steps))]
     return losses, out[0][1]
 
@@ -163,3 +171,53 @@ def test_a_checkpoint_with_its_frozen_params_holds_them(tmp_path):
     assert "frozen_params" not in manifest
     assert {p["name"] for p in manifest["params"]} == names(True) | names(False)
     assert len(manifest["files"]) == 2
+
+
+def mpirun(np_, *args):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env.setdefault("OMPI_MCA_plm_rsh_agent", "")  # no ssh: one node
+    cmd = [shutil.which("mpirun"), "-np", str(np_), "--oversubscribe", "--allow-run-as-root",
+           "--mca", "btl", "self,vader", "-x", "PYTHONPATH",
+           sys.executable, os.path.abspath(__file__), *map(str, args)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("stage", [1, 3])
+def test_saved_at_2_mpi_ranks_resumed_at_3(tmp_path, uninterrupted, stage):
+    """The same through MPI processes (mpirun -np 2, then -np 3)."""
+    mpirun(2, "save", stage, tmp_path)
+    mpirun(3, "load", stage, tmp_path)
+    results = [torch.load(tmp_path / f"rank{r}.pt") for r in range(3)]
+    saving = [torch.load(tmp_path / f"saving_rank{r}.pt") for r in range(2)]
+    first = [(a + b) / 2 for a, b in zip(*saving)]
+    second = [sum(r["losses"][i] for r in results) / 3 for i in range(STEPS - SAVED_AT)]
+    want_losses, want = uninterrupted[stage]
+    assert max(abs(a - b) for a, b in zip(first + second, want_losses)) <= 1e-6
+    for n in names(True):
+        assert torch.allclose(results[0]["state"][n], want[n], rtol=0, atol=1e-6), (stage, n)
+    base = adapted_model(1).state_dict()
+    for n in names(False):
+        assert torch.equal(results[0]["state"][n], base[n]), (stage, n)
+
+
+def mpi_main(mode, stage, out):
+    """Under mpirun: ``save`` trains the first steps and saves the adapters
+    to ``out``; ``load`` resumes from it on the freshly built base. Each
+    rank writes its losses (and rank 0 the final state) beside it."""
+    import zero
+    rank, world = zero.launcher_rank_and_size()
+    if mode == "save":
+        losses, _ = rank_run(adapted_model(1), stage, rank, world, None, range(SAVED_AT),
+                             save=out)
+        torch.save(losses, os.path.join(out, f"saving_rank{rank}.pt"))
+        return
+    losses, state = rank_run(adapted_model(2), stage, rank, world, None,
+                             range(SAVED_AT, STEPS), load=out)
+    torch.save({"losses": losses, "state": state if rank == 0 else None},
+               os.path.join(out, f"rank{rank}.pt"))
+
+
+if __name__ == "__main__":
+    mpi_main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
