@@ -220,13 +220,13 @@ int main(int argc, char** argv) {
   if (args.empty()) return Usage("");
   const std::string cmd = args[0];
   args.erase(args.begin());
+  if ((hf || hf_flags) && cmd != "export") {
+    return Usage(absl::StrCat(cmd, ": --hf, --max-shard-size and --config belong to export --hf"));
+  }
   if (cmd == "inspect" || cmd == "verify") {
     if (args.size() < 1 || args.size() > 2) return Usage(absl::StrCat(cmd, ": expected DIR [TAG]"));
     const std::string tag = args.size() == 2 ? args[1] : "";
     return cmd == "inspect" ? Inspect(args[0], tag) : Verify(args[0], tag, verbose);
-  }
-  if ((hf || hf_flags) && cmd != "export") {
-    return Usage(absl::StrCat(cmd, ": --hf, --max-shard-size and --config belong to export --hf"));
   }
   if (cmd == "export" && hf) return ExportHfLayout(args, hf_options, verbose);
   if (cmd == "export") {

@@ -153,3 +153,11 @@ def test_export_peak_memory_is_under_one_shard(tmp_path):
     print(f"export peak RSS {peak} KiB, inspect {base} KiB: +{grown / 1e6:.1f} MB "
           f"for 8 MB shards of a 48 MB model")
     assert grown < shard, (peak, base)
+
+
+def test_hf_options_outside_export_hf_are_usage_errors(tmp_path):
+    for argv in (["inspect", tmp_path, "--hf"], ["export", tmp_path, "x.safetensors",
+                                                 "--config", tmp_path],
+                 ["export", "--hf", tmp_path, "out", "--max-shard-size", "5XB"]):
+        r = subprocess.run([cli(), *map(str, argv)], capture_output=True, text=True)
+        assert r.returncode == 2 and "usage:" in r.stderr, (argv, r.stderr)
