@@ -115,9 +115,10 @@ ZERO_PIN_SIZE(zero_load_options, 16, 8);
 ZERO_PIN_FIELD(zero_load_options, struct_size, 0, 8);
 ZERO_PIN_FIELD(zero_load_options, load_optimizer_states, 8, 4);
 ZERO_PIN_FIELD(zero_load_options, allow_missing, 12, 4);
-ZERO_PIN_SIZE(zero_save_options, 16, 8);
+ZERO_PIN_SIZE(zero_save_options, 24, 8);
 ZERO_PIN_FIELD(zero_save_options, asynchronous, 8, 4);
 ZERO_PIN_FIELD(zero_save_options, keep_last, 12, 4);
+ZERO_PIN_FIELD(zero_save_options, exclude_frozen, 16, 4);  // 1.14
 ZERO_PIN_SIZE(zero_preemption_options, 40, 8);
 ZERO_PIN_FIELD(zero_preemption_options, signal, 8, 4);
 ZERO_PIN_FIELD(zero_preemption_options, dir, 16, 8);

@@ -77,6 +77,7 @@ zero_status zero_engine_save_with(zero_engine_t* engine, const char* dir, const 
     }
     o.async = read->asynchronous != 0;
     o.keep_last = read->keep_last;
+    o.exclude_frozen = read->exclude_frozen != 0;
   }
   return Guard([&] { return Report(engine->engine->Save(dir, tag, o)); });
 }

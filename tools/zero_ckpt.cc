@@ -3,7 +3,15 @@
 //   zero-ckpt [-v] inspect DIR [TAG]
 //   zero-ckpt [-v] verify  DIR [TAG]
 //   zero-ckpt [-v] export  DIR [TAG] OUT.safetensors [--bf16 | --fp16]
+//   zero-ckpt [-v] export --hf DIR [TAG] OUT_DIR [--max-shard-size SIZE]
+//                          [--config CONFIG_DIR] [--fp32 | --bf16 | --fp16]
 //   zero-ckpt [-v] reshard DIR TAG OUT_DIR WORLD
+//
+// export --hf writes the Hugging Face layout for from_pretrained
+// (core/ckpt/hf_export.h): the working dtype of the saving run unless a
+// dtype is given, shards of SIZE (default 5GB), and config.json /
+// generation_config.json from CONFIG_DIR (default DIR/TAG, where
+// zero.torch's save_checkpoint puts them).
 //
 // TAG defaults to the one DIR/latest names. Progress goes to stderr: a line
 // redrawn in place (bar, bytes, rate) when stderr is a terminal; with -v
@@ -21,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/ckpt/checkpoint_reader.h"
+#include "core/ckpt/hf_export.h"
 #include "core/ckpt/reshard.h"
 #include "core/ckpt/safetensors.h"
 
@@ -32,6 +41,8 @@ constexpr char kUsage[] =
     "usage: zero-ckpt [-v] inspect DIR [TAG]\n"
     "       zero-ckpt [-v] verify  DIR [TAG]\n"
     "       zero-ckpt [-v] export  DIR [TAG] OUT.safetensors [--bf16 | --fp16]\n"
+    "       zero-ckpt [-v] export --hf DIR [TAG] OUT_DIR [--max-shard-size SIZE]\n"
+    "                              [--config CONFIG_DIR] [--fp32 | --bf16 | --fp16]\n"
     "       zero-ckpt [-v] reshard DIR TAG OUT_DIR WORLD\n";
 
 int Usage(const std::string& why) {
@@ -143,20 +154,60 @@ int Verify(const std::string& dir, const std::string& tag, bool verbose) {
   return 0;
 }
 
+int ExportHfLayout(const std::vector<std::string>& args, const HfExportOptions& options,
+                   bool verbose) {
+  if (args.size() < 2 || args.size() > 3) return Usage("export --hf: expected DIR [TAG] OUT_DIR");
+  const std::string tag = args.size() == 3 ? args[1] : "";
+  HfExportOptions o = options;
+  o.progress = Reporter(verbose, "export");
+  auto done = ExportHf(args[0], tag, args.back(), o);
+  if (!done.ok()) return Fail(done.status());
+  auto ck = Checkpoint::Open(args[0], tag);
+  if (ck.ok() && (*ck)->manifest().frozen_excluded) {
+    std::fprintf(stderr, "zero-ckpt: note: the checkpoint was saved without its frozen params "
+                         "(exclude_frozen): %s holds the trainable params only\n",
+                 args.back().c_str());
+  }
+  if (done->configs.empty()) {
+    std::fprintf(stderr, "zero-ckpt: note: no config.json in %s; from_pretrained needs one "
+                         "(--config CONFIG_DIR)\n",
+                 o.config_dir.empty() ? "the checkpoint" : o.config_dir.c_str());
+  }
+  if (verbose) {
+    for (const std::string& f : done->files) std::fprintf(stderr, "zero-ckpt: wrote %s\n", f.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool verbose = false;
+  bool verbose = false, hf = false, hf_flags = false;
   zero::DType dtype = zero::DType::kF32;
+  HfExportOptions hf_options;
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-v" || a == "--verbose") {
       verbose = true;
-    } else if (a == "--bf16") {
-      dtype = zero::DType::kBF16;
-    } else if (a == "--fp16") {
-      dtype = zero::DType::kF16;
+    } else if (a == "--hf") {
+      hf = true;
+    } else if (a == "--fp32" || a == "--bf16" || a == "--fp16") {
+      dtype = a == "--fp32" ? zero::DType::kF32
+                            : a == "--bf16" ? zero::DType::kBF16 : zero::DType::kF16;
+      hf_options.dtype_set = true;
+      hf_options.dtype = dtype;
+    } else if (a == "--max-shard-size" || a == "--config") {
+      if (i + 1 >= argc) return Usage(absl::StrCat(a, " needs a value"));
+      const std::string value = argv[++i];
+      hf_flags = true;
+      if (a == "--config") {
+        hf_options.config_dir = value;
+        continue;
+      }
+      auto size = ParseShardSize(value);
+      if (!size.ok()) return Usage(std::string(size.status().message()));
+      hf_options.max_shard_bytes = *size;
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -169,12 +220,17 @@ int main(int argc, char** argv) {
   if (args.empty()) return Usage("");
   const std::string cmd = args[0];
   args.erase(args.begin());
+  if ((hf || hf_flags) && cmd != "export") {
+    return Usage(absl::StrCat(cmd, ": --hf, --max-shard-size and --config belong to export --hf"));
+  }
   if (cmd == "inspect" || cmd == "verify") {
     if (args.size() < 1 || args.size() > 2) return Usage(absl::StrCat(cmd, ": expected DIR [TAG]"));
     const std::string tag = args.size() == 2 ? args[1] : "";
     return cmd == "inspect" ? Inspect(args[0], tag) : Verify(args[0], tag, verbose);
   }
+  if (cmd == "export" && hf) return ExportHfLayout(args, hf_options, verbose);
   if (cmd == "export") {
+    if (hf_flags) return Usage("export: --max-shard-size and --config need --hf");
     if (args.size() < 2 || args.size() > 3) return Usage("export: expected DIR [TAG] OUT.safetensors");
     const std::string tag = args.size() == 3 ? args[1] : "";
     absl::Status s = ExportSafetensors(args[0], tag, args.back(), dtype, Reporter(verbose, "export"));

@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 13
+#define ZERO_VERSION_MINOR 14
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -932,7 +932,7 @@ ZERO_API zero_status zero_engine_flight_record(const zero_engine_t* engine, char
 /* ---- 1.11: asynchronous checkpoints and preemption --------------------- */
 
 /* Options of zero_engine_save_with; fill from ZERO_SAVE_OPTIONS_INIT. First
- * published size (1.11): through keep_last. */
+ * published size (1.11): through keep_last; exclude_frozen appended in 1.14. */
 typedef struct zero_save_options {
   size_t struct_size;
   int32_t asynchronous; /* default 0; 1: return once this rank's state is copied
@@ -942,9 +942,17 @@ typedef struct zero_save_options {
   int32_t keep_last; /* default 0 (keep all); K > 0: after the new tag is
                         published, delete the oldest tags of DIR (by global
                         step) beyond the newest K */
+  int32_t exclude_frozen; /* 1.14; default 0; 1: leave the frozen params
+                        (zero_param_desc.trainable 0) out of the files and
+                        the manifest, as DeepSpeed's save_checkpoint(
+                        exclude_frozen_parameters=True): an adapter's
+                        checkpoint. Load it with allow_missing onto an
+                        engine whose frozen params already hold the base
+                        model; without allow_missing the load fails naming
+                        them. */
 } zero_save_options;
 
-#define ZERO_SAVE_OPTIONS_INIT {sizeof(zero_save_options), 0, 0}
+#define ZERO_SAVE_OPTIONS_INIT {sizeof(zero_save_options), 0, 0, 0}
 
 /* COLLECTIVE (1.11). zero_engine_save with options (NULL = defaults, the same
  * as zero_engine_save). Every save, load, zero_engine_wait_checkpoint and

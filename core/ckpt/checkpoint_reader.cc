@@ -179,6 +179,10 @@ absl::Status Match(const ShardView& v, const Manifest& m, const std::string& pat
   if (!missing.empty() && !o.allow_missing) {
     problems.push_back(absl::StrCat("params missing from the checkpoint (allow_missing to skip): ",
                                     List(missing)));
+    if (m.frozen_excluded) {
+      problems.back() += " (it was saved without its frozen params, exclude_frozen: load it "
+                         "with allow_missing onto the base model they come from)";
+    }
   }
   if (!extra.empty()) {
     problems.push_back(absl::StrCat("params in the checkpoint but not in the engine: ", List(extra)));

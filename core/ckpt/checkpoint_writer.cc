@@ -98,6 +98,16 @@ absl::StatusOr<ShardFileWriter::Done> WriteRankFile(const ShardView& v,
 
 }  // namespace
 
+ShardView SavedView(const ShardView& view, const SaveOptions& options) {
+  if (!options.exclude_frozen) return view;
+  ShardView out = view;
+  out.params.clear();
+  for (const ParamView& p : view.params) {
+    if (p.trainable) out.params.push_back(p);
+  }
+  return out;
+}
+
 std::string StagingDir(const std::string& dir, const std::string& tag) {
   return JoinPath(dir, absl::StrCat(".", tag, ".partial"));
 }
@@ -111,9 +121,10 @@ absl::Status PublishTag(const std::string& dir, const std::string& tag,
   return WriteFileAtomic(JoinPath(dir, kLatestName), tag + "\n");
 }
 
-absl::Status SaveCheckpoint(const ShardView& v, Communicator* comm,
+absl::Status SaveCheckpoint(const ShardView& view, Communicator* comm,
                             const std::string& dir, const std::string& tag,
                             const SaveOptions& options) {
+  const ShardView v = SavedView(view, options);
   const std::string staging = StagingDir(dir, tag);
   // 1. Preconditions, and rank 0 prepares an empty staging directory.
   absl::Status s = CheckTagName(tag);
@@ -142,6 +153,7 @@ absl::Status SaveCheckpoint(const ShardView& v, Communicator* comm,
 
   // 3. Rank 0 learns every file's size and index checksum, then publishes.
   Manifest m = ManifestFromView(v);
+  m.frozen_excluded = options.exclude_frozen;
   for (int r = 0; r < v.world; ++r) {
     int64_t info[2] = {done->bytes, static_cast<int64_t>(done->index_xxh3)};
     if (v.world > 1) {

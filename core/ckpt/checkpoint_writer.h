@@ -25,6 +25,10 @@ absl::Status SaveCheckpoint(const ShardView& view, Communicator* comm,
                             const std::string& dir, const std::string& tag,
                             const SaveOptions& options);
 
+// The view a save writes: `view` without its frozen params when
+// options.exclude_frozen (pointers shared, nothing copied).
+ShardView SavedView(const ShardView& view, const SaveOptions& options);
+
 // Where a tag is assembled before it is published.
 std::string StagingDir(const std::string& dir, const std::string& tag);
 

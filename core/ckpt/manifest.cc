@@ -133,6 +133,7 @@ std::string ManifestToJson(const Manifest& m) {
                       {"last_overflow_iter", m.scaler.last_overflow_iter},
                       {"cur_hysteresis", m.scaler.cur_hysteresis}};
   j["config"] = ordered_json::parse(m.config_json);
+  if (m.frozen_excluded) j["frozen_params"] = "excluded";
   // One line per param and per file, so a large model's manifest stays
   // readable (and diffable).
   std::string out = j.dump(1);
@@ -217,6 +218,12 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text,
     m.scaler.last_overflow_iter = I64(ls.at("last_overflow_iter"));
     m.scaler.cur_hysteresis = I32(ls.at("cur_hysteresis"));
     m.config_json = j.value("config", ordered_json::object()).dump();
+    where = "frozen_params";
+    const std::string frozen = j.value("frozen_params", std::string("saved"));
+    if (frozen != "saved" && frozen != "excluded") {
+      return bad(absl::StrCat("frozen_params: '", frozen, "' is neither 'saved' nor 'excluded'"));
+    }
+    m.frozen_excluded = frozen == "excluded";
     where = "params";
     for (const auto& jp : j.at("params")) {
       ParamRecord p;

@@ -51,6 +51,9 @@ struct Manifest {
   bool scaler_dynamic = false;
   LossScalerState scaler;
   std::string config_json = "{}";  // summary of the saving run's config
+  // Saved with SaveOptions::exclude_frozen: the saving run's frozen params
+  // are not in `params`.
+  bool frozen_excluded = false;
   std::vector<ParamRecord> params;  // registration order
   std::vector<FileRecord> files;    // one per rank
 

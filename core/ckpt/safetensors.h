@@ -7,8 +7,11 @@
 #define ZERO_CORE_CKPT_SAFETENSORS_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "core/ckpt/checkpoint_reader.h"
 #include "core/ckpt/shard_view.h"
 #include "core/common/dtype.h"
 
@@ -21,6 +24,14 @@ namespace ckpt {
 absl::Status ExportSafetensors(const std::string& dir, const std::string& tag,
                                const std::string& out_path, DType dtype,
                                const ProgressFn& progress = nullptr);
+
+// One safetensors file of `params` (of `ck`, in this order, master values
+// as `dtype`), with `metadata` as its __metadata__: read and written one
+// param at a time (memory: the largest param), through a temporary name.
+absl::Status WriteSafetensors(Checkpoint* ck, const std::vector<const ParamRecord*>& params,
+                              const std::string& out_path, DType dtype,
+                              const std::vector<std::pair<std::string, std::string>>& metadata,
+                              Progress* progress);
 
 }  // namespace ckpt
 }  // namespace zero

@@ -41,6 +41,11 @@ struct SaveOptions {
   // > 0: after the new tag is published, rank 0 deletes the oldest tags of
   // DIR (by global step) beyond the newest `keep_last` (core/ckpt/retention.h).
   int keep_last = 0;
+  // Leave frozen params out (files and manifest), as DeepSpeed's
+  // save_checkpoint(exclude_frozen_parameters=True): an adapter's
+  // checkpoint, loaded back (allow_missing) onto the frozen base it was
+  // trained on.
+  bool exclude_frozen = false;
 };
 
 struct LoadOptions {

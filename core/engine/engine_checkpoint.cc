@@ -196,7 +196,7 @@ absl::Status EngineCheckpoint::SaveAsync(const std::string& dir, const std::stri
       save_comm_->set_timeout_seconds(ctx_->ctrl->timeout_seconds());
     }
     const auto t0 = std::chrono::steady_clock::now();
-    snap = ckpt::TakeSnapshot(MakeShardView(), saver_.buffer());
+    snap = ckpt::TakeSnapshot(ckpt::SavedView(MakeShardView(), options), saver_.buffer());
     timing_.snapshot_seconds = SecondsSince(t0);
     return ckpt::Agree(ctx_->ctrl, snap.status());
   }));

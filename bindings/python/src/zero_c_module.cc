@@ -324,11 +324,13 @@ class Engine {
     }
   }
 
-  void Save(const std::string& dir, const std::string& tag, bool async, int32_t keep_last) {
+  void Save(const std::string& dir, const std::string& tag, bool async, int32_t keep_last,
+            bool exclude_frozen) {
     zero_engine_t* e = get();
     zero_save_options options = ZERO_SAVE_OPTIONS_INIT;
     options.asynchronous = async ? 1 : 0;
     options.keep_last = keep_last;
+    options.exclude_frozen = exclude_frozen ? 1 : 0;
     CheckNoGil([&] { return zero_engine_save_with(e, dir.c_str(), tag.c_str(), &options); });
   }
 
@@ -578,7 +580,7 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("gradient_accumulation_steps", &Engine::GradientAccumulationSteps)
       .def("set_progress", &Engine::SetProgress, py::arg("fn"))
       .def("save", &Engine::Save, py::arg("dir"), py::arg("tag"), py::arg("async_") = false,
-           py::arg("keep_last") = 0)
+           py::arg("keep_last") = 0, py::arg("exclude_frozen") = false)
       .def("wait_checkpoint", &Engine::WaitCheckpoint)
       .def("set_preemption", &Engine::SetPreemption, py::arg("dir"), py::arg("signal"),
            py::arg("tag"), py::arg("exit"), py::arg("exit_code"))

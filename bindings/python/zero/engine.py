@@ -533,7 +533,8 @@ class Engine:
     # ---- checkpoints ----------------------------------------------------
 
     def save(self, dir: PathLike, tag: str, *, progress: ProgressArg = None,
-             asynchronous: bool = False, keep_last: int = 0) -> None:
+             asynchronous: bool = False, keep_last: int = 0,
+             exclude_frozen: bool = False) -> None:
         """COLLECTIVE. Writes the full training state (params, optimizer
         states, steps, loss scale) to ``dir/tag`` atomically, then points
         ``dir/latest`` at it; a failed save leaves earlier tags whole.
@@ -546,9 +547,16 @@ class Engine:
         The next save, load, :meth:`wait_checkpoint` or close waits for it and
         raises its failure, on every rank, instead of doing its own work.
         ``keep_last`` K > 0: after publishing, delete the oldest tags of
-        ``dir`` beyond the newest K."""
+        ``dir`` beyond the newest K.
+
+        ``exclude_frozen`` (C ABI 1.14): leave the frozen params (registered
+        with ``trainable=False``) out, as DeepSpeed's
+        ``save_checkpoint(exclude_frozen_parameters=True)``: an adapter's
+        checkpoint. :meth:`load` it with ``allow_missing=True`` into an
+        engine whose frozen params already hold the base model."""
         with self._progress(None if asynchronous else progress):
-            self._c.save(os.fspath(dir), str(tag), bool(asynchronous), int(keep_last))
+            self._c.save(os.fspath(dir), str(tag), bool(asynchronous), int(keep_last),
+                         bool(exclude_frozen))
 
     def wait_checkpoint(self) -> None:
         """COLLECTIVE. Waits for an asynchronous save in flight; raises its

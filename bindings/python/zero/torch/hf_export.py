@@ -61,6 +61,15 @@ def persistent_buffers(module: torch.nn.Module) -> List[Tuple[str, torch.Tensor]
     return out
 
 
+def save_hf_configs(module: torch.nn.Module, out_dir: str) -> None:
+    """``config.json`` and ``generation_config.json`` of a Hugging Face
+    module into ``out_dir`` (nothing for another module)."""
+    for attr in ("config", "generation_config"):
+        cfg = getattr(module, attr, None)
+        if cfg is not None and hasattr(cfg, "save_pretrained"):
+            cfg.save_pretrained(out_dir)
+
+
 def save_pretrained(engine: Any, save_directory: str, max_shard_size: Any = "5GB",
                     dtype: Optional[torch.dtype] = None) -> List[str]:
     """COLLECTIVE. See ZeroTorchEngine.save_pretrained; returns the files
@@ -111,9 +120,6 @@ def save_pretrained(engine: Any, save_directory: str, max_shard_size: Any = "5GB
                 json.dump({"metadata": {"total_size": total}, "weight_map": where},
                           f, indent=2, sort_keys=True)
             written.append(os.path.join(out_dir, INDEX_FILE))
-        for attr in ("config", "generation_config"):
-            cfg = getattr(engine.module, attr, None)
-            if cfg is not None and hasattr(cfg, "save_pretrained"):
-                cfg.save_pretrained(out_dir)
+        save_hf_configs(engine.module, out_dir)
     engine.zero.comm.barrier()  # every rank returns once the files exist
     return written

@@ -120,16 +120,24 @@ class _StateDicts:
         :meth:`wait_checkpoint` or close waits for it and raises its failure
         on every rank (docs/ARCHITECTURE.md, "Asynchronous checkpoints").
         ``keep_last=K`` keeps the K newest tags, deleting older ones only
-        after the new one is published."""
+        after the new one is published.
+
+        ``exclude_frozen_parameters=True`` (as DeepSpeed, what ``transformers``
+        passes for a PEFT model): the frozen params (``requires_grad=False``)
+        are left out, so a LoRA/adapter checkpoint holds only the trainable
+        params and their optimizer state. Load it with
+        ``load_module_strict=False`` into an engine built on the same frozen
+        base: the frozen params keep the values they were built with.
+
+        A module with a Hugging Face ``config`` (``save_pretrained``) has it
+        written beside the runtime's files (``config.json``,
+        ``generation_config.json``; not with ``asynchronous=True``), where
+        ``zero-ckpt export --hf`` finds it."""
         self._check_open()
         if not save_latest:
             raise UnimplementedError(
                 "save_checkpoint(save_latest=False): the runtime always points "
                 "DIR/latest at the tag it saved")
-        if exclude_frozen_parameters:
-            raise UnimplementedError(
-                "save_checkpoint(exclude_frozen_parameters=True): the runtime "
-                "saves every param")
         if tag is None:
             tag = f"global_step{self.global_steps}"
         tag = str(tag)
@@ -139,13 +147,18 @@ class _StateDicts:
                 "tag is published in the background, so client_state.pt "
                 "cannot be written beside it; save synchronously or keep "
                 "client state elsewhere")
-        self.zero.save(save_dir, tag, asynchronous=asynchronous, keep_last=keep_last)
+        self.zero.save(save_dir, tag, asynchronous=asynchronous, keep_last=keep_last,
+                       exclude_frozen=bool(exclude_frozen_parameters))
         if asynchronous:
             return True
+        tag_dir = os.path.join(os.fspath(save_dir), tag)
         if client_state and self.global_rank == 0:
-            path = os.path.join(os.fspath(save_dir), tag, CLIENT_STATE_FILE)
+            path = os.path.join(tag_dir, CLIENT_STATE_FILE)
             torch.save(dict(client_state), path + ".tmp")
             os.replace(path + ".tmp", path)
+        if self.global_rank == 0:
+            from .hf_export import save_hf_configs
+            save_hf_configs(self.module, tag_dir)
         self.zero.comm.barrier()  # every rank returns once the file exists
         return True
 

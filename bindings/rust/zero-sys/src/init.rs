@@ -270,6 +270,7 @@ pub const fn zero_save_options_init() -> zero_save_options {
         struct_size: core::mem::size_of::<zero_save_options>(),
         asynchronous: 0,
         keep_last: 0,
+        exclude_frozen: 0,
     }
 }
 

@@ -65,7 +65,8 @@ impl Default for LoadOptions {
     }
 }
 
-/// Options of [`Engine::save_with`] (`zero_save_options`, C ABI 1.11).
+/// Options of [`Engine::save_with`] (`zero_save_options`, C ABI 1.11;
+/// `exclude_frozen` 1.14).
 ///
 /// ```
 /// let options = zero::SaveOptions::new().asynchronous(true).keep_last(3);
@@ -75,6 +76,7 @@ impl Default for LoadOptions {
 pub struct SaveOptions {
     asynchronous: bool,
     keep_last: u32,
+    exclude_frozen: bool,
 }
 
 impl SaveOptions {
@@ -99,9 +101,20 @@ impl SaveOptions {
         self
     }
 
+    /// `true` (C ABI 1.14): leave the frozen params out of the checkpoint,
+    /// as DeepSpeed's `save_checkpoint(exclude_frozen_parameters=True)`: an
+    /// adapter's checkpoint, loaded back with
+    /// [`LoadOptions::allow_missing`] onto an engine whose frozen params
+    /// already hold the base model.
+    pub fn exclude_frozen(mut self, exclude: bool) -> SaveOptions {
+        self.exclude_frozen = exclude;
+        self
+    }
+
     fn raw(self) -> Result<sys::zero_save_options> {
         let mut raw = sys::zero_save_options_init();
         raw.asynchronous = self.asynchronous as i32;
+        raw.exclude_frozen = self.exclude_frozen as i32;
         raw.keep_last = i32::try_from(self.keep_last)
             .map_err(|_| Error::new(Status::InvalidArgument, "keep_last is too large"))?;
         Ok(raw)

@@ -141,6 +141,45 @@ fn async_save_with_keep_last_resumes_bitwise() {
 }
 
 #[test]
+fn checkpoint_without_frozen_params_resumes_onto_the_frozen_base() {
+    // Asynchronous too: the frozen params are left out of the snapshot.
+    for asynchronous in [false, true] {
+        let dir = TempDir::new(&format!("exclude_frozen_{asynchronous}"));
+        let comm = Communicator::new_self().unwrap();
+        let want = {
+            let mut e = Engine::new(&adamw(2), &comm).unwrap();
+            let ids = setup(&mut e);
+            train(&mut e, ids, 0..STEPS);
+            masters(&mut e, ids)
+        };
+        {
+            let mut e = Engine::new(&adamw(2), &comm).unwrap();
+            let ids = setup(&mut e);
+            train(&mut e, ids, 0..SAVE_AT);
+            let options = SaveOptions::new()
+                .asynchronous(asynchronous)
+                .exclude_frozen(true);
+            e.save_with(dir.path(), "adapters", options).unwrap();
+            e.wait_checkpoint().unwrap();
+        }
+        let manifest =
+            std::fs::read_to_string(dir.path().join("adapters").join("manifest.json")).unwrap();
+        assert!(manifest.contains("\"frozen_params\": \"excluded\""), "{manifest}");
+        assert!(manifest.contains("\"name\":\"w\"") && !manifest.contains("\"name\":\"frozen\""),
+                "{manifest}");
+        let mut e = Engine::new(&adamw(2), &comm).unwrap();
+        let ids = setup(&mut e);
+        let err = e.load(dir.path(), None, LoadOptions::new()).unwrap_err();
+        assert!(err.message().contains("'frozen'") && err.message().contains("exclude_frozen"),
+                "{err}");
+        e.load(dir.path(), None, LoadOptions::new().allow_missing(true))
+            .unwrap();
+        train(&mut e, ids, SAVE_AT..STEPS);
+        assert_eq!(masters(&mut e, ids), want, "asynchronous {asynchronous}");
+    }
+}
+
+#[test]
 fn load_without_optimizer_states_keeps_the_weights_only() {
     let dir = TempDir::new("weights_only");
     let comm = Communicator::new_self().unwrap();
