@@ -166,13 +166,30 @@ def _generator(kwargs: Dict[str, Any]) -> Any:
     return gen if gen is not None else torch.default_generator
 
 
+#: Scratch buffers by dtype, reused: one allocation per size reached, not
+#: one per op (glibc keeps freed blocks of a param's size in the heap once
+#: its mmap threshold has risen past them, so per-op buffers grew the RSS
+#: of construction by up to the model's size on torch 2.x).
+_SCRATCH: Dict[torch.dtype, List[torch.Tensor]] = {}
+
+
 def _scratch(args: Any, kwargs: Dict[str, Any]) -> Tuple[Any, Any]:
-    """Recorded tensors replaced by zeros of their layout (CPU)."""
+    """Recorded tensors replaced by zeros of their layout (CPU), each in a
+    buffer of its own for this op."""
+    used: Dict[torch.dtype, int] = {}
+
     def z(v: Any) -> Any:
         if record_of(v) is None:
             return v
-        base = torch.zeros(_extent(v.size(), v.stride(), v.storage_offset()), dtype=v.dtype,
-                           device="cpu")
+        n = _extent(v.size(), v.stride(), v.storage_offset())
+        bufs = _SCRATCH.setdefault(v.dtype, [])
+        i = used[v.dtype] = used.get(v.dtype, -1) + 1
+        if i == len(bufs):
+            bufs.append(torch.zeros(0, dtype=v.dtype))
+        if bufs[i].numel() < n:
+            bufs[i] = torch.zeros(n, dtype=v.dtype)
+        base = bufs[i][:n]
+        base.zero_()
         return base.as_strided(v.size(), v.stride(), v.storage_offset())
     return _map(args, z), _map(kwargs, z)
 
