@@ -5,6 +5,13 @@
 #           (a trial of the script on a few targets)
 #   pytest  the cases pytest skipped inside the Python py_tests (from their
 #           logs: a py_test passes with skipped cases, so they are shown)
+#   torch-current
+#           tools/torch_current_tests.sh: zero.torch's Python tests (Hugging
+#           Face models, the core at stages 0-3, activation checkpointing;
+#           the list is in that script, with every *_current_torch*.py) on
+#           current torch and transformers from PyPI, in the venv of
+#           tools/install_current_torch.sh (made once, ~6 GB, several minutes;
+#           kept after); ZERO_TEST_TORCH_CURRENT=0 leaves it out
 #   cuda    tools/cuda_build_check.sh: the CUDA build, its GPU tests' cases
 #           SKIPPED without a GPU (ZERO_TEST_CUDA=0 leaves it out)
 #   asan    the C/C++ test binaries under AddressSanitizer + UBSan with leaks
@@ -17,7 +24,7 @@
 # ZERO_TEST_FUZZ_SECONDS the 10 s per fuzz target, for a trial too.
 # One line per part, a part left out says so and why; the last line sums
 # them: `total: N passed, N failed, N skipped` (bazel, asan and fuzz count
-# targets, cuda and pytest count test cases). A part that fails without a
+# targets, cuda, pytest and torch-current count test cases). A part that fails without a
 # failed test to its name (a build error) counts as one failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -97,6 +104,23 @@ if [ "$py_targets" -gt 0 ]; then
   total_s=$((total_s + py_s))
 else
   not_run pytest "no py_test ran in this bazel run"
+fi
+
+# ---- zero.torch on current torch (PyPI) ----
+if [ "${ZERO_TEST_TORCH_CURRENT:-1}" != 0 ]; then
+  run torch-current "$tmp/torch_current" bash tools/torch_current_tests.sh "${flags[@]}"
+  line=$(grep -E '^torch_current_tests: [0-9]+ passed' "$tmp/torch_current" | tail -1 || true)
+  if [ -n "$line" ]; then
+    p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '^[0-9]+')
+    f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '^[0-9]+')
+    s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '^[0-9]+')
+    versions=${line#*skipped (}
+    part torch-current "$p" "$f" "$s" "test cases; ${versions%)}"
+  else
+    part torch-current 0 1 0 "tools/torch_current_tests.sh ended without its summary: see above"
+  fi
+else
+  not_run torch-current "ZERO_TEST_TORCH_CURRENT=0"
 fi
 
 # ---- the CUDA build (no GPU needed) ----

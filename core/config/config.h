@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -246,6 +247,13 @@ struct Config {
 // "zero_allow_untested_keys": false (default true) makes any of them an
 // error naming the key path instead.
 absl::StatusOr<Config> ParseDsConfig(const std::string& json_text);
+
+// ParseDsConfig, also adding to `keys_read` the path of every key the parser
+// looked up, present in the text or not: the keys it knows on the branches
+// this text takes (the optimizer and scheduler types, the sections present).
+// docs/DEEPSPEED_COMPAT.md is checked against them.
+absl::StatusOr<Config> ParseDsConfigKeysRead(const std::string& json_text,
+                                             std::set<std::string>* keys_read);
 
 // One line for rank 0 to print at startup, or "" when no_effect_keys is
 // empty: `[zero] accepted without effect: a, b (set

@@ -564,6 +564,14 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
   return c;
 }
 
+absl::StatusOr<Config> ParseDsConfigKeysRead(const std::string& json_text,
+                                             std::set<std::string>* keys_read) {
+  config_internal::keys_read = keys_read;
+  absl::StatusOr<Config> c = ParseDsConfig(json_text);
+  config_internal::keys_read = nullptr;
+  return c;
+}
+
 std::string NoEffectReport(const Config& c) {
   if (c.no_effect_keys.empty()) return "";
   return absl::StrCat(

@@ -25,6 +25,9 @@ namespace config_internal {
 
 using json = nlohmann::json;
 
+// While set, every key path an ObjectReader looks up on this thread, present
+// in the text or not (ParseDsConfigKeysRead).
+inline thread_local std::set<std::string>* keys_read = nullptr;
 
 inline std::string Show(const json& v) {
   std::string s = v.dump();
@@ -56,6 +59,7 @@ class ObjectReader {
 
   const json* Find(const std::string& key) {
     seen_.insert(key);
+    if (keys_read != nullptr) keys_read->insert(Path(key));
     auto it = obj_.find(key);
     if (it == obj_.end() || it->is_null()) return nullptr;
     return &*it;

@@ -270,7 +270,9 @@ def test_strict_config_accepts_16bit_save_key_and_save_16bit_model_saves(tmp_pat
 class _OwnInitCode(torch.nn.Module):
     """Init code beyond reset_parameters: a param made by arithmetic on a
     random factory, one written from another param, a value read back with
-    float() mid-init, a buffer derived from factories, a Linear re-drawn."""
+    float() mid-init, a buffer derived from factories, a Linear re-drawn, and
+    the nn.init functions current torch skips on meta tensors (trunc_normal_,
+    orthogonal_, dirac_, sparse_)."""
 
     def __init__(self):
         super().__init__()
@@ -283,6 +285,12 @@ class _OwnInitCode(torch.nn.Module):
             self.b.mul_(float(self.w.abs().max()))
             torch.nn.init.orthogonal_(self.lin.weight)
             self.lin.weight[1].zero_()
+        self.t = torch.nn.Parameter(torch.empty(6, 5))
+        torch.nn.init.trunc_normal_(self.t, std=0.02)
+        self.conv = torch.nn.Conv1d(4, 6, 3)
+        torch.nn.init.dirac_(self.conv.weight)
+        self.s = torch.nn.Parameter(torch.empty(5, 4))
+        torch.nn.init.sparse_(self.s, 0.5)
 
 
 @pytest.mark.parametrize("stage", [0, 3])

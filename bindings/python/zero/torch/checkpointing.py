@@ -118,14 +118,22 @@ class _ActivationCheckpointing:
 
 def _checkpointed_forward(forward: Any) -> Any:
     """``forward`` run under torch's non-reentrant activation checkpoint
-    while grad is enabled."""
-    from torch.utils.checkpoint import checkpoint
+    while grad is enabled. The recomputation runs the whole forward: torch
+    >= 2.1 otherwise stops it by an exception once the saved tensors are
+    back, past the pre-forward hooks that gathered stage 3's params and
+    before the post-forward hooks that release them."""
+    from torch.utils import checkpoint as ckpt
+
+    whole = getattr(ckpt, "set_checkpoint_early_stop", None)
 
     @functools.wraps(forward)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled():
             return forward(*args, **kwargs)
-        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+        if whole is None:
+            return ckpt.checkpoint(forward, *args, use_reentrant=False, **kwargs)
+        with whole(False):
+            return ckpt.checkpoint(forward, *args, use_reentrant=False, **kwargs)
 
     wrapper._zero_checkpointed = True  # type: ignore[attr-defined]
     return wrapper

@@ -4,6 +4,7 @@ turning meta params into registered ones."""
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
@@ -122,6 +123,8 @@ if _TorchFunctionMode is not None:
                     return self.recorder.factory(func, args, kwargs)
                 return func(*args, **kwargs)
             if self.recorder is not None:
+                if init_record.hides_meta(func, args, sys._getframe(1)):
+                    return False
                 return self.recorder.op(func, args, kwargs)
             return func(*args, **kwargs)
 

@@ -18,6 +18,7 @@ no rank ever holds more than the largest param on top of its states.
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 import threading
 from typing import Any, Dict, List, Optional, Tuple
@@ -25,10 +26,13 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 #: Factory functions Init sends to the meta device (given no ``device``).
+#: ``torch.tensor(data)`` is not one: it copies values the program already
+#: holds, and libraries probe ``torch.tensor([]).device`` for a device
+#: context (transformers >= 5 skips its weight init when that is ``meta``).
 FACTORIES = {
     torch.empty, torch.zeros, torch.ones, torch.full, torch.rand, torch.randn,
     torch.randint, torch.empty_strided, torch.arange, torch.eye,
-    torch.linspace, torch.tensor, torch.randperm, torch.normal,
+    torch.linspace, torch.randperm, torch.normal,
 }
 _RANDOM_FACTORIES = {torch.rand, torch.randn, torch.randint, torch.randperm,
                      torch.normal}
@@ -60,6 +64,21 @@ _OVERWRITE_OPS = {"normal_", "uniform_", "zero_", "fill_", "copy_", "random_",
                   "xavier_normal_", "orthogonal_"}
 
 _seq = itertools.count()
+
+# torch >= 2.1's nn.init functions that do not dispatch to torch-function
+# modes as a whole (trunc_normal_, orthogonal_, dirac_, sparse_) return at
+# once for a meta tensor, drawing nothing; told a recorded tensor is not
+# meta, they run their in-place ops on it, recorded like any others.
+_IS_META = inspect.getattr_static(torch.Tensor, "is_meta")
+_NN_INIT_FILE = torch.nn.init.__file__
+
+
+def hides_meta(func: Any, args: Any, caller: Any) -> bool:
+    """Whether ``func`` is ``t.is_meta`` asked by torch.nn.init code (frame
+    ``caller``) about a recorded tensor: answered False."""
+    return (getattr(func, "__self__", None) is _IS_META and caller is not None
+            and caller.f_code.co_filename == _NN_INIT_FILE
+            and bool(args) and record_of(args[0]) is not None)
 
 
 def _storage(t: torch.Tensor) -> Any:
@@ -147,13 +166,30 @@ def _generator(kwargs: Dict[str, Any]) -> Any:
     return gen if gen is not None else torch.default_generator
 
 
+#: Scratch buffers by dtype, reused: one allocation per size reached, not
+#: one per op (glibc keeps freed blocks of a param's size in the heap once
+#: its mmap threshold has risen past them, so per-op buffers grew the RSS
+#: of construction by up to the model's size on torch 2.x).
+_SCRATCH: Dict[torch.dtype, List[torch.Tensor]] = {}
+
+
 def _scratch(args: Any, kwargs: Dict[str, Any]) -> Tuple[Any, Any]:
-    """Recorded tensors replaced by zeros of their layout (CPU)."""
+    """Recorded tensors replaced by zeros of their layout (CPU), each in a
+    buffer of its own for this op."""
+    used: Dict[torch.dtype, int] = {}
+
     def z(v: Any) -> Any:
         if record_of(v) is None:
             return v
-        base = torch.zeros(_extent(v.size(), v.stride(), v.storage_offset()), dtype=v.dtype,
-                           device="cpu")
+        n = _extent(v.size(), v.stride(), v.storage_offset())
+        bufs = _SCRATCH.setdefault(v.dtype, [])
+        i = used[v.dtype] = used.get(v.dtype, -1) + 1
+        if i == len(bufs):
+            bufs.append(torch.zeros(0, dtype=v.dtype))
+        if bufs[i].numel() < n:
+            bufs[i] = torch.zeros(n, dtype=v.dtype)
+        base = bufs[i][:n]
+        base.zero_()
         return base.as_strided(v.size(), v.stride(), v.storage_offset())
     return _map(args, z), _map(kwargs, z)
 
