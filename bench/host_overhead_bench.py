@@ -60,11 +60,19 @@ def make_model(layers: int, width: int):
     return torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
 
 
-def ds_config(stage: int, world: int) -> dict:
+def ds_config(stage: int, world: int, bucket: int = 0) -> dict:
+    """The config every framework gets. ``bucket`` > 0 names
+    reduce_bucket_size and allgather_bucket_size (elements) for all of them;
+    0 leaves them out, and then the peers differ: DeepSpeed takes 5e8, zero
+    sizes them from the model (hidden², docs/DEEPSPEED_COMPAT.md), 256
+    elements for Linear(16, 16): one bucket reduced per param."""
+    zo = {"stage": stage}
+    if bucket > 0:
+        zo.update(reduce_bucket_size=bucket, allgather_bucket_size=bucket)
     return {"train_batch_size": world, "train_micro_batch_size_per_gpu": 1,
             "gradient_accumulation_steps": 1,
             "optimizer": {"type": "AdamW", "params": {"lr": LR, "weight_decay": 0.0}},
-            "zero_optimization": {"stage": stage},
+            "zero_optimization": zo,
             "steps_per_print": 10**9}
 
 
@@ -85,7 +93,7 @@ def worker(args: argparse.Namespace) -> None:
     if mode.startswith("zero"):
         import zero.torch as zt
         engine, _, _, _ = zt.initialize(model=model, model_parameters=model.parameters(),
-                                        config=ds_config(int(mode[4]), world))
+                                        config=ds_config(int(mode[4]), world, args.bucket))
         assert engine.world_size == world
 
         def step(x, y):
@@ -100,7 +108,7 @@ def worker(args: argparse.Namespace) -> None:
                      ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", os.environ["BENCH_PORT"])):
             os.environ[k] = str(v)
         deepspeed.init_distributed(dist_backend="gloo")
-        cfg = ds_config(int(mode[2]), world)
+        cfg = ds_config(int(mode[2]), world, args.bucket)
         del cfg["optimizer"]  # torch's AdamW: no CPU Adam JIT build
         cfg["zero_allow_untested_optimizer"] = True
         opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
@@ -197,7 +205,8 @@ def run_mode(args, mpirun: str, python: str, mode: str, outdir: str, env: Dict[s
            "-x", "DS_ACCELERATOR",
            python, os.path.abspath(__file__), "--worker", mode, "--outdir", outdir,
            "--layers", str(args.layers), "--width", str(args.width),
-           "--steps", str(args.steps), "--warmup", str(args.warmup)]
+           "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--bucket", str(args.bucket)]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                               timeout=args.timeout)
@@ -245,6 +254,10 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--bucket", type=int, default=500_000_000,
+                    help="reduce/allgather bucket elements in every framework's config "
+                         "(DeepSpeed's default); 0: left out (zero then sizes it from "
+                         "the model, DeepSpeed takes 5e8)")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--venv", default=VENV, help="the current torch (tools/install_current_torch.sh)")
     ap.add_argument("--zero-python", default=None,
@@ -285,7 +298,7 @@ def main() -> int:
         return r.stdout.strip() or None
 
     header = {"bench": "host_overhead", "layers": args.layers, "width": args.width,
-              "ranks": args.ranks, "steps": args.steps, "warmup": args.warmup,
+              "ranks": args.ranks, "bucket": args.bucket, "steps": args.steps, "warmup": args.warmup,
               "repeat": args.repeat, "date": time.strftime("%Y-%m-%d"),
               "zero_python": zero_py, "zero_torch": version(zero_py),
               "peer_python": peer_py, "peer_torch": version(peer_py),
