@@ -42,12 +42,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from torch_compare import free_port  # noqa: E402
 from torch_gpt_bench import threads_cpu_s  # noqa: E402
+import torch_peers  # noqa: E402
 
 VENV = os.environ.get("ZERO_TORCH_CURRENT_VENV", "/opt/zero-venvs/torch-current")
 MODES = ["zero0", "zero1", "zero2", "zero3", "fsdp2", "ds0", "ds1", "ds2", "torch"]
@@ -102,47 +103,12 @@ def worker(args: argparse.Namespace) -> None:
             engine.step()
             return loss
         close = engine.destroy
-    elif mode.startswith("ds"):
-        import deepspeed
-        for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("LOCAL_RANK", rank),
-                     ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", os.environ["BENCH_PORT"])):
-            os.environ[k] = str(v)
-        deepspeed.init_distributed(dist_backend="gloo")
-        cfg = ds_config(int(mode[2]), world, args.bucket)
-        del cfg["optimizer"]  # torch's AdamW: no CPU Adam JIT build
-        cfg["zero_allow_untested_optimizer"] = True
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
-        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=cfg)
-
-        def step(x, y):
-            loss = torch.nn.functional.mse_loss(engine(x), y)
-            engine.backward(loss)
-            engine.step()
-            return loss
-
-        def close():
-            torch.distributed.barrier()
-            torch.distributed.destroy_process_group()
-    elif mode == "fsdp2":
-        import torch.distributed as dist
-        from torch.distributed.fsdp import fully_shard
-        dist.init_process_group("gloo", rank=rank, world_size=world,
-                                init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}")
-        for m in model:  # one FSDP unit per Linear, as zero3 gathers per module
-            fully_shard(m)
-        fully_shard(model)
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
-
-        def step(x, y):
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            return loss
-
-        def close():
-            dist.barrier()
-            dist.destroy_process_group()
+    elif torch_peers.is_peer(mode):  # fsdp2: one unit per Linear, as zero3 gathers per module
+        step, close = torch_peers.make_peer(
+            mode, model, ds_config(int(mode[2]) if mode.startswith("ds") else 0, world,
+                                   args.bucket),
+            rank, world, os.environ["BENCH_PORT"],
+            lambda m, x, y: torch.nn.functional.mse_loss(m(x), y), lr=LR)
     else:  # torch: one process, no distribution
         opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
 
@@ -191,6 +157,23 @@ def zero_importable(python: str, env: Dict[str, str]) -> bool:
     r = subprocess.run([python, "-c", "import zero.torch"], env=env,
                        capture_output=True, text=True, timeout=300)
     return r.returncode == 0
+
+
+def venv_env(venv: str) -> Tuple[Dict[str, str], str, bool]:
+    """(the workers' environment, the venv's Python, whether it imports
+    torch). Only zero's own directory goes on the workers' path: this
+    Python's sys.path would hand Debian's torch to the venv's Python."""
+    import importlib.util
+    spec = importlib.util.find_spec("zero")
+    zero_dir = (os.path.dirname(os.path.dirname(spec.origin))
+                if spec is not None and spec.origin else "")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = zero_dir
+    venv_py = os.path.join(venv, "bin", "python")
+    have_venv = (os.access(venv_py, os.X_OK)
+                 and subprocess.run([venv_py, "-c", "import torch"], env=env,
+                                    capture_output=True).returncode == 0)
+    return env, venv_py, have_venv
 
 
 def run_mode(args, mpirun: str, python: str, mode: str, outdir: str, env: Dict[str, str]
@@ -274,18 +257,7 @@ def main() -> int:
         print("host_overhead_bench: mpirun not found (apt-get install openmpi-bin)",
               file=sys.stderr)
         return 2
-    # Only zero's own directory goes on the workers' path: this Python's
-    # sys.path would hand Debian's torch to the venv's Python.
-    import importlib.util
-    spec = importlib.util.find_spec("zero")
-    zero_dir = (os.path.dirname(os.path.dirname(spec.origin))
-                if spec is not None and spec.origin else "")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = zero_dir
-    venv_py = os.path.join(args.venv, "bin", "python")
-    have_venv = (os.access(venv_py, os.X_OK)
-                 and subprocess.run([venv_py, "-c", "import torch"], env=env,
-                                    capture_output=True).returncode == 0)
+    env, venv_py, have_venv = venv_env(args.venv)
     modes = args.modes.split(",")
     zero_py = args.zero_python
     if zero_py is None:
