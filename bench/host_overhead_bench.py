@@ -8,9 +8,16 @@ launch and wait), not arithmetic.
 
     tools/install_current_torch.sh        # the peers' torch (once, cached)
     /usr/bin/python3 bench/host_overhead_bench.py [--layers 200] [--width 16]
-        [--ranks 2] [--steps 30] [--warmup 5] [--repeat 2]
+        [--ranks 2] [--steps 30] [--warmup 5] [--repeat 2] [--bucket 500000000]
         [--modes zero0,zero1,zero2,zero3,fsdp2,ds0,ds1,ds2,torch]
         [--venv /opt/zero-venvs/torch-current]
+
+Every framework gets the same ds_config, ``reduce_bucket_size`` and
+``allgather_bucket_size`` included (``--bucket``, DeepSpeed's default 5e8:
+one bucket for this model); ``--bucket 0`` leaves them out, and then zero
+sizes its buckets from the model (hidden², 256 elements here: one bucket,
+one all-reduce, per param) while DeepSpeed keeps 5e8. The peers' steps are
+torch_peers.py's.
 
 Every (mode, round) runs in fresh processes (``mpirun -np RANKS``). zero.torch
 runs under the venv's Python when the venv can import it (same CPython ABI as
