@@ -24,7 +24,8 @@ row: ``step_ms`` (wall; moves with the machine's other load),
     (* in the row when in --modes; every row also against DDP + AdamW)
 
 ``--markdown`` adds the table bench/README.md's "Current figures" shows.
-About 8-10 minutes on the 2-core machine at the defaults.
+At the defaults 20 mpirun runs: 39 minutes at load 25-40 on the 2-core
+machine; most of each run is starting up, so near 10 minutes when idle.
 """
 from __future__ import annotations
 
