@@ -25,7 +25,7 @@ row: ``step_ms`` (wall; moves with the machine's other load),
 
 ``--markdown`` adds the table bench/README.md's "Current figures" shows.
 At the defaults 20 mpirun runs: 39 minutes at load 25-40 on the 2-core
-machine; most of each run is starting up, so near 10 minutes when idle.
+machine; most of each run is starting up, so near 10 minutes when idle (estimated).
 """
 from __future__ import annotations
 
