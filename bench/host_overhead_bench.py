@@ -8,9 +8,16 @@ launch and wait), not arithmetic.
 
     tools/install_current_torch.sh        # the peers' torch (once, cached)
     /usr/bin/python3 bench/host_overhead_bench.py [--layers 200] [--width 16]
-        [--ranks 2] [--steps 30] [--warmup 5] [--repeat 2]
+        [--ranks 2] [--steps 30] [--warmup 5] [--repeat 2] [--bucket 500000000]
         [--modes zero0,zero1,zero2,zero3,fsdp2,ds0,ds1,ds2,torch]
         [--venv /opt/zero-venvs/torch-current]
+
+Every framework gets the same ds_config, ``reduce_bucket_size`` and
+``allgather_bucket_size`` included (``--bucket``, DeepSpeed's default 5e8:
+one bucket for this model); ``--bucket 0`` leaves them out, and then zero
+sizes its buckets from the model (hidden², 256 elements here: one bucket,
+one all-reduce, per param) while DeepSpeed keeps 5e8. The peers' steps are
+torch_peers.py's.
 
 Every (mode, round) runs in fresh processes (``mpirun -np RANKS``). zero.torch
 runs under the venv's Python when the venv can import it (same CPython ABI as
@@ -42,12 +49,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from torch_compare import free_port  # noqa: E402
 from torch_gpt_bench import threads_cpu_s  # noqa: E402
+import torch_peers  # noqa: E402
 
 VENV = os.environ.get("ZERO_TORCH_CURRENT_VENV", "/opt/zero-venvs/torch-current")
 MODES = ["zero0", "zero1", "zero2", "zero3", "fsdp2", "ds0", "ds1", "ds2", "torch"]
@@ -60,11 +68,19 @@ def make_model(layers: int, width: int):
     return torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
 
 
-def ds_config(stage: int, world: int) -> dict:
+def ds_config(stage: int, world: int, bucket: int = 0) -> dict:
+    """The config every framework gets. ``bucket`` > 0 names
+    reduce_bucket_size and allgather_bucket_size (elements) for all of them;
+    0 leaves them out, and then the peers differ: DeepSpeed takes 5e8, zero
+    sizes them from the model (hidden², docs/DEEPSPEED_COMPAT.md), 256
+    elements for Linear(16, 16): one bucket reduced per param."""
+    zo = {"stage": stage}
+    if bucket > 0:
+        zo.update(reduce_bucket_size=bucket, allgather_bucket_size=bucket)
     return {"train_batch_size": world, "train_micro_batch_size_per_gpu": 1,
             "gradient_accumulation_steps": 1,
             "optimizer": {"type": "AdamW", "params": {"lr": LR, "weight_decay": 0.0}},
-            "zero_optimization": {"stage": stage},
+            "zero_optimization": zo,
             "steps_per_print": 10**9}
 
 
@@ -85,7 +101,7 @@ def worker(args: argparse.Namespace) -> None:
     if mode.startswith("zero"):
         import zero.torch as zt
         engine, _, _, _ = zt.initialize(model=model, model_parameters=model.parameters(),
-                                        config=ds_config(int(mode[4]), world))
+                                        config=ds_config(int(mode[4]), world, args.bucket))
         assert engine.world_size == world
 
         def step(x, y):
@@ -94,47 +110,12 @@ def worker(args: argparse.Namespace) -> None:
             engine.step()
             return loss
         close = engine.destroy
-    elif mode.startswith("ds"):
-        import deepspeed
-        for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("LOCAL_RANK", rank),
-                     ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", os.environ["BENCH_PORT"])):
-            os.environ[k] = str(v)
-        deepspeed.init_distributed(dist_backend="gloo")
-        cfg = ds_config(int(mode[2]), world)
-        del cfg["optimizer"]  # torch's AdamW: no CPU Adam JIT build
-        cfg["zero_allow_untested_optimizer"] = True
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
-        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=cfg)
-
-        def step(x, y):
-            loss = torch.nn.functional.mse_loss(engine(x), y)
-            engine.backward(loss)
-            engine.step()
-            return loss
-
-        def close():
-            torch.distributed.barrier()
-            torch.distributed.destroy_process_group()
-    elif mode == "fsdp2":
-        import torch.distributed as dist
-        from torch.distributed.fsdp import fully_shard
-        dist.init_process_group("gloo", rank=rank, world_size=world,
-                                init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}")
-        for m in model:  # one FSDP unit per Linear, as zero3 gathers per module
-            fully_shard(m)
-        fully_shard(model)
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
-
-        def step(x, y):
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            return loss
-
-        def close():
-            dist.barrier()
-            dist.destroy_process_group()
+    elif torch_peers.is_peer(mode):  # fsdp2: one unit per Linear, as zero3 gathers per module
+        step, close = torch_peers.make_peer(
+            mode, model, ds_config(int(mode[2]) if mode.startswith("ds") else 0, world,
+                                   args.bucket),
+            rank, world, os.environ["BENCH_PORT"],
+            lambda m, x, y: torch.nn.functional.mse_loss(m(x), y), lr=LR)
     else:  # torch: one process, no distribution
         opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
 
@@ -185,6 +166,23 @@ def zero_importable(python: str, env: Dict[str, str]) -> bool:
     return r.returncode == 0
 
 
+def venv_env(venv: str) -> Tuple[Dict[str, str], str, bool]:
+    """(the workers' environment, the venv's Python, whether it imports
+    torch). Only zero's own directory goes on the workers' path: this
+    Python's sys.path would hand Debian's torch to the venv's Python."""
+    import importlib.util
+    spec = importlib.util.find_spec("zero")
+    zero_dir = (os.path.dirname(os.path.dirname(spec.origin))
+                if spec is not None and spec.origin else "")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = zero_dir
+    venv_py = os.path.join(venv, "bin", "python")
+    have_venv = (os.access(venv_py, os.X_OK)
+                 and subprocess.run([venv_py, "-c", "import torch"], env=env,
+                                    capture_output=True).returncode == 0)
+    return env, venv_py, have_venv
+
+
 def run_mode(args, mpirun: str, python: str, mode: str, outdir: str, env: Dict[str, str]
              ) -> List[dict]:
     env = dict(env, BENCH_PORT=str(free_port()), OMP_NUM_THREADS="1",
@@ -197,7 +195,8 @@ def run_mode(args, mpirun: str, python: str, mode: str, outdir: str, env: Dict[s
            "-x", "DS_ACCELERATOR",
            python, os.path.abspath(__file__), "--worker", mode, "--outdir", outdir,
            "--layers", str(args.layers), "--width", str(args.width),
-           "--steps", str(args.steps), "--warmup", str(args.warmup)]
+           "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--bucket", str(args.bucket)]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                               timeout=args.timeout)
@@ -245,6 +244,10 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--bucket", type=int, default=500_000_000,
+                    help="reduce/allgather bucket elements in every framework's config "
+                         "(DeepSpeed's default); 0: left out (zero then sizes it from "
+                         "the model, DeepSpeed takes 5e8)")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--venv", default=VENV, help="the current torch (tools/install_current_torch.sh)")
     ap.add_argument("--zero-python", default=None,
@@ -261,18 +264,7 @@ def main() -> int:
         print("host_overhead_bench: mpirun not found (apt-get install openmpi-bin)",
               file=sys.stderr)
         return 2
-    # Only zero's own directory goes on the workers' path: this Python's
-    # sys.path would hand Debian's torch to the venv's Python.
-    import importlib.util
-    spec = importlib.util.find_spec("zero")
-    zero_dir = (os.path.dirname(os.path.dirname(spec.origin))
-                if spec is not None and spec.origin else "")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = zero_dir
-    venv_py = os.path.join(args.venv, "bin", "python")
-    have_venv = (os.access(venv_py, os.X_OK)
-                 and subprocess.run([venv_py, "-c", "import torch"], env=env,
-                                    capture_output=True).returncode == 0)
+    env, venv_py, have_venv = venv_env(args.venv)
     modes = args.modes.split(",")
     zero_py = args.zero_python
     if zero_py is None:
@@ -285,7 +277,7 @@ def main() -> int:
         return r.stdout.strip() or None
 
     header = {"bench": "host_overhead", "layers": args.layers, "width": args.width,
-              "ranks": args.ranks, "steps": args.steps, "warmup": args.warmup,
+              "ranks": args.ranks, "bucket": args.bucket, "steps": args.steps, "warmup": args.warmup,
               "repeat": args.repeat, "date": time.strftime("%Y-%m-%d"),
               "zero_python": zero_py, "zero_torch": version(zero_py),
               "peer_python": peer_py, "peer_torch": version(peer_py),

@@ -19,7 +19,11 @@ its collectives took per step (the comms log); ``zero0``..``zero3`` with
 phase) and the model-state bytes per rank measured (``zero_stats``) beside
 ``zero.estimate``'s for the same config.
 
-Modes ``zeroN_ac`` add the ds_config ``activation_checkpointing`` section
+Modes ``zeroN_offload`` add ``offload_optimizer: cpu``; the peers of
+torch_peers.py (``ddp``, ``ddp_zero_redundancy``, ``fsdp2``,
+``fsdp2_grad_op``, ``dsN``, ``dsN_offload``; FSDP2 and DeepSpeed need a
+current torch: run this file with the venv's Python, as peer_table.py does)
+get the config zero gets. Modes ``zeroN_ac`` add the ds_config ``activation_checkpointing`` section
 (zero.torch recomputes each block in backward); ``zero3_wrap`` gathers per
 transformer block (``wrap_policy={Block}``) instead of per module. Every (ranks, mode) runs in
 fresh processes (one ``mpirun -np RANKS`` each) so a rank's peak RSS
@@ -57,6 +61,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(os.path.dirname(HERE), "examples", "python")
 sys.path.insert(0, HERE)
 from torch_compare import free_port, peak_rss_mb, rss_mb  # noqa: E402
+import torch_peers  # noqa: E402
 
 MODES = ["zero1", "zero2", "zero3", "zero3_wrap", "ddp", "ddp_zero_redundancy", "compute_only"]
 
@@ -157,6 +162,22 @@ class RuntimeProxy:
         return self._att.wrap("runtime", f) if callable(f) else f
 
 
+def bench_config(args: argparse.Namespace, stage: int, world: int,
+                 activation_checkpointing: bool = False) -> dict:
+    """The ds_config of every zero mode and of DeepSpeed: gpt_train's, at
+    --batch per rank and --bucket elements per bucket."""
+    import gpt_train
+    cfg = gpt_train.ds_config(stage, world, activation_checkpointing=activation_checkpointing)
+    cfg["train_batch_size"] = args.batch * world
+    cfg["train_micro_batch_size_per_gpu"] = args.batch
+    # DeepSpeed's default buckets (5e8 elements) would each hold the whole
+    # model; a few 1e5 elements is what a user would tune to.
+    cfg["zero_optimization"].update(
+        reduce_bucket_size=args.bucket, allgather_bucket_size=args.bucket,
+        stage3_prefetch_bucket_size=args.bucket)
+    return cfg
+
+
 def worker(args: argparse.Namespace) -> None:
     """One rank of one mode (launched by mpirun)."""
     import torch
@@ -171,12 +192,6 @@ def worker(args: argparse.Namespace) -> None:
     mode = full_mode.split("@")[0]
     if mode.startswith("zero"):
         import zero.torch as ds
-    elif mode == "compute_only" or mode.startswith("comm_only"):
-        pass
-    else:
-        import torch.distributed as dist
-        from torch.distributed.optim import ZeroRedundancyOptimizer
-        from torch.nn.parallel import DistributedDataParallel as DDP
     sizes = dict(ctx=args.ctx, dim=args.dim, layers=args.layers, heads=args.heads)
     data = gpt_train.batches(args.warmup + args.steps, ctx=args.ctx,
                              global_batch=args.batch * world)
@@ -211,15 +226,9 @@ def worker(args: argparse.Namespace) -> None:
         extra.update(comm_only(args, model, int(mode[-1]), world, times, cpu_times))
     elif mode.startswith("zero"):
         stage = int(mode[4])
-        cfg = gpt_train.ds_config(stage, world,
-                                  activation_checkpointing=mode.endswith("_ac"))
-        cfg["train_batch_size"] = args.batch * world
-        cfg["train_micro_batch_size_per_gpu"] = args.batch
-        # DeepSpeed's default buckets (5e8 elements) would each hold the whole
-        # model; a few 1e5 elements is what a user would tune to.
-        cfg["zero_optimization"].update(
-            reduce_bucket_size=args.bucket, allgather_bucket_size=args.bucket,
-            stage3_prefetch_bucket_size=args.bucket)
+        cfg = bench_config(args, stage, world, activation_checkpointing=mode.endswith("_ac"))
+        if "_offload" in mode:  # ZeRO-Offload: the optimizer's state and step on the host
+            cfg["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
         # zero3_wrap: stage 3 gathering per transformer block (wrap_policy).
         wrap = {gpt_train.Block} if "_wrap" in mode else None
         if args.observe:
@@ -274,27 +283,18 @@ def worker(args: argparse.Namespace) -> None:
             extra["breakdown_ms"] = {k: statistics.median(b[k] for b in breakdowns)
                                      for k in breakdowns[0] if k.endswith("_ms")}
         engine.destroy()
-    else:
-        dist.init_process_group(
-            "gloo", rank=rank, world_size=world,
-            init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}")
-        ddp = DDP(model)  # broadcasts rank 0's params, as zero.torch does
-        opt_args = dict(lr=gpt_train.LR, betas=(0.9, 0.999), eps=1e-8,
-                        weight_decay=0.0)
-        if mode == "ddp":
-            opt = torch.optim.AdamW(ddp.parameters(), **opt_args)
-        else:
-            opt = ZeroRedundancyOptimizer(ddp.parameters(),
-                                          optimizer_class=torch.optim.AdamW,
-                                          **opt_args)
+    else:  # a peer framework (torch_peers.py), on the config zero gets
+        step, close = torch_peers.make_peer(
+            mode, model, bench_config(args, int(mode[2]) if mode.startswith("ds") else 0,
+                                      world),
+            rank, world, os.environ["BENCH_PORT"], lambda m, x, y: m(x, y),
+            fsdp_units=lambda m: [b for b in m.modules() if isinstance(b, gpt_train.Block)],
+            lr=gpt_train.LR)
         for i, (x, y) in enumerate(data):
             xs, ys = x.chunk(world)[rank], y.chunk(world)[rank]
             o0 = threads_cpu_s()
             t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
-            opt.zero_grad(set_to_none=True)
-            loss = ddp(xs, ys)
-            loss.backward()
-            opt.step()
+            loss = step(xs, ys)
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
             dh = time.thread_time() - h0
             od = threads_delta(o0, threads_cpu_s())
@@ -304,8 +304,7 @@ def worker(args: argparse.Namespace) -> None:
                 cpu_times.append(dc)
                 thread_times.append(dh)
                 others.append(od)
-        dist.barrier()
-        dist.destroy_process_group()
+        close()
 
     peak = peak_rss_mb()
     out = {"ranks": world, "mode": full_mode, "rank": rank, "params": n_params,
@@ -527,7 +526,8 @@ def main() -> int:
                     "sliding threshold so freed buffers leave the peak RSS "
                     "comparable); 0 keeps glibc's default")
     ap.add_argument("--modes", default=",".join(MODES),
-                    help="also compute_only, comm_only0..3, zero0")
+                    help="also compute_only, comm_only0..3, zero0, zeroN_offload, "
+                    "fsdp2, fsdp2_grad_op, dsN, dsN_offload (torch_peers.py)")
     ap.add_argument("--observe", action="store_true",
                     help="zero modes: step breakdown, measured and estimated memory")
     ap.add_argument("--overhead", action="store_true",

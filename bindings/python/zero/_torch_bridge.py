@@ -69,13 +69,14 @@ class ViewCache:
         self._engine = engine
         self._bridge = bridge
         self._ways = ways
-        # Per param: [(address, tensor)], most recently used first.
-        self._slots: list = [[] for _ in range(count)]
+        #: Per param: [(address, tensor)], most recently used first (the
+        #: gradient hand-in reads the first entry itself, see _hand_in).
+        self.slots: list = [[] for _ in range(count)]
         #: Views made (the first sight of an address), for tests and benches.
         self.made = 0
 
     def tensor(self, i: int, pid: int, address: int) -> torch.Tensor:
-        slot = self._slots[i]
+        slot = self.slots[i]
         for k, (a, t) in enumerate(slot):
             if a == address:
                 if k:
@@ -91,7 +92,7 @@ class ViewCache:
 
     def clear(self) -> None:
         """Drops every view (the runtime is closing: the addresses die)."""
-        self._slots = [[] for _ in self._slots]
+        self.slots = [[] for _ in self.slots]
 
 
 class GatherPool:

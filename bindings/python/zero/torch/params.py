@@ -189,8 +189,17 @@ class _ParamStorage:
         p = self._params[i]
         pid = self._ids[i]
         grad = p.grad
-        if self._grad_views is not None:  # host: the cached tensor over the buffer
-            t = self._grad_views.tensor(i, pid, self.zero._grad_buffer_address(pid))
+        views = self._grad_views
+        if views is not None:  # host: the cached tensor over the buffer
+            # The steady state, once per param and micro-step: the binding's
+            # calls directly (zero.Engine's checks are for ids from users;
+            # these are the engine's own), the view cache's hit inline.
+            # Inside a Join grad_ready goes through zero.Engine, where the
+            # Join records it (join.py).
+            z = self.zero
+            address = z._c.grad_buffer(pid)
+            slot = views.slots[i]
+            t = slot[0][1] if slot and slot[0][0] == address else views.tensor(i, pid, address)
             if grad is not None:
                 if grad.requires_grad:  # a create_graph backward: copy untracked
                     with torch.no_grad():
@@ -198,7 +207,10 @@ class _ParamStorage:
                 else:  # nothing to track: no grad-mode switch per param
                     t.copy_(grad)
                 p.grad = None
-            self.zero.grad_ready(pid)
+            if self._join is None:
+                z._c.grad_ready(pid)
+            else:
+                z.grad_ready(pid)
             self._handed[i] = True
             return
         buf = self.zero.grad_buffer(pid)
