@@ -11,20 +11,23 @@
 // no CPU, as a DMA engine does not. The compute: forward and backward are
 // `compute_ms` slept on the calling thread (the caller waiting for the
 // GPU). The host Adam is real: cpu::OptimizerStep over the owned arrays.
+// The none mode's device Adam runs on the stand-in's worker, on the CPU,
+// where a GPU's would take a millisecond: none is slower here than there.
 //
-// JSON lines: `adam_ms` (the host Adam alone over params elements, best of
-// 3, measured again before each stage), `copy_ms` (the modelled floor: the
-// slower direction, fp32 gradients down); per stage and mode the median
-// and the fastest step and the median update phase (`update_ms`,
-// wall_clock_breakdown: gradients down, host Adam, params up). exact at
-// compute 0: `update_vs_max_adam_copy` = update / max(adam_ms, copy_ms)
-// (target <= 1.3; `vs_max_adam_copy` the whole step, which on the stand-in
-// also holds the norm and casts a GPU does in microseconds, run here on the
-// CPU). With compute: `vs_no_offload` = step / the none step at the same
-// compute (target <= 1.1 for delayed), and `vs_no_offload_free_update` =
-// step / (the none step less its update phase): against a GPU whose own
-// Adam costs nothing (the stand-in runs it on the CPU). Then the test MLP's
-// evaluation loss after each count of steps, exact and delayed.
+// JSON lines. `floors`: `adam_ms` (the host Adam alone over params
+// elements, median of 3), `copy_ms` (the modelled floor: the slower
+// direction, fp32 gradients down). The machine is shared, so every ratio
+// pairs measurements taken back to back and reports the median over
+// steps. exact with no compute: each step beside one host Adam alone,
+// `vs_max_adam_copy` = step / max(that Adam, copy_ms) (target <= 1.3; on
+// the stand-in the step also holds the norm and casts a GPU does in
+// microseconds, run here on the CPU) and `update_vs_max_adam_copy` its
+// update phase alone (wall_clock_breakdown: gradients down, host Adam,
+// params up). With compute (default 1.5 x adam_ms, so the host Adam fits
+// behind it on an idle machine): none, exact and delayed engines stepped in
+// turn, `exact_vs_no_offload` and `delayed_vs_no_offload` (target <= 1.1
+// for delayed). Then the test MLP's evaluation loss after 10 / 50 / 200
+// steps, exact and delayed (convergence).
 //
 // Usage: offload_overlap_bench [params=8e6] [steps=8] [link_gbps=8]
 //                              [compute_ms=auto: 1.5 x adam_ms]
@@ -90,26 +93,28 @@ class ModelledLinkDevice : public zero::testing::ForwardingDevice {
   std::mutex up_, down_;
 };
 
-// The host Adam alone over n elements: fp32 gradients in, bf16 working out.
-double AdamMs(int64_t n) {
-  zero::Config c;
-  auto opt = zero::MakeOptimizer(c);
-  std::vector<float> g(n, 1e-3f), p(n, 0.5f), m(n), v(n);
-  std::vector<uint16_t> w(n);
-  double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    const double t0 = Now();
-    zero::cpu::OptimizerStep(opt->Scalars(1e-3, i + 1, 1.0f), g.data(), zero::DType::kF32,
-                             p.data(), m.data(), v.data(), n, w.data(), zero::DType::kBF16,
-                             false);
-    best = std::min(best, Now() - t0);
+// The host Adam alone over n elements (fp32 gradients in, bf16 working
+// out), once per call, in ms: measured beside each step it is compared
+// with, so both see the same load.
+class HostAdam {
+ public:
+  explicit HostAdam(int64_t n) : n_(n), g_(n, 1e-3f), p_(n, 0.5f), m_(n), v_(n), w_(n) {
+    opt_ = zero::MakeOptimizer(zero::Config());
   }
-  return best * 1e3;
-}
+  double Ms() {
+    const double t0 = Now();
+    zero::cpu::OptimizerStep(opt_->Scalars(1e-3, ++step_, 1.0f), g_.data(), zero::DType::kF32,
+                             p_.data(), m_.data(), v_.data(), n_, w_.data(),
+                             zero::DType::kBF16, false);
+    return (Now() - t0) * 1e3;
+  }
 
-struct Timing {
-  double median_ms, best_ms;
-  double update_ms;  // the boundary's update phase (wall_clock_breakdown), median
+ private:
+  int64_t n_;
+  int64_t step_ = 0;
+  std::unique_ptr<zero::Optimizer> opt_;
+  std::vector<float> g_, p_, m_, v_;
+  std::vector<uint16_t> w_;
 };
 
 double Median(std::vector<double> v) {
@@ -117,56 +122,64 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-Timing StepMs(int stage, const std::string& mode, int64_t params, int steps, double gbps,
-              double compute_ms) {
-  zero::Config c;
-  c.stage = stage;
-  c.dtype = zero::DType::kBF16;
-  c.steps_per_print = 0;
-  c.stage3_param_persistence_threshold = 0;
-  c.observe.wall_clock_breakdown = true;
-  if (mode != "none") {
-    c.offload_optimizer.device = zero::OffloadDevice::kCpu;
-    c.offload_optimizer.pin_memory = true;
-    c.offload_optimizer.delayed_update = mode == "delayed";
+// One engine of a mode, stepped one step at a time.
+class Runner {
+ public:
+  Runner(int stage, const std::string& mode, int64_t params, double gbps) : stage_(stage) {
+    zero::Config c;
+    c.stage = stage;
+    c.dtype = zero::DType::kBF16;
+    c.steps_per_print = 0;
+    c.stage3_param_persistence_threshold = 0;
+    c.observe.wall_clock_breakdown = true;
+    if (mode != "none") {
+      c.offload_optimizer.device = zero::OffloadDevice::kCpu;
+      c.offload_optimizer.pin_memory = true;
+      c.offload_optimizer.delayed_update = mode == "delayed";
+    }
+    comms_ = zero::MakeThreadCommunicators(1);
+    auto e = zero::Engine::Create(c, comms_[0].get());
+    Check(e.status(), "create");
+    e_ = std::move(*e);
+    Check(e_->SetDevice(std::make_unique<ModelledLinkDevice>(gbps)), "set_device");
+    for (int i = 0; i < 4; ++i) {
+      zero::ParamSpec p;
+      p.name = "p" + std::to_string(i);
+      p.shape = {params / 4};
+      p.dtype = c.dtype;
+      auto id = e_->RegisterParam(p);
+      Check(id.status(), "register");
+      ids_.push_back(*id);
+    }
+    Check(e_->Finalize(), "finalize");
   }
-  auto comms = zero::MakeThreadCommunicators(1);
-  auto e = zero::Engine::Create(c, comms[0].get());
-  Check(e.status(), "create");
-  Check((*e)->SetDevice(std::make_unique<ModelledLinkDevice>(gbps)), "set_device");
-  std::vector<int> ids;
-  for (int i = 0; i < 4; ++i) {
-    zero::ParamSpec p;
-    p.name = "p" + std::to_string(i);
-    p.shape = {params / 4};
-    p.dtype = c.dtype;
-    auto id = (*e)->RegisterParam(p);
-    Check(id.status(), "register");
-    ids.push_back(*id);
-  }
-  Check((*e)->Finalize(), "finalize");
-  std::vector<double> ms, update;
-  for (int s = 0; s < steps + 2; ++s) {  // two warm-up steps
+  // One step with `compute_ms` of modelled forward and backward: its wall
+  // ms, and the boundary's update phase in *update_ms.
+  double Step(double compute_ms, double* update_ms) {
     const double t0 = Now();
-    if (stage == 3) {
-      for (int id : ids) {
-        Check((*e)->Gather(id).status(), "gather");
-        Check((*e)->Release(id), "release");
+    if (stage_ == 3) {
+      for (int id : ids_) {
+        Check(e_->Gather(id).status(), "gather");
+        Check(e_->Release(id), "release");
       }
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(compute_ms * 1e-3));
-    for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
-      Check((*e)->GradBuffer(*it).status(), "grad_buffer");
-      Check((*e)->GradReady(*it), "grad_ready");
+    for (auto it = ids_.rbegin(); it != ids_.rend(); ++it) {
+      Check(e_->GradBuffer(*it).status(), "grad_buffer");
+      Check(e_->GradReady(*it), "grad_ready");
     }
-    Check((*e)->Step().status(), "step");
-    (*e)->device()->Synchronize();
-    if (s < 2) continue;
-    ms.push_back((Now() - t0) * 1e3);
-    update.push_back((*e)->recorder()->last().at(zero::Phase::kUpdate));
+    Check(e_->Step().status(), "step");
+    e_->device()->Synchronize();
+    if (update_ms != nullptr) *update_ms = e_->recorder()->last().at(zero::Phase::kUpdate);
+    return (Now() - t0) * 1e3;
   }
-  return {Median(ms), *std::min_element(ms.begin(), ms.end()), Median(update)};
-}
+
+ private:
+  int stage_;
+  std::vector<std::unique_ptr<zero::Communicator>> comms_;
+  std::unique_ptr<zero::Engine> e_;
+  std::vector<int> ids_;
+};
 
 // The test MLP (tests/testing/mlp_harness.h) on the stand-in, one rank:
 // its evaluation loss after `steps` steps, exact or delayed.
@@ -189,7 +202,10 @@ int main(int argc, char** argv) {
   const int64_t params = argc > 1 ? static_cast<int64_t>(std::atof(argv[1])) : 8000000;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 8;
   const double gbps = argc > 3 ? std::atof(argv[3]) : 8.0;
-  double adam_ms = AdamMs(params);
+  HostAdam adam(params);
+  std::vector<double> alone;
+  for (int i = 0; i < 3; ++i) alone.push_back(adam.Ms());
+  const double adam_ms = Median(alone);
   const double copy_ms = params * 4.0 / (gbps * 1e9) * 1e3;  // fp32 down: the slower
   const double compute_ms = argc > 4 ? std::atof(argv[4]) : 1.5 * adam_ms;
   std::printf("{\"bench\":\"offload_overlap\",\"what\":\"floors\",\"params\":%lld,"
@@ -197,30 +213,50 @@ int main(int argc, char** argv) {
               static_cast<long long>(params), gbps, adam_ms, copy_ms, compute_ms);
   std::fflush(stdout);
   for (int stage : {1, 2, 3}) {
-    // The host Adam again beside each run: the machine's load moves.
-    adam_ms = AdamMs(params);
-    const Timing exact0 = StepMs(stage, "exact", params, steps, gbps, 0.0);
-    std::printf("{\"bench\":\"offload_overlap\",\"stage\":%d,\"mode\":\"exact\",\"compute_ms\":0,"
-                "\"step_ms\":%.3f,\"best_ms\":%.3f,\"update_ms\":%.3f,\"adam_ms\":%.3f,"
-                "\"vs_max_adam_copy\":%.3f,\"update_vs_max_adam_copy\":%.3f}\n",
-                stage, exact0.median_ms, exact0.best_ms, exact0.update_ms, adam_ms,
-                exact0.median_ms / std::max(adam_ms, copy_ms),
-                exact0.update_ms / std::max(adam_ms, copy_ms));
-    std::fflush(stdout);
-    double none_ms = 0, none_rest_ms = 0;
-    for (const char* mode : {"none", "exact", "delayed"}) {
-      const Timing t = StepMs(stage, mode, params, steps, gbps, compute_ms);
-      if (std::string(mode) == "none") {
-        none_ms = t.median_ms;
-        none_rest_ms = t.median_ms - t.update_ms;
+    // Exact mode with no compute, each step beside one host Adam alone.
+    {
+      Runner exact(stage, "exact", params, gbps);
+      std::vector<double> step_r, update_r, step_ms, adam_v;
+      for (int s = 0; s < steps + 2; ++s) {
+        double update = 0;
+        const double a = adam.Ms();
+        const double ms = exact.Step(0.0, &update);
+        if (s < 2) continue;  // warm-up
+        const double floor = std::max(a, copy_ms);
+        step_r.push_back(ms / floor);
+        update_r.push_back(update / floor);
+        step_ms.push_back(ms);
+        adam_v.push_back(a);
       }
-      std::printf("{\"bench\":\"offload_overlap\",\"stage\":%d,\"mode\":\"%s\","
-                  "\"compute_ms\":%.3f,\"step_ms\":%.3f,\"best_ms\":%.3f,\"update_ms\":%.3f,"
-                  "\"vs_no_offload\":%.3f,\"vs_no_offload_free_update\":%.3f}\n",
-                  stage, mode, compute_ms, t.median_ms, t.best_ms, t.update_ms,
-                  t.median_ms / none_ms, t.median_ms / none_rest_ms);
+      std::printf("{\"bench\":\"offload_overlap\",\"stage\":%d,\"mode\":\"exact\","
+                  "\"compute_ms\":0,\"step_ms\":%.3f,\"adam_ms\":%.3f,"
+                  "\"vs_max_adam_copy\":%.3f,\"update_vs_max_adam_copy\":%.3f}\n",
+                  stage, Median(step_ms), Median(adam_v), Median(step_r), Median(update_r));
       std::fflush(stdout);
     }
+    // The three modes with compute, a step of each in turn.
+    Runner none(stage, "none", params, gbps), exact(stage, "exact", params, gbps),
+        delayed(stage, "delayed", params, gbps);
+    std::vector<double> n_ms, e_ms, d_ms, e_r, d_r;
+    for (int s = 0; s < steps + 2; ++s) {
+      const double n = none.Step(compute_ms, nullptr);
+      const double e = exact.Step(compute_ms, nullptr);
+      const double d = delayed.Step(compute_ms, nullptr);
+      if (s < 2) continue;
+      n_ms.push_back(n);
+      e_ms.push_back(e);
+      d_ms.push_back(d);
+      e_r.push_back(e / n);
+      d_r.push_back(d / n);
+    }
+    std::printf("{\"bench\":\"offload_overlap\",\"stage\":%d,\"compute_ms\":%.3f,"
+                "\"none_ms\":%.3f,\"exact_ms\":%.3f,\"delayed_ms\":%.3f,"
+                "\"exact_vs_no_offload\":%.3f,\"delayed_vs_no_offload\":%.3f,"
+                "\"best_none_ms\":%.3f,\"best_delayed_ms\":%.3f}\n",
+                stage, compute_ms, Median(n_ms), Median(e_ms), Median(d_ms), Median(e_r),
+                Median(d_r), *std::min_element(n_ms.begin(), n_ms.end()),
+                *std::min_element(d_ms.begin(), d_ms.end()));
+    std::fflush(stdout);
   }
   for (int n : {10, 50, 200}) {
     std::printf("{\"bench\":\"offload_overlap\",\"what\":\"mlp_convergence\",\"steps\":%d,"

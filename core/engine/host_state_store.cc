@@ -66,8 +66,14 @@ absl::Status HostStateStore::UpdatePipelined(const OptimizerUpdate& u) {
     int64_t begin, len;
   };
   std::vector<Piece> pieces;
-  const int64_t cap =
-      std::max<int64_t>(1, std::min<int64_t>(ctx_->config.sub_group_size, 1 << 22));
+  // At least about 8 pieces over the owned range (of 64K elements or more):
+  // with one piece the copy down, the update and the copy up run one after
+  // another; with k, all but about 2/k of the copies overlap the update.
+  int64_t total = 0;
+  for (const Arrays& a : groups_) total += a.len;
+  const int64_t cap = std::max<int64_t>(
+      1, std::min<int64_t>({ctx_->config.sub_group_size, int64_t{1} << 22,
+                            std::max<int64_t>(int64_t{1} << 16, (total + 7) / 8)}));
   int64_t largest = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (int64_t b = 0; b < groups_[g].len; b += cap) {
