@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "tests/testing/mlp_harness.h"
+#include "tests/testing/parse_config.h"
 #include "tests/testing/standin_training.h"
 
 namespace zero {
@@ -192,6 +193,63 @@ TEST(DelayedUpdate, WriteMasterReplacesTheLandingWorkingCopy) {
   const auto got = TrainOn(c, 1, spec, CommKind::kStaging);
   ASSERT_TRUE(got[0].ok()) << got[0].status();
   EXPECT_EQ(checked, 2);
+}
+
+// The ds_config key, and a wrong value named.
+TEST(DelayedUpdate, ParsedFromTheDsConfig) {
+  const Config c = Parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
+      "offload_optimizer": {"device": "cpu", "delayed_update": true}}})");
+  EXPECT_TRUE(c.offload_optimizer.delayed_update);
+  EXPECT_FALSE(Parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
+      "offload_optimizer": {"device": "cpu"}}})").offload_optimizer.delayed_update);
+  EXPECT_NE(Error(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
+      "offload_optimizer": {"device": "cpu", "delayed_update": "yes"}}})")
+                .find("offload_optimizer.delayed_update"),
+            std::string::npos);
+}
+
+// A pointer a caller holds across steps (gather at stages 1-2, as the C
+// ABI's zero_engine_gather hands out: the resident working copy): after
+// step s returns it holds exactly the master read_master gave before step
+// s (which waits for the update in flight: the master after step s-1's
+// update), and not the master after step s's own update.
+TEST(DelayedUpdate, HeldPointerHoldsTheMasterOfOneUpdateEarlier) {
+  for (int stage : {1, 2}) {
+    Config c = Delayed(stage, DType::kF32);
+    MlpSpec spec = StandinSpec();
+    spec.steps = 5;
+    spec.caller_copy = nullptr;
+    void* held = nullptr;
+    std::vector<float> before;  // read_master at the top of the last step
+    int checked = 0;
+    spec.hook = [&](Engine* e, int step, int index) -> absl::Status {
+      if (index != -1) return absl::OkStatus();
+      ASSIGN_OR_RETURN(int64_t n, e->ParamNumel(1));
+      if (held == nullptr) {
+        ASSIGN_OR_RETURN(held, e->Gather(1));
+        RETURN_IF_ERROR(e->Release(1));
+      }
+      std::vector<float> now(n), seen(n);
+      RETURN_IF_ERROR(e->ReadMaster(1, now.data()));
+      e->device()->Copy(seen.data(), held, n * 4);
+      if (!before.empty()) {
+        if (seen != before) {
+          return absl::InternalError(absl::StrCat("step ", step, ": the held pointer is not "
+                                                  "the master read before the last step"));
+        }
+        if (seen == now) {
+          return absl::InternalError(absl::StrCat("step ", step, ": the held pointer already "
+                                                  "holds the last step's update"));
+        }
+        ++checked;
+      }
+      before = now;
+      return absl::OkStatus();
+    };
+    const auto got = TrainOn(c, 1, spec, CommKind::kStaging);
+    ASSERT_TRUE(got[0].ok()) << "stage " << stage << ": " << got[0].status();
+    EXPECT_EQ(checked, 4) << "stage " << stage;
+  }
 }
 
 // Refused by name where there is no host update to run behind the device:
