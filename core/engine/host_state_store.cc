@@ -8,6 +8,27 @@
 #include "core/engine/sharded_state.h"
 
 namespace zero {
+namespace {
+
+// At least about 8 pieces over the owned range (of 64K elements or more):
+// with one piece the copy down, the update and the copy up run one after
+// another; with k, all but about 2/k of the copies overlap the update.
+int64_t HostPieceCap(const Config& c, const std::vector<int64_t>& owned) {
+  int64_t total = 0;
+  for (int64_t len : owned) total += len;
+  return std::max<int64_t>(1, std::min<int64_t>({c.sub_group_size, int64_t{1} << 22,
+                                                 std::max<int64_t>(int64_t{1} << 16,
+                                                                   (total + 7) / 8)}));
+}
+
+}  // namespace
+
+int64_t HostUpdatePieceElems(const Config& c, const std::vector<int64_t>& owned) {
+  const int64_t cap = HostPieceCap(c, owned);
+  int64_t piece = 0;
+  for (int64_t len : owned) piece = std::max(piece, std::min(cap, len));
+  return piece;
+}
 
 absl::Status HostStateStore::Update(const OptimizerUpdate& u) {
   if (ctx_->config.offload_optimizer.delayed_update) return UpdateDelayed(u);
@@ -66,14 +87,9 @@ absl::Status HostStateStore::UpdatePipelined(const OptimizerUpdate& u) {
     int64_t begin, len;
   };
   std::vector<Piece> pieces;
-  // At least about 8 pieces over the owned range (of 64K elements or more):
-  // with one piece the copy down, the update and the copy up run one after
-  // another; with k, all but about 2/k of the copies overlap the update.
-  int64_t total = 0;
-  for (const Arrays& a : groups_) total += a.len;
-  const int64_t cap = std::max<int64_t>(
-      1, std::min<int64_t>({ctx_->config.sub_group_size, int64_t{1} << 22,
-                            std::max<int64_t>(int64_t{1} << 16, (total + 7) / 8)}));
+  std::vector<int64_t> owned;
+  for (const Arrays& a : groups_) owned.push_back(a.len);
+  const int64_t cap = HostPieceCap(ctx_->config, owned);
   int64_t largest = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (int64_t b = 0; b < groups_[g].len; b += cap) {

@@ -6,12 +6,20 @@
 #ifndef ZERO_CORE_ENGINE_HOST_STATE_STORE_H_
 #define ZERO_CORE_ENGINE_HOST_STATE_STORE_H_
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/engine/delayed_host_update.h"
 #include "core/engine/memory_state_store.h"
 
 namespace zero {
+
+// The elements of the largest piece HostStateStore's pipelined update cuts
+// from owned ranges of `owned` elements per group: at most
+// min(sub_group_size, 4M, max(64K, total/8)), so there are about 8 or more
+// (the memory estimator reads it too).
+int64_t HostUpdatePieceElems(const Config& c, const std::vector<int64_t>& owned);
 
 class HostStateStore : public DeviceStateStore {
  public:
