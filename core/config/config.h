@@ -44,6 +44,11 @@ struct OffloadConfig {
   // Off: one slot, and a step that fails mid-write fails the engine
   // (docs/ARCHITECTURE.md, "Offload").
   bool atomic_step = false;
+  // offload_optimizer "cpu" on a GPU (zero's key, not DeepSpeed's): the
+  // ZeRO-Offload paper's one-step delayed parameter update; the host update
+  // of step t runs behind step t+1's forward and backward, which use the
+  // params of step t-1's update (docs/ARCHITECTURE.md, "Offload").
+  bool delayed_update = false;
 };
 
 struct AioConfig {

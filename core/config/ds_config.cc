@@ -37,6 +37,7 @@ absl::Status ParseOffload(const json& v, const std::string& path,
   } else {
     RETURN_IF_ERROR(r.Int("buffer_count", &o->buffer_count, 1, 1024));
     RETURN_IF_ERROR(r.Bool("pin_memory", &o->pin_memory));
+    RETURN_IF_ERROR(r.Bool("delayed_update", &o->delayed_update));
     // "cpu" moves the fp32 master and moments off a GPU
     // (core/engine/optimizer_state_store.cc); on the CPU device they are in
     // host memory already: reported at finalize as offload_param's "cpu" is.

@@ -497,6 +497,7 @@ absl::Status Engine::Save(const std::string& dir, const std::string& tag,
   RETURN_IF_ERROR(Check(true, "save"));
   auto site = Site(ApiCall::kSave);
   RETURN_IF_ERROR(AgreeOnCall());
+  RETURN_IF_ERROR(LandDelayedUpdate("save"));
   ckpt::SaveOptions options = options_in;
   if (!options.progress) options.progress = ProgressFor(ctx_.progress, "save");
   if (ctx_.replicas <= 1) return checkpoint_->Save(dir, tag, options);
@@ -530,6 +531,7 @@ absl::Status Engine::Load(const std::string& dir, const std::string& tag,
   RETURN_IF_ERROR(Check(true, "load"));
   auto site = Site(ApiCall::kLoad);
   RETURN_IF_ERROR(AgreeOnCall());
+  RETURN_IF_ERROR(LandDelayedUpdate("load"));
   if (options.progress || !ctx_.progress) return checkpoint_->Load(dir, tag, options);
   ckpt::LoadOptions o = options;
   o.progress = ProgressFor(ctx_.progress, "load");
@@ -568,6 +570,7 @@ absl::Status Engine::LoadSafetensors(const std::string& path, const PretrainedOp
   RETURN_IF_ERROR(Check(true, "load_safetensors"));
   auto site = Site(ApiCall::kLoadSafetensors);
   RETURN_IF_ERROR(AgreeOnCall());
+  RETURN_IF_ERROR(LandDelayedUpdate("load_safetensors"));
   absl::Status pre;
   if (boundary_->counters().micro_step != 0 || !reducer_->idle()) {
     pre = absl::FailedPreconditionError(

@@ -179,6 +179,11 @@ class Engine {
   absl::Status CheckWritable(int id, const float* values, const char* what);
   absl::Status CreateParts();
   void RecordStep(bool boundary);
+  // COLLECTIVE. offload_optimizer.delayed_update: before `call` (save, load,
+  // load_safetensors) the update in flight completes and is published;
+  // refused mid-accumulation, where it would change the params between
+  // micro-steps (docs/ARCHITECTURE.md, "Offload").
+  absl::Status LandDelayedUpdate(const char* call);
 
   // Owned resources, then the context that borrows them, then the parts.
   // The checked communicators' shared state (flight recorder, divergence).

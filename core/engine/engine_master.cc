@@ -81,6 +81,18 @@ absl::Status Engine::CheckWritable(int id, const float* values, const char* what
   return absl::OkStatus();
 }
 
+absl::Status Engine::LandDelayedUpdate(const char* call) {
+  if (!ctx_.config.offload_optimizer.delayed_update) return absl::OkStatus();
+  const int64_t micro = boundary_->counters().micro_step;
+  if (micro != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        call, ": in the middle of gradient accumulation (micro-step ", micro,
+        ") with offload_optimizer.delayed_update, whose update in flight lands first; call it "
+        "after the step() that ends an accumulation"));
+  }
+  return ctx_.Fail(boundary_->LandDelayedUpdate());
+}
+
 absl::Status Engine::WriteMaster(int id, const float* values) {
   RETURN_IF_ERROR(CheckWritable(id, values, "write_master"));
   const ParamRecord& p = params_.at(id);

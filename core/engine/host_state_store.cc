@@ -8,8 +8,75 @@
 #include "core/engine/sharded_state.h"
 
 namespace zero {
+namespace {
+
+// At least about 8 pieces over the owned range (of 64K elements or more):
+// with one piece the copy down, the update and the copy up run one after
+// another; with k, all but about 2/k of the copies overlap the update.
+int64_t HostPieceCap(const Config& c, const std::vector<int64_t>& owned) {
+  int64_t total = 0;
+  for (int64_t len : owned) total += len;
+  return std::max<int64_t>(1, std::min<int64_t>({c.sub_group_size, int64_t{1} << 22,
+                                                 std::max<int64_t>(int64_t{1} << 16,
+                                                                   (total + 7) / 8)}));
+}
+
+}  // namespace
+
+int64_t HostUpdatePieceElems(const Config& c, const std::vector<int64_t>& owned) {
+  const int64_t cap = HostPieceCap(c, owned);
+  int64_t piece = 0;
+  for (int64_t len : owned) piece = std::max(piece, std::min(cap, len));
+  return piece;
+}
 
 absl::Status HostStateStore::Update(const OptimizerUpdate& u) {
+  if (ctx_->config.offload_optimizer.delayed_update) return UpdateDelayed(u);
+  return UpdatePipelined(u);
+}
+
+absl::Status HostStateStore::UpdateDelayed(const OptimizerUpdate& u) {
+  if (delayed_ == nullptr) {
+    std::vector<int64_t> lens;
+    for (const Arrays& a : groups_) lens.push_back(a.len);
+    delayed_ = std::make_unique<DelayedHostUpdate>(ctx_, sharded_, std::move(lens));
+  }
+  // The scalars are this step's (learning rate, bias corrections, the
+  // unscale-and-clip factor of this step's gradients), taken by value.
+  return delayed_->Start(*u.grads, [this, scalars = u.scalars](int g, const float* grad,
+                                                               char* work) {
+    Arrays& s = groups_[g];
+    float* s1 = s.a[1].data<float>();
+    float* s2 = s.a[2].data<float>();
+    ctx_->host->OptimizerStep(scalars, const_cast<float*>(grad), DType::kF32,
+                              s.a[0].data<float>(), s1, s2, s.len, work, ctx_->dtype(),
+                              /*zero_grad=*/false);
+  });
+}
+
+absl::StatusOr<bool> HostStateStore::LandDelayed() {
+  if (delayed_ == nullptr) return false;
+  return delayed_->Land();
+}
+
+absl::Status HostStateStore::Read(int g, int array, int64_t begin, int64_t len, float* out) {
+  JoinDelayed();
+  return DeviceStateStore::Read(g, array, begin, len, out);
+}
+
+absl::Status HostStateStore::Write(int g, int array, int64_t begin, int64_t len,
+                                   const float* in) {
+  JoinDelayed();
+  if (array == 0 && delayed_ != nullptr) delayed_->PatchPending(g, begin, len, in);
+  return DeviceStateStore::Write(g, array, begin, len, in);
+}
+
+float* HostStateStore::InMemory(int g, int array) {
+  JoinDelayed();
+  return DeviceStateStore::InMemory(g, array);
+}
+
+absl::Status HostStateStore::UpdatePipelined(const OptimizerUpdate& u) {
   Device* device = ctx_->device;
   Device* host = ctx_->host;
   const DType t = ctx_->dtype();
@@ -20,8 +87,9 @@ absl::Status HostStateStore::Update(const OptimizerUpdate& u) {
     int64_t begin, len;
   };
   std::vector<Piece> pieces;
-  const int64_t cap =
-      std::max<int64_t>(1, std::min<int64_t>(ctx_->config.sub_group_size, 1 << 22));
+  std::vector<int64_t> owned;
+  for (const Arrays& a : groups_) owned.push_back(a.len);
+  const int64_t cap = HostPieceCap(ctx_->config, owned);
   int64_t largest = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (int64_t b = 0; b < groups_[g].len; b += cap) {
@@ -78,6 +146,7 @@ absl::Status HostStateStore::Update(const OptimizerUpdate& u) {
 
 absl::StatusOr<const float*> HostStateStore::MasterOnDevice(int g, int64_t begin, int64_t len,
                                                             DeviceBuffer* scratch) {
+  JoinDelayed();
   ASSIGN_OR_RETURN(*scratch, DeviceBuffer::Make(ctx_->device, len * 4));
   if (len > 0) ctx_->device->Copy(scratch->data(), groups_[g].a[0].data<float>() + begin, len * 4);
   return scratch->data<float>();
@@ -85,6 +154,7 @@ absl::StatusOr<const float*> HostStateStore::MasterOnDevice(int g, int64_t begin
 
 // Cast on the host, copy up.
 absl::Status HostStateStore::CastMaster(int g, void* dst) {
+  JoinDelayed();
   std::vector<char> cast(groups_[g].len * ctx_->es());
   ctx_->host->FromF32(groups_[g].a[0].data<float>(), cast.data(), ctx_->dtype(), groups_[g].len);
   ctx_->device->Copy(dst, cast.data(), cast.size());

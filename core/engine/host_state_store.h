@@ -6,9 +6,20 @@
 #ifndef ZERO_CORE_ENGINE_HOST_STATE_STORE_H_
 #define ZERO_CORE_ENGINE_HOST_STATE_STORE_H_
 
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/engine/delayed_host_update.h"
 #include "core/engine/memory_state_store.h"
 
 namespace zero {
+
+// The elements of the largest piece HostStateStore's pipelined update cuts
+// from owned ranges of `owned` elements per group: at most
+// min(sub_group_size, 4M, max(64K, total/8)), so there are about 8 or more
+// (the memory estimator reads it too).
+int64_t HostUpdatePieceElems(const Config& c, const std::vector<int64_t>& owned);
 
 class HostStateStore : public DeviceStateStore {
  public:
@@ -19,9 +30,25 @@ class HostStateStore : public DeviceStateStore {
   absl::StatusOr<const float*> MasterOnDevice(int g, int64_t begin, int64_t len,
                                               DeviceBuffer* scratch) override;
   absl::Status CastMaster(int g, void* dst) override;
+  // offload_optimizer.delayed_update: every read of the state waits for
+  // the update in flight; a write of the master also replaces the pending
+  // working copy's elements (DelayedHostUpdate::PatchPending).
+  absl::Status Read(int g, int array, int64_t begin, int64_t len, float* out) override;
+  absl::Status Write(int g, int array, int64_t begin, int64_t len, const float* in) override;
+  float* InMemory(int g, int array) override;
+  absl::StatusOr<bool> LandDelayed() override;
 
  private:
+  // The exact mode: the update of this step, pipelined piece by piece.
+  absl::Status UpdatePipelined(const OptimizerUpdate& u);
+  // The delayed mode: lands the last step's update, starts this one's.
+  absl::Status UpdateDelayed(const OptimizerUpdate& u);
+  void JoinDelayed() {
+    if (delayed_ != nullptr) delayed_->Join();
+  }
+
   ShardedState* sharded_;
+  std::unique_ptr<DelayedHostUpdate> delayed_;  // made at the first delayed step
 };
 
 }  // namespace zero

@@ -38,6 +38,16 @@ absl::StatusOr<OffloadPlacement> DecideOffloadPlacement(const Config& c,
         "offload_optimizer.device \"cpu\" and model state on device ", device_name,
         " is not supported in this version; use offload_optimizer \"nvme\" or \"none\""));
   }
+  // The delayed update is ZeRO-Offload's: the host updates while the device
+  // computes. Where the state is not in host memory apart from the device
+  // there is nothing to run behind the device's work.
+  if (c.offload_optimizer.delayed_update && p.optimizer_state != StateTier::kHost) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero_optimization.offload_optimizer.delayed_update: needs offload_optimizer.device "
+        "\"cpu\" with model state on a GPU (ZeRO-Offload); with device \"",
+        OffloadDeviceName(c.offload_optimizer.device), "\" on device ", device_name,
+        " the optimizer does not run on the host apart from the device"));
+  }
   p.pin_params = p.params == StateTier::kHost && c.offload_param.pin_memory;
   p.grads_on_nvme =
       c.stage == 3 && host_memory_device && p.optimizer_state == StateTier::kNvme;

@@ -186,6 +186,7 @@ absl::StatusOr<double> OptimizerBoundary::ReduceAndNorm(GradPlan* plan) {
 
 absl::StatusOr<StepInfo> OptimizerBoundary::SkipStep(StepInfo info) {
   sharded_->ZeroGrads();
+  RETURN_IF_ERROR(LandDelayedUpdate());
   RETURN_IF_ERROR(scaler_.Update(true));
   ++counters_.skipped_steps;
   info.skipped = true;
@@ -367,6 +368,14 @@ absl::StatusOr<StepInfo> OptimizerBoundary::FinishStep(const GradPlan& plan, Ste
   info.skipped_steps = counters_.skipped_steps;
   info.loss_scale = scaler_.scale();
   return info;
+}
+
+absl::Status OptimizerBoundary::LandDelayedUpdate() {
+  ASSIGN_OR_RETURN(const bool landed, store_->LandDelayed());
+  if (!landed) return absl::OkStatus();
+  RETURN_IF_ERROR(ctx_->stream->Wait(ctx_->stream->Submit([this] { return PublishWorkingCopy(); })));
+  (void)ctx_->stream->Drain();
+  return absl::OkStatus();
 }
 
 absl::Status OptimizerBoundary::PublishWorkingCopy() {

@@ -74,6 +74,12 @@ class OptimizerBoundary {
   // all-gather the shards; stage 3 refreshes the persistent params. Runs on
   // the comm stream.
   absl::Status PublishWorkingCopy();
+  // offload_optimizer.delayed_update: the update started at the last
+  // boundary completes and its working copy is published (COLLECTIVE, a
+  // no-op elsewhere). At an overflow's skipped step and before save, load
+  // and load_safetensors, so that after them the params are current
+  // (docs/ARCHITECTURE.md, "Offload").
+  absl::Status LandDelayedUpdate();
 
   const StepCounters& counters() const { return counters_; }
   void set_steps(int64_t global_step, int64_t skipped_steps) {

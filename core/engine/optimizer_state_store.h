@@ -76,6 +76,11 @@ class OptimizerStateStore {
   // them ahead (NVMe: its chunks), so the caller can read their gradients
   // ahead (core/engine/update_io_pipeline.h); empty otherwise.
   virtual std::vector<UpdatePiece> UpdateOrder() const { return {}; }
+  // offload_optimizer.delayed_update (HostStateStore): waits for the update
+  // started at the last boundary and writes its working copy into this
+  // rank's owned range, for the caller to publish. False when none was in
+  // flight (every other store: Update is synchronous).
+  virtual absl::StatusOr<bool> LandDelayed() { return false; }
 
   // Owned elements [begin, begin+len) of array `array` of group g, to or
   // from host memory, wherever the state lives (checkpoints, read_master).

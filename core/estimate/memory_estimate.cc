@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "core/engine/auto_sizes.h"
 #include "core/engine/gradient_reducer.h"
+#include "core/engine/host_state_store.h"
 #include "core/engine/offload_placement.h"
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/packed_moments.h"
@@ -229,11 +230,13 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   e.buffer_bytes = e.bucket_bytes + e.pack_bytes + e.recv_bytes + e.staging_bytes +
                    e.scratch_bytes + e.large_grad_bytes + nvme_up_bytes;
 
-  // HostStateStore::Update: 2 fp32 + 2 working buffers of the largest piece.
-  if (where.optimizer_state == StateTier::kHost) {
-    int64_t piece = 0;
-    const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(c.sub_group_size, 1 << 22));
-    for (int64_t len : owned) piece = std::max(piece, std::min(cap, len));
+  // HostStateStore::Update: 2 fp32 + 2 working buffers of the largest piece;
+  // with delayed_update instead the owned gradients (fp32) and working copy
+  // (es) in host memory (DelayedHostUpdate).
+  if (where.optimizer_state == StateTier::kHost && c.offload_optimizer.delayed_update) {
+    for (int64_t len : owned) e.offload_pipeline_bytes += len * (4 + es);
+  } else if (where.optimizer_state == StateTier::kHost) {
+    const int64_t piece = HostUpdatePieceElems(c, owned);
     e.offload_pipeline_bytes = 2 * piece * 4 + 2 * piece * es;
   }
 

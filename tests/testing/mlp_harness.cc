@@ -329,16 +329,23 @@ MlpResult TrainMlpReference(const Config& config, const MlpSpec& spec) {
   int64_t t = 0;
   MlpResult res;
   std::vector<double> x, tg;
+  // offload_optimizer.delayed_update: the forward and backward of a step
+  // read `seen`, the params as they were before the last boundary's update
+  // (docs/ARCHITECTURE.md, "Offload"); exact mode reads `p` itself.
+  const bool delayed = c.offload_optimizer.delayed_update;
+  std::vector<std::vector<double>> seen = p;
   for (int step = 0; step < spec.steps; ++step) {
+    if (step == spec.save_after) seen = p;  // a save lands the update in flight
     std::vector<std::vector<double>> g(p.size());
     for (size_t i = 0; i < p.size(); ++i) g[i].assign(p[i].size(), 0.0);
     for (int micro = 0; micro < gas; ++micro) {
       Batch(spec, step, micro, &x, &tg);
-      auto gm = Grad(spec, p, x, tg, 0, spec.global_batch);
+      auto gm = Grad(spec, delayed ? seen : p, x, tg, 0, spec.global_batch);
       for (size_t i = 0; i < p.size(); ++i) {
         for (size_t k = 0; k < p[i].size(); ++k) g[i][k] += gm[i][k] / gas;
       }
     }
+    seen = p;  // every boundary, skipped or not, publishes the last update
     if (step == spec.inf_step) continue;  // overflow: skip, no state change
     double sumsq = 0;
     for (size_t i = 0; i < p.size(); ++i) {
