@@ -11,6 +11,8 @@
 #include "zero_c.h"
 
 static const int kBad[] = {3, 4, 8, 255, 1000, -1, -7, INT_MAX, INT_MIN};
+/* 3-5 are optimizers since 1.13 (LION, ADAGRAD, MUON). */
+static const int kBadOptimizers[] = {6, 8, 255, 1000, -1, -7, INT_MAX, INT_MIN};
 static const int kBadKinds[] = {8, 9, 16, 1000, -1, INT_MAX, INT_MIN};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -37,10 +39,12 @@ int main(void) {
     EXPECT(is_error(zero_engine_create(&cfg, comm, &engine), ZERO_INVALID_ARGUMENT,
                     "zero_config.dtype") && names(kBad[i]));
     EXPECT(engine == NULL);
-    cfg.dtype = ZERO_DTYPE_F32;
-    cfg.optimizer = (zero_optimizer)kBad[i];
+  }
+  for (i = 0; i < COUNT(kBadOptimizers); ++i) {
+    zero_config cfg = ZERO_CONFIG_INIT;
+    cfg.optimizer = (zero_optimizer)kBadOptimizers[i];
     EXPECT(is_error(zero_engine_create(&cfg, comm, &engine), ZERO_INVALID_ARGUMENT,
-                    "zero_config.optimizer") && names(kBad[i]));
+                    "zero_config.optimizer") && names(kBadOptimizers[i]));
     EXPECT(engine == NULL);
   }
 

@@ -4,6 +4,8 @@
 
 namespace zero {
 namespace config_internal {
+thread_local std::set<std::string>* keys_read = nullptr;
+
 namespace {
 
 // `#` line comments, as DeepSpeed users paste them: blanked to spaces

@@ -26,8 +26,9 @@ namespace config_internal {
 using json = nlohmann::json;
 
 // While set, every key path an ObjectReader looks up on this thread, present
-// in the text or not (ParseDsConfigKeysRead).
-inline thread_local std::set<std::string>* keys_read = nullptr;
+// in the text or not (ParseDsConfigKeysRead). Defined in json_reader.cc, not
+// inline: an inline variable is a unique symbol the C library would export.
+extern thread_local std::set<std::string>* keys_read;
 
 inline std::string Show(const json& v) {
   std::string s = v.dump();
