@@ -67,7 +67,7 @@ def free_port() -> int:
 
 
 def emit(d: dict) -> None:
-    print(json.dumps(d), flush=True)
+    print(json.dumps(d, separators=(",", ":")), flush=True)
 
 
 def make_model(layers: int, dim: int, heads: int, vocab: int, seq: int):
@@ -418,7 +418,7 @@ def main() -> int:
                 err, rc = "timeout", 124
             seen = set()
             for line in lines.splitlines():
-                if line.startswith('{"kind": "gpt_device"'):
+                if line.startswith('{"kind":"gpt_device"'):
                     r = json.loads(line)
                     rows.append(r)
                     seen.add(r["mode"])
