@@ -216,18 +216,9 @@ def run_mode(mode: str, args, dev, sizes, deadline: float, est_s: float) -> dict
             return loss
     else:
         import deepspeed
-        cfg = ds_config(mode, args.batch)
-        if mode == "ds_offload":
-            from deepspeed.ops.adam import DeepSpeedCPUAdam
-            p = cfg.pop("optimizer")["params"]
-            opt = DeepSpeedCPUAdam(model.parameters(), lr=p["lr"], betas=tuple(p["betas"]),
-                                   eps=p["eps"], weight_decay=p["weight_decay"],
-                                   adamw_mode=True)
-            engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=cfg)
-        else:
-            engine, _, _, _ = deepspeed.initialize(model=model,
-                                                   model_parameters=model.parameters(),
-                                                   config=cfg)
+        # The same ds_config as zero's (offload: DeepSpeed picks its CPU Adam).
+        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                               config=ds_config(mode, args.batch))
 
         def step(x, y):
             loss = engine(x, y)
@@ -280,6 +271,8 @@ def worker(args) -> None:
         sys.path.append(args.ds_site)  # the machine's own packages first
     dry = args.dry_run
     dev = torch.device("cpu" if dry or not torch.cuda.is_available() else "cuda:0")
+    if dev.type == "cpu":
+        torch.set_num_threads(1)  # a tiny model: more threads only wait on each other
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
         torch.backends.cuda.matmul.allow_tf32 = True
