@@ -106,6 +106,8 @@ def make_model(layers: int, dim: int, heads: int, vocab: int, seq: int):
             self.wpe = torch.nn.Embedding(seq, dim)
             self.blocks = torch.nn.ModuleList(Block() for _ in range(layers))
             self.ln = torch.nn.LayerNorm(dim)
+            for e in (self.wte, self.wpe):  # GPT-2's init (nn.Embedding's is N(0, 1))
+                torch.nn.init.normal_(e.weight, std=0.02)
 
         def forward(self, idx, targets):
             x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
