@@ -109,6 +109,11 @@ case "$*" in
   -m\ pytest*) [ -n "${ZERO_TORCH_TIMING_OUT:-}" ] &&
                echo '{"kind":"torch_gpt_vs_torch","stage":3,"ratio":1.5}' >> "$ZERO_TORCH_TIMING_OUT"
                echo "7 passed, 2 skipped in 0.1s";;
+  bench/gpt_device_bench.py*)
+    echo "$*" >> "${GPT_LOG:-/dev/null}"
+    echo '{"kind":"gpt_device","size":"350m","mode":"zero1","status":"ok","step_ms":9.5}'
+    echo '{"kind":"gpt_device_ratio","size":"350m","mode":"zero1","vs":"torch","step_time":1.05}'
+    echo '{"kind":"gpt_device_summary","ok":1,"failed":[]}';;
   -c*) echo ".so";;
 esac
 SH
@@ -155,12 +160,25 @@ SH
 chmod +x "$B/ompi/bin/mpirun"
 : > "$T/mpirun.log"
 run ZERO_DEVICE_CHECK_SECONDS=60 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SAN" \
-    CXX="$GOODCXX" PYTHON="$PY" MPIRUN_LOG="$T/mpirun.log" PATH="$FAKEBIN:$PATH"
+    CXX="$GOODCXX" PYTHON="$PY" MPIRUN_LOG="$T/mpirun.log" PATH="$FAKEBIN:$PATH" \
+    ZERO_DEVICE_GPT_RESERVE=0 GPT_LOG="$T/gpt.log"
 check "H: exit 0" $([ $rc -eq 0 ]; echo $?)
+check "H: the real-size GPT bench ran, its lines passed on" $(grep -q '^{"kind":"gpt_device_ratio","size":"350m","mode":"zero1"' "$T/out" && grep -q '"kind":"gpt_device_summary"' "$T/out"; echo $?)
+check "H: the GPT bench got the deadline's rest (--seconds)" $(grep -qE -- '--seconds [0-9]+ ' "$T/gpt.log"; echo $?)
+first_gpt=$(grep -n '"kind":"gpt_device"' "$T/out" | head -1 | cut -d: -f1)
+first_gtest=$(grep -n '"kind":"test","target":"cuda_kernels_test"' "$T/out" | head -1 | cut -d: -f1)
+check "H: the GPT bench before the GPU tests" $([ -n "$first_gpt" ] && [ -n "$first_gtest" ] && [ "$first_gpt" -lt "$first_gtest" ]; echo $?)
 check "H: GPU seen" $(grep -q '"kind":"gpu","present":true' "$T/out"; echo $?)
 check "H: engine np 2 and 4 PASSED" $([ "$(grep -cE '"target":"mpi_engine_main_cuda_np[24]","status":"PASSED"' "$T/out")" -eq 2 ]; echo $?)
 check "H: NCCL dead peer PASSED" $(grep -q '"target":"nccl_dead_peer_test","status":"PASSED"' "$T/out"; echo $?)
 check "H: dead peer at 2 ranks, its cases only" $(grep -qE -- "-np 2 .*/bin/nccl_communicator_test --gtest_filter=NcclDeadPeer\.\*" "$T/mpirun.log"; echo $?)
+# H2: the same with the deadline's rest under the reserve: the GPT bench is
+# FAILED "no time left", the tests after it still run.
+run ZERO_DEVICE_CHECK_SECONDS=60 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SAN" \
+    CXX="$GOODCXX" PYTHON="$PY" MPIRUN_LOG="$T/mpirun.log" PATH="$FAKEBIN:$PATH"
+check "H2: exit 1" $([ $rc -eq 1 ]; echo $?)
+check "H2: GPT bench FAILED for want of time" $(grep -q '"name":"gpt_device_bench","status":"FAILED","why":"no time left' "$T/out"; echo $?)
+check "H2: the tests after it ran" $(grep -q '"target":"nccl_dead_peer_test","status":"PASSED"' "$T/out"; echo $?)
 
 # S: one slow step (gpu_engine_test hangs under memcheck) in a 40 s check
 # on a GPU: the figures (kernel GB/s, the engine's step and offload
@@ -182,7 +200,8 @@ exec "${@: -1}"
 SH
 chmod +x "$SLOWSAN"
 run ZERO_DEVICE_CHECK_SECONDS=40 ZERO_DEVICE_BUNDLE="$B" COMPUTE_SANITIZER="$SLOWSAN" \
-    CXX="$GOODCXX" PYTHON="$PY" MPIRUN_LOG="$T/mpirun.log" PATH="$FAKEBIN:$PATH"
+    CXX="$GOODCXX" PYTHON="$PY" MPIRUN_LOG="$T/mpirun.log" PATH="$FAKEBIN:$PATH" \
+    ZERO_DEVICE_GPT_RESERVE=0
 check "S: exit 1 (the timed-out test)" $([ $rc -eq 1 ]; echo $?)
 check "S: ended within the deadline: ${secs}s" $([ "$secs" -le 43 ]; echo $?)
 check "S: kernel and step figures reported" $([ "$(grep -c '"kind":"bench_fake"' "$T/out")" -eq 2 ]; echo $?)
@@ -214,7 +233,7 @@ if [ -n "${BUNDLE_SCRIPT:-}" ] && [ -x /usr/bin/orted ]; then
     cp /usr/bin/orted "$FB/$b"   # a real dynamic executable that loads libmpi's kin
   done
   out="$T/packed"
-  ZERO_BUNDLE_SKIP_BUILD=1 ZERO_BUNDLE_BIN="$FB" bash "$BUNDLE_SCRIPT" "$out" > "$T/bout" 2>&1
+  ZERO_BUNDLE_DS=0 ZERO_BUNDLE_SKIP_BUILD=1 ZERO_BUNDLE_BIN="$FB" bash "$BUNDLE_SCRIPT" "$out" > "$T/bout" 2>&1
   rc=$?
   cat "$T/bout"
   check "G: packed, exit 0" $([ $rc -eq 0 ]; echo $?)
@@ -223,9 +242,34 @@ if [ -n "${BUNDLE_SCRIPT:-}" ] && [ -x /usr/bin/orted ]; then
   check "G: OpenMPI prefix with orted and components" $([ -x "$out/ompi/bin/orted" ] && ls "$out"/ompi/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/ | grep -q 'mca_'; echo $?)
   sum=$(find "$out" -type f ! -name MANIFEST -printf '%s\n' | awk '{s+=$1} END {print s+0}')
   check "G: manifest sum = bytes on disk" $(grep -q "^$sum total\$" "$out/MANIFEST"; echo $?)
-  ZERO_BUNDLE_MAX_MIB=1 ZERO_BUNDLE_SKIP_BUILD=1 ZERO_BUNDLE_BIN="$FB" bash "$BUNDLE_SCRIPT" "$out" > "$T/bout" 2>&1
+  ZERO_BUNDLE_DS=0 ZERO_BUNDLE_MAX_MIB=1 ZERO_BUNDLE_SKIP_BUILD=1 ZERO_BUNDLE_BIN="$FB" bash "$BUNDLE_SCRIPT" "$out" > "$T/bout" 2>&1
   rc=$?
   check "G: over the limit is exit 1, named" $([ $rc -eq 1 ] && grep -q 'over the 1 MiB limit' "$T/bout"; echo $?)
+  # G2: DeepSpeed's wheels (a fake pip): the given wheel and what pip
+  # downloads for the GPU machine's Python land in wheels/ and the manifest;
+  # a pip that fails leaves DeepSpeed out with a warning, still exit 0.
+  FPIP="$T/fake_pip_python"
+  cat > "$FPIP" <<'SH'
+#!/usr/bin/env bash
+echo "$*" >> "$PIP_LOG"
+[ -n "${PIP_FAIL:-}" ] && exit 1
+d=""; while [ $# -gt 0 ]; do [ "$1" = "-d" ] && d="$2"; shift; done
+[ -n "$d" ] && touch "$d/pydantic_core-2.0-cp312-cp312-manylinux2014_x86_64.whl"
+exit 0
+SH
+  chmod +x "$FPIP"
+  echo fake > "$T/deepspeed-0.19.8-py3-none-any.whl"
+  ZERO_BUNDLE_DS_PYTHON="$FPIP" ZERO_BUNDLE_DS_WHEEL="$T/deepspeed-0.19.8-py3-none-any.whl" \
+    PIP_LOG="$T/pip.log" ZERO_BUNDLE_SKIP_BUILD=1 ZERO_BUNDLE_BIN="$FB" \
+    bash "$BUNDLE_SCRIPT" "$out" > "$T/bout" 2>&1
+  rc=$?
+  check "G2: exit 0, DeepSpeed's wheel and deps in wheels/" $([ $rc -eq 0 ] && [ -f "$out/wheels/deepspeed-0.19.8-py3-none-any.whl" ] && [ -f "$out/wheels/pydantic_core-2.0-cp312-cp312-manylinux2014_x86_64.whl" ]; echo $?)
+  check "G2: downloaded for Python 3.12, binaries only" $(grep -q -- '--only-binary=:all: --python-version 3.12' "$T/pip.log"; echo $?)
+  check "G2: wheels in the manifest" $(grep -q ' wheels/deepspeed-0.19.8-py3-none-any.whl$' "$out/MANIFEST"; echo $?)
+  PIP_FAIL=1 ZERO_BUNDLE_DS_PYTHON="$FPIP" PIP_LOG="$T/pip.log" ZERO_BUNDLE_SKIP_BUILD=1 \
+    ZERO_BUNDLE_BIN="$FB" bash "$BUNDLE_SCRIPT" "$out" > "$T/bout" 2>&1
+  rc=$?
+  check "G2: pip failing: exit 0, warned, no wheels/" $([ $rc -eq 0 ] && grep -q 'DeepSpeed not bundled' "$T/bout" && [ ! -d "$out/wheels" ]; echo $?)
 else
   echo "FAILED: G: no BUNDLE_SCRIPT or /usr/bin/orted"
   fail=1

@@ -16,6 +16,14 @@
 #          OPAL_PREFIX / PMIX_INSTALL_PREFIX (set by device_check.sh)
 #   python/   pytest and what it imports (pure Python, Debian's), used by
 #          device_check.sh only where that machine's Python has no pytest
+#   wheels/  DeepSpeed for bench/gpt_device_bench.py's peer (the GPU machine
+#          has no internet): its wheel built without ops (its CPU Adam
+#          JIT-builds there; ZERO_BUNDLE_DS_WHEEL names one, else pip builds
+#          it from ZERO_BUNDLE_DS_PYTHON's pip, or takes its cache) and its
+#          dependencies but torch and numpy, downloaded by pip for the GPU
+#          machine's Python (ZERO_BUNDLE_PY, 3.12); ~6 MiB.
+#          ZERO_BUNDLE_DS=0 leaves it out; a failed download leaves it out
+#          with a warning (the bench then says "not available")
 #   MANIFEST  one line per file: bytes, path; the sum last
 #
 #   tools/device_bundle.sh [OUTDIR]
@@ -111,6 +119,31 @@ if [ -d "$PYSRC/_pytest" ]; then
     [ -e "$PYSRC/$m" ] && cp -rL "$PYSRC/$m" "$OUTDIR/python/"
   done
   find "$OUTDIR/python" -name __pycache__ -type d -prune -exec rm -rf {} +
+fi
+
+# DeepSpeed's wheel and its dependencies for the GPU machine's Python.
+if [ "${ZERO_BUNDLE_DS:-1}" != 0 ]; then
+  DSPY="${ZERO_BUNDLE_DS_PYTHON:-/opt/zero-venvs/torch-current/bin/python}"
+  PYV="${ZERO_BUNDLE_PY:-3.12}"
+  W="$OUTDIR/wheels"
+  mkdir -p "$W"
+  ok=true
+  if [ -n "${ZERO_BUNDLE_DS_WHEEL:-}" ]; then
+    cp "$ZERO_BUNDLE_DS_WHEEL" "$W/" || ok=false
+  else
+    # setup.py imports torch: no build isolation, the ops left to JIT.
+    DS_BUILD_OPS=0 timeout 300 "$DSPY" -m pip wheel -q --disable-pip-version-check --no-deps \
+      --no-build-isolation -w "$W" "deepspeed==${ZERO_BUNDLE_DS_VERSION:-0.19.8}" || ok=false
+  fi
+  # Its requirements (setup.py) less torch and numpy, which that machine has.
+  $ok && timeout 300 "$DSPY" -m pip download -q --disable-pip-version-check --only-binary=:all: \
+    --python-version "$PYV" --implementation cp --platform manylinux2014_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 -d "$W" \
+    einops hjson msgpack ninja packaging psutil py-cpuinfo pydantic tqdm nvidia-ml-py || ok=false
+  if ! $ok || ! compgen -G "$W/deepspeed-*.whl" > /dev/null; then
+    echo "device_bundle: warning: DeepSpeed not bundled (pip failed); the GPT bench's DeepSpeed modes will say not available" >&2
+    rm -rf "$W"
+  fi
 fi
 
 # The manifest and the limit.

@@ -17,6 +17,13 @@
 #      there from its one source file with that machine's pybind11 and
 #      Python, running the device tests and zero.torch on a CUDA model (and
 #      a GPT-shaped one, step times against plain torch on the same GPU);
+#   2b. (bundle) a GPT at real sizes (~350M and ~1.3B params, bf16, seq
+#      1024; bench/gpt_device_bench.py): zero.torch at stages 0-3 and with
+#      offload_optimizer (exact; overlapped where the runtime takes
+#      offload_optimizer.delayed_update, else "not available") against
+#      plain torch AdamW and DeepSpeed (from the bundle's wheels, its CPU
+#      Adam JIT-built in the background from the start), as ratios, in
+#      what is left less ZERO_DEVICE_GPT_RESERVE (110 s) for the tests;
 #   3. the GPU tests (kernels, CudaDevice, NCCL, the 2-rank dead-peer; from
 #      the bundle under compute-sanitizer memcheck, racecheck on the
 #      kernels, when the toolkit has it) and the engine over MPI at 2 and 4
@@ -29,6 +36,8 @@
 #   ZERO_DEVICE_CHECK_NO_GPU_OK=1 tools/device_check.sh   # CPU dry run
 #   ZERO_DEVICE_CHECK_NVCC=1 tools/device_check.sh        # skip Bazel
 #   ZERO_DEVICE_BUNDLE=dir tools/device_check.sh          # run from a bundle
+#   DEVICE_CHECK_DRY_RUN=1 tools/device_check.sh          # + the GPT bench on
+#       the CPU, tiny (zero importable from PYTHONPATH; //bench:gpt_device_bench_dry_test)
 #   (tests: NVCC=path, GTEST_HEADER=path, CXX=path, PYTHON=path,
 #    COMPUTE_SANITIZER=path override the tools it looks for)
 #
@@ -166,6 +175,52 @@ if [ "$built_with" = bundle ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=""
 fi
 
+# --- DeepSpeed from the bundle (the GPT bench's peer) ------------------------
+# Its wheel and pure-Python dependencies (tools/device_bundle.sh, wheels/)
+# unpacked into one folder the bench appends to sys.path (the machine's own
+# packages win); ninja's binary on PATH for torch's JIT builds. On a GPU its
+# CPU Adam starts JIT-building now, in the background, so the offload mode
+# finds it built (TORCH_EXTENSIONS_DIR is shared).
+DS_SITE=""
+if [ "$built_with" = bundle ] && compgen -G "$BUNDLE/wheels/deepspeed-*.whl" > /dev/null; then
+  DS_SITE="$WORK/ds_site"
+  mkdir -p "$DS_SITE"
+  for w in "$BUNDLE"/wheels/*.whl; do
+    "$PYTHON" -m zipfile -e "$w" "$DS_SITE" >> "$LOGDIR/ds_unpack.log" 2>&1
+  done
+  for n in "$DS_SITE"/ninja*.data/*/ninja "$DS_SITE"/ninja/data/bin/ninja; do
+    if [ -f "$n" ]; then chmod +x "$n"; PATH="$(dirname "$n"):$PATH"; fi
+  done
+  export PATH TORCH_EXTENSIONS_DIR="$WORK/torch_extensions"
+  emit "{\"kind\":\"deepspeed\",\"wheels\":$(ls "$BUNDLE"/wheels/*.whl | wc -l),\"site\":\"$(json_str "$DS_SITE")\"}"
+  if [ "$gpu" = true ]; then
+    "$PYTHON" -c 'import sys; sys.path.append(sys.argv[1])
+from deepspeed.ops.op_builder import CPUAdamBuilder
+CPUAdamBuilder().load()' "$DS_SITE" > "$LOGDIR/ds_cpu_adam_build.log" 2>&1 &
+  fi
+fi
+
+# gpt_bench PYTHONPATH [--dry-run]: bench/gpt_device_bench.py in what is
+# left of the deadline less the reserve for the steps after it; its lines
+# passed on; no summary line (it died) or a failed mode is FAILED.
+gpt_bench() {
+  local pypath=$1 left rc
+  shift
+  left=$(( DEADLINE - $(elapsed) - ${ZERO_DEVICE_GPT_RESERVE:-110} ))
+  [ "$left" -gt "${ZERO_DEVICE_GPT_SECONDS:-330}" ] && left=${ZERO_DEVICE_GPT_SECONDS:-330}
+  if [ "$left" -lt 20 ]; then no_time "gpt_device_bench"; return; fi
+  PYTHONPATH="$pypath" timeout $(( left + 20 )) "${PYTHON:-python3}" bench/gpt_device_bench.py \
+    --seconds "$left" --ds-site "$DS_SITE" "$@" > "$WORK/gpt.jsonl" 2> "$LOGDIR/gpt_device_bench.log"
+  rc=$?
+  while IFS= read -r line; do
+    case "$line" in "{"*) emit "$line";; esac
+  done < "$WORK/gpt.jsonl"
+  if [ $rc -ne 0 ] || ! grep -q '"kind":"gpt_device_summary"' "$WORK/gpt.jsonl"; then
+    emit "{\"kind\":\"step\",\"name\":\"gpt_device_bench\",\"status\":\"FAILED\",\"rc\":$rc,\"why\":\"$(json_str "$(tail -c 400 "$LOGDIR/gpt_device_bench.log")")\"}"
+    failed=1
+  fi
+}
+
 # --- Benchmark ------------------------------------------------------------
 bench_rc=-1
 missed=""
@@ -280,6 +335,12 @@ if [ "$built_with" = bundle ]; then
         while IFS= read -r tl; do emit "$tl"; done < "$WORK/torch_timing.jsonl"
         [ $rc -eq 0 ] || failed=1
       fi
+      # The GPT at real sizes, before the GPU tests (they keep the reserve).
+      if [ "$gpu" = true ]; then
+        gpt_bench "$PYDIR"
+      elif [ "${DEVICE_CHECK_DRY_RUN:-}" = 1 ]; then
+        gpt_bench "$PYDIR" --dry-run
+      fi
     else
       emit "{\"kind\":\"build\",\"tool\":\"c++\",\"target\":\"python extension\",\"ok\":false,\"why\":\"$(json_str "${incs:-no pybind11 for $PYTHON}; $(tail -c 600 "$LOGDIR/python_ext.log")")\"}"
       failed=1
@@ -379,6 +440,12 @@ if [ "$built_with" = bazel ] && [ "$gpu" = true ]; then
     emit "{\"kind\":\"test\",\"target\":\"mpi_engine_main --device cuda\",\"np\":$np,\"status\":\"$([ $rc -eq 0 ] && echo PASSED || echo FAILED)\",\"result\":\"$(json_str "$line")\",\"seconds\":$(( $(date +%s) - t0 ))}"
     [ $rc -eq 0 ] || failed=1
   done
+fi
+
+# A dry run without a bundle: the GPT bench on the CPU with the zero this
+# PYTHONPATH gives (the bundle's path above runs it after its extension).
+if [ "${DEVICE_CHECK_DRY_RUN:-}" = 1 ] && [ "$built_with" != bundle ]; then
+  gpt_bench "${PYTHONPATH:-}" --dry-run
 fi
 
 emit "{\"kind\":\"summary\",\"gpu\":$gpu,\"built_with\":\"${built_with:-none}\",\"failed\":$([ $failed -eq 0 ] && echo false || echo true),\"bench_rc\":$bench_rc,\"below_target_or_failed\":\"$(json_str "${missed# }")\",\"seconds\":$(elapsed)}"

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "core/comm/mpi_short_sleep.h"
+
 namespace zero {
 
 int WaitForArrival(MPI_Comm comm, std::chrono::steady_clock::time_point deadline,
@@ -31,7 +33,7 @@ int WaitForArrival(MPI_Comm comm, std::chrono::steady_clock::time_point deadline
     }
     // Progress of the barrier happens inside MPI_Test; between tests the
     // thread sleeps, so an absent peer costs wake-ups, not a core.
-    std::this_thread::sleep_for(std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(
+    MpiShortSleep(std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(
                                                     deadline - now) + std::chrono::microseconds(1)));
     sleep = std::min(sleep * 2, options.max_sleep);
   }
@@ -75,7 +77,7 @@ int WaitArrivedAndDone(MPI_Request* arrival, int count, MPI_Request* ops,
         std::this_thread::yield();
         continue;
       }
-      std::this_thread::sleep_for(
+      MpiShortSleep(
           std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(deadline - now) +
                               std::chrono::microseconds(1)));
       sleep = std::min(sleep * 2, options.max_sleep);
@@ -90,7 +92,7 @@ int WaitArrivedAndDone(MPI_Request* arrival, int count, MPI_Request* ops,
     if ((rc = test_ops(&done)) != MPI_SUCCESS) return rc;
     if ((i & 63) == 0 && !done && Clock::now() > deadline) return kArrivalTimedOut;
     if (sleeps && !done && (i & 7) == 0 && Clock::now() > sleep_from) {
-      std::this_thread::sleep_for(sleep);
+      MpiShortSleep(sleep);
       sleep = std::min(sleep * 2, options.transfer_max_sleep);
     }
   }

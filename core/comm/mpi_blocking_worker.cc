@@ -89,7 +89,7 @@ void BlockingWorker::Loop() {
     // for the next one before sleeping (the job is read without the lock
     // then: posted_'s release store orders it).
     const auto spin_until = Clock::now() + std::chrono::microseconds(100);
-    for (unsigned i = 0; posted_.load(std::memory_order_acquire) <= seq; ++i) {
+    for (unsigned i = 0; idle_spin_ && posted_.load(std::memory_order_acquire) <= seq; ++i) {
       if ((i & 15) == 15 && Clock::now() > spin_until) break;
       std::this_thread::yield();
     }

@@ -51,8 +51,12 @@ class BlockingWorker : public std::enable_shared_from_this<BlockingWorker> {
   // The thread starts with the first job handed to Run (never in direct
   // mode, where the caller runs every job, nor for a communicator whose
   // collectives all run on the caller).
-  static std::shared_ptr<BlockingWorker> Make() {
-    return std::shared_ptr<BlockingWorker>(new BlockingWorker());
+  // `idle_spin`: whether the worker spins a little for the next job before
+  // sleeping (not where threads outnumber cores: its yields keep it
+  // runnable, and the scheduler then counts a core busy that the compute
+  // threads need).
+  static std::shared_ptr<BlockingWorker> Make(bool idle_spin) {
+    return std::shared_ptr<BlockingWorker>(new BlockingWorker(idle_spin));
   }
 
   std::vector<int> counts, displs;
@@ -74,7 +78,7 @@ class BlockingWorker : public std::enable_shared_from_this<BlockingWorker> {
   int Execute(const MpiJob& j);
 
  private:
-  BlockingWorker() = default;
+  explicit BlockingWorker(bool idle_spin) : idle_spin_(idle_spin) {}
 
   void Loop();
 
@@ -85,6 +89,7 @@ class BlockingWorker : public std::enable_shared_from_this<BlockingWorker> {
   std::atomic<int> rc_{MPI_SUCCESS};
   bool stop_ = false, worker_sleeping_ = false, caller_sleeping_ = false;
   bool started_ = false;  // only the caller touches it
+  const bool idle_spin_;
 };
 
 }  // namespace zero

@@ -18,6 +18,7 @@
 #include "core/comm/mpi_blocking_worker.h"
 #include "core/comm/mpi_core_count.h"
 #include "core/comm/mpi_init_policy.h"
+#include "core/comm/mpi_short_sleep.h"
 #include "core/comm/mpi_sum_algorithms.h"
 #include "core/comm/mpi_watchdog.h"
 
@@ -52,10 +53,14 @@ class MpiCommunicator : public Communicator {
     // (the C engine's stage-3 step took 1.7-2.7x as long at 4 ranks on 2
     // cores, bench/README.md), and OpenMPI yields in its waits there anyway.
     gate_ = !DirectModeFromEnv() && !ranks_outnumber_cores_;
-    // No gate there, and no core for a late peer: once a wait outlasts the
-    // transfer the calling thread's polls sleep between tests, up to 80 us
-    // (ArrivalGateOptions::transfer_max_sleep; Wait's too, after 1 ms).
-    if (ranks_outnumber_cores_) {
+    // Whenever the ranks' threads outnumber the cores, a peer that is late
+    // inside a transfer has lost its core (to our own threads or to other
+    // work on the node): once a wait outlasts the transfer the calling
+    // thread's polls sleep between tests, up to 80 us
+    // (ArrivalGateOptions::transfer_max_sleep; Wait's too, after 1 ms), so
+    // the core goes to that peer instead of to back-to-back tests
+    // (bench/README.md, "Waiting under load").
+    if (oversubscribed_) {
       wait_options_.transfer_max_sleep = std::chrono::microseconds(80);
     }
     if (DirectModeFromEnv()) {
@@ -120,13 +125,13 @@ class MpiCommunicator : public Communicator {
       return DirectReduceScatter(send, recv, counts, MPI_FLOAT, MPI_SUM, sizeof(float));
     }
     if (world_ >= 2) return ExchangeReduceScatter(send, recv, counts, c, d);
-    if (auto s = Gate("reduce-scatter"); !s.ok()) return s;
-    MPI_Request req;
+    GatedRequests g;
+    if (auto s = PostGate("reduce-scatter", &g); !s.ok()) return s;
     int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_FLOAT,
-                                                  MPI_SUM, comm_, &req)
+                                                  MPI_SUM, comm_, &g.req)
                       : MPI_Ireduce_scatter(send, recv, c.data(), MPI_FLOAT,
-                                            MPI_SUM, comm_, &req);
-    if (auto s = Wait(rc, &req, "reduce-scatter"); !s.ok()) return s;
+                                            MPI_SUM, comm_, &g.req);
+    if (auto s = AwaitGated("reduce-scatter", rc, &g, 1, &g.req, 0); !s.ok()) return s;
     Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
     return absl::OkStatus();
   }
@@ -139,22 +144,25 @@ class MpiCommunicator : public Communicator {
     if (DirectPair(c)) {  // as ReduceScatterV: one fp32 sum per element
       return DirectReduceScatter(send, recv, counts, MPI_UINT16_T, op, 2);
     }
-    if (auto s = Gate("reduce-scatter"); !s.ok()) return s;
-    MPI_Request req;
-    int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_UINT16_T, op, comm_, &req)
-                      : MPI_Ireduce_scatter(send, recv, c.data(), MPI_UINT16_T, op, comm_, &req);
-    if (auto s = Wait(rc, &req, "reduce-scatter"); !s.ok()) return s;
+    GatedRequests g;
+    if (auto s = PostGate("reduce-scatter", &g); !s.ok()) return s;
+    int rc = Equal(c) ? MPI_Ireduce_scatter_block(send, recv, c[0], MPI_UINT16_T, op, comm_, &g.req)
+                      : MPI_Ireduce_scatter(send, recv, c.data(), MPI_UINT16_T, op, comm_, &g.req);
+    if (auto s = AwaitGated("reduce-scatter", rc, &g, 1, &g.req, AllGatherSent(counts, rank_) * 2);
+        !s.ok()) {
+      return s;
+    }
     Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), 2);
     return absl::OkStatus();
   }
 
   absl::Status AllReduceHalf(void* data, int64_t count, DType dtype) override {
     if (count > INT_MAX) return absl::InvalidArgumentError("AllReduce: too large");
-    if (auto s = Gate("all-reduce"); !s.ok()) return s;
-    MPI_Request req;
+    GatedRequests g;
+    if (auto s = PostGate("all-reduce", &g); !s.ok()) return s;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_UINT16_T,
-                            HalfSum(dtype), comm_, &req);
-    if (auto s = Wait(rc, &req, "all-reduce"); !s.ok()) return s;
+                            HalfSum(dtype), comm_, &g.req);
+    if (auto s = AwaitGated("all-reduce", rc, &g, 1, &g.req, count * 2); !s.ok()) return s;
     Count(CollectiveKind::kAllReduce, AllReduceSent(count, world_), 2);
     return absl::OkStatus();
   }
@@ -199,13 +207,15 @@ class MpiCommunicator : public Communicator {
     if (auto s = Displacements(send_counts, &sc, &sd); !s.ok()) return s;
     if (auto s = Displacements(recv_counts, &rc_, &rd); !s.ok()) return s;
     MPI_Datatype t = dtype == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T;
-    if (auto s = Gate("all-to-all"); !s.ok()) return s;
-    MPI_Request req;
-    int rc = MPI_Ialltoallv(send, sc.data(), sd.data(), t, recv, rc_.data(), rd.data(), t,
-                            comm_, &req);
-    if (auto s = Wait(rc, &req, "all-to-all"); !s.ok()) return s;
     int64_t sent = 0;
     for (int r = 0; r < world_; ++r) sent += r == rank_ ? 0 : send_counts[r];
+    GatedRequests g;
+    if (auto s = PostGate("all-to-all", &g); !s.ok()) return s;
+    int rc = MPI_Ialltoallv(send, sc.data(), sd.data(), t, recv, rc_.data(), rd.data(), t,
+                            comm_, &g.req);
+    if (auto s = AwaitGated("all-to-all", rc, &g, 1, &g.req, sent * DTypeSize(dtype)); !s.ok()) {
+      return s;
+    }
     Count(CollectiveKind::kReduceScatter, sent, DTypeSize(dtype));
     return absl::OkStatus();
   }
@@ -232,12 +242,15 @@ class MpiCommunicator : public Communicator {
   absl::Status ExchangeReduceScatter(const float* send, float* recv,
                                      const std::vector<int64_t>& counts,
                                      const std::vector<int>& c, const std::vector<int>& d) {
-    if (auto s = Gate("reduce-scatter"); !s.ok()) return s;
+    GatedRequests g;
+    if (auto s = PostGate("reduce-scatter", &g); !s.ok()) return s;
     const int rc = PostPieceExchange(comm_, rank_, world_, send, c, d, &sums_);
-    if (rc != MPI_SUCCESS) return Failed("reduce-scatter", rc);  // posted requests stay posted
-    for (MPI_Request& r : sums_.reqs) {
-      if (r == MPI_REQUEST_NULL) continue;
-      if (auto s = Wait(MPI_SUCCESS, &r, "reduce-scatter"); !s.ok()) return s;
+    // Posted requests stay posted on failure (the communicator is broken).
+    if (auto s = AwaitGated("reduce-scatter", rc, &g, static_cast<int>(sums_.reqs.size()),
+                            sums_.reqs.data(),
+                            AllGatherSent(counts, rank_) * static_cast<int64_t>(sizeof(float)));
+        !s.ok()) {
+      return s;
     }
     SumExchangedPieces(rank_, static_cast<size_t>(c[rank_]), recv, &sums_);
     Count(CollectiveKind::kReduceScatter, AllGatherSent(counts, rank_), sizeof(float));
@@ -251,8 +264,11 @@ class MpiCommunicator : public Communicator {
   absl::Status PairAllReduce(T* data, int count, MPI_Datatype t) {
     const char* what = "all-reduce";
     if (broken_) return Broken(what);
+    int type_bytes = 1;
+    MPI_Type_size(t, &type_bytes);
     const int rc = zero::PairAllReduce(comm_, rank_, data, count, t, gate_, Deadline(),
-                                       MpiSerialMutex(), wait_options_, &sums_);
+                                       MpiSerialMutex(),
+                                       TransferOptions(int64_t{count} * type_bytes), &sums_);
     if (rc == kArrivalTimedOut) return TimedOut(what);
     if (rc != MPI_SUCCESS) return Failed(what, rc);
     return absl::OkStatus();
@@ -348,11 +364,11 @@ class MpiCommunicator : public Communicator {
     if (slot_) return Direct(what, job);
     if (OnCaller(job)) return Polled(what, job);
     int rc = MPI_SUCCESS;
-    // With more ranks than cores the caller does not spin: its yields
+    // With more threads than cores the caller does not spin: its yields
     // take turns from the worker and the peers the job waits for (the
     // 4-rank all-reduce on 2 cores: 0.90 -> 0.95 of raw MPI at 64K
     // elements, bench/README.md, "Collectives on the calling thread").
-    const bool spin = SmallJob(job) && !ranks_outnumber_cores_;
+    const bool spin = SmallJob(job) && !oversubscribed_;
     if (!worker_->Run(job, deadline, spin, &rc) || rc == kArrivalTimedOut) {
       return TimedOut(what);
     }
@@ -396,23 +412,29 @@ class MpiCommunicator : public Communicator {
       }
     }
     if (rc != MPI_SUCCESS) return Failed(what, rc);
-    ArrivalGateOptions options = wait_options_;
-    if (options.transfer_max_sleep.count() > 0) {
-      // Sleeps only past the time the transfer itself would take at ~4 GB/s
-      // (raw MPI's 4-rank all-gather of 4M floats without single-copy here:
-      // 5.8 GB/s), and at least 100 us: a fragmented transfer needs a test
-      // per fragment (ArrivalGateOptions::transfer_spin).
-      int type_bytes = 1;
-      MPI_Type_size(j.type, &type_bytes);
-      const int64_t bytes = static_cast<int64_t>(j.count) * type_bytes *
-                            (j.op == MpiJob::kBcast ? 1 : world_);
-      options.transfer_spin = std::max(std::chrono::microseconds(100),
-                                       std::chrono::microseconds(bytes / 4000));
-    }
-    rc = WaitArrivedAndDone(gate_ ? &arrival : nullptr, 1, &req, j.deadline, serial, options);
+    int type_bytes = 1;
+    MPI_Type_size(j.type, &type_bytes);
+    const int64_t bytes =
+        static_cast<int64_t>(j.count) * type_bytes * (j.op == MpiJob::kBcast ? 1 : world_);
+    rc = WaitArrivedAndDone(gate_ ? &arrival : nullptr, 1, &req, j.deadline, serial,
+                            TransferOptions(bytes));
     if (rc == kArrivalTimedOut) return TimedOut(what);
     if (rc != MPI_SUCCESS) return Failed(what, rc);
     return absl::OkStatus();
+  }
+
+  // The wait options for a transfer of `bytes` (this rank's view): where
+  // waits sleep, only past the time the transfer itself would take at
+  // ~4 GB/s (raw MPI's 4-rank all-gather of 4M floats without single-copy
+  // here: 5.8 GB/s), and at least 100 us: a fragmented transfer needs a
+  // test per fragment (ArrivalGateOptions::transfer_spin).
+  ArrivalGateOptions TransferOptions(int64_t bytes) const {
+    ArrivalGateOptions options = wait_options_;
+    if (options.transfer_max_sleep.count() > 0) {
+      options.transfer_spin = std::max(std::chrono::microseconds(100),
+                                       std::chrono::microseconds(bytes / 4000));
+    }
+    return options;
   }
 
   // Whether `job` moves little enough (its whole result, this rank's
@@ -440,15 +462,46 @@ class MpiCommunicator : public Communicator {
                               std::chrono::duration<double>(timeout_seconds_));
   }
 
-  // The arrival gate on the calling thread, before a non-blocking
-  // collective is posted (default mode; none in direct mode): a peer that
-  // never arrives is a timeout, and the wait sleeps instead of polling MPI.
-  absl::Status Gate(const char* what) {
+  // A non-blocking collective's requests and the arrival gate's barrier
+  // posted just before them (MPI_REQUEST_NULL: no gate).
+  struct GatedRequests {
+    MPI_Request arrival = MPI_REQUEST_NULL;
+    MPI_Request req = MPI_REQUEST_NULL;
+  };
+
+  // The arrival gate, posted before a non-blocking collective (default
+  // mode; none in direct mode) and waited for together with it
+  // (AwaitGated): one rendezvous of the ranks per collective, where
+  // waiting for the gate first and then for the collective made two, each
+  // costing a scheduling delay when the node's cores are shared
+  // (bench/README.md, "Waiting under load").
+  absl::Status PostGate(const char* what, GatedRequests* g) {
     if (broken_) return Broken(what);
     if (!gate_) return absl::OkStatus();
-    const int rc = WaitForArrival(comm_, Deadline(), MpiSerialMutex());
-    if (rc == MPI_SUCCESS) return absl::OkStatus();
-    return rc == kArrivalTimedOut ? TimedOut(what) : Failed(what, rc);
+    const int rc = PostArrival(comm_, &g->arrival, MpiSerialMutex());
+    return rc == MPI_SUCCESS ? absl::OkStatus() : Failed(what, rc);
+  }
+
+  // Waits for `count` requests posted after PostGate (`rc`: the posting's
+  // result) until the timeout: while a peer has not arrived the wait
+  // sleeps, then tests back to back, sleeping only past the transfer's
+  // time for `bytes` where threads outnumber cores (TransferOptions). A
+  // peer that never arrives, or stops inside the collective, is a timeout.
+  absl::Status AwaitGated(const char* what, int rc, GatedRequests* g, int count,
+                          MPI_Request* reqs, int64_t bytes) {
+    if (rc != MPI_SUCCESS) return Failed(what, rc);
+    if (slot_) {  // direct mode (no gate): MPI_Wait under the watchdog
+      for (int i = 0; i < count; ++i) {
+        if (reqs[i] == MPI_REQUEST_NULL) continue;
+        if (auto s = Wait(MPI_SUCCESS, &reqs[i], what); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    rc = WaitArrivedAndDone(gate_ ? &g->arrival : nullptr, count, reqs, Deadline(),
+                            MpiSerialMutex(), TransferOptions(bytes));
+    if (rc == kArrivalTimedOut) return TimedOut(what);
+    if (rc != MPI_SUCCESS) return Failed(what, rc);
+    return absl::OkStatus();
   }
 
   // An MPI call failed: this communicator is unusable from here on.
@@ -518,15 +571,12 @@ class MpiCommunicator : public Communicator {
         backoff = true;
         spins = 0;
       }
-      if (backoff && wait_options_.transfer_max_sleep.count() > 0) {
-        // More ranks than cores: a late peer has no core, and 5 us sleeps
-        // (each ~55 us with the default timer slack, plus a test) cost a
+      if (backoff) {
+        // A late peer has no core, and 5 us sleeps plus a test each cost a
         // quarter of the wait in CPU; doubling to the cap costs a few %.
-        std::this_thread::sleep_for(std::min<std::chrono::microseconds>(
+        MpiShortSleep(std::min<std::chrono::microseconds>(
             std::chrono::microseconds(int64_t{5} << std::min(spins, 5u)),
             wait_options_.transfer_max_sleep));
-      } else if (backoff) {
-        std::this_thread::sleep_for(std::chrono::microseconds(spins > 4096 ? 100 : 5));
       } else {
         std::this_thread::yield();
       }
@@ -541,7 +591,7 @@ class MpiCommunicator : public Communicator {
   bool gate_ = false;
   ArrivalGateOptions wait_options_;
   BlockingWorker& Worker() {
-    if (!worker_) worker_ = BlockingWorker::Make();
+    if (!worker_) worker_ = BlockingWorker::Make(/*idle_spin=*/!oversubscribed_);
     return *worker_;
   }
 
