@@ -46,12 +46,14 @@ def main():
     a = ap.parse_args()
     import transformers
 
-    losses = []
+    losses = []  # this rank's loss of every micro-batch, full precision
 
-    class Record(transformers.TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kw):
-            if logs and "loss" in logs:
-                losses.append([state.global_step, float(logs["loss"])])
+    class Recording(transformers.Trainer):
+        def compute_loss(self, model, inputs, *a, **kw):
+            out = super().compute_loss(model, inputs, *a, **kw)
+            loss = out[0] if isinstance(out, tuple) else out
+            losses.append(float(loss.detach()))
+            return out
 
     model = tiny_model(a.model)
     args = transformers.TrainingArguments(
@@ -60,14 +62,14 @@ def main():
         max_steps=a.steps, learning_rate=1e-2, warmup_steps=2, logging_steps=1,
         save_strategy="no", report_to=[], deepspeed=a.deepspeed, seed=0,
         dataloader_drop_last=True, disable_tqdm=True, use_cpu=not torch.cuda.is_available())
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(),
-                                   callbacks=[Record()])
+    trainer = Recording(model=model, args=args, train_dataset=Tokens())
     trainer.train()
     trainer.save_model(os.path.join(a.out, "model"))
-    if torch.distributed.get_rank() == 0:
-        import deepspeed
-        with open(os.path.join(a.out, "losses.json"), "w") as f:
-            json.dump({"losses": losses, "deepspeed": deepspeed.__file__}, f)
+    import deepspeed
+    rank = torch.distributed.get_rank()
+    with open(os.path.join(a.out, f"losses.{rank}.json"), "w") as f:
+        json.dump({"losses": losses, "deepspeed": deepspeed.__file__,
+                   "world": torch.distributed.get_world_size()}, f)
 
 
 if __name__ == "__main__":
