@@ -73,6 +73,13 @@ def env_for(which: str) -> Dict[str, str]:
     return env
 
 
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def launch(which: str, launcher_args: List[str], program: List[str], out: str,
            timeout: float = 400, env_extra: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
     """zero-launch LAUNCHER_ARGS PROGRAM on 2 local ranks (mpirun on shared
@@ -84,8 +91,10 @@ def launch(which: str, launcher_args: List[str], program: List[str], out: str,
         mpi += " -x ZERO_DEEPSPEED"
     for k in (env_extra or {}):
         mpi += f" -x {k}"
-    cmd = [sys.executable if sys.executable else "python3", LAUNCH, "--launcher_args", mpi] + \
-        launcher_args + program
+    cmd = [sys.executable if sys.executable else "python3", LAUNCH, "--launcher_args", mpi]
+    if not any(a in ("--master_port", "--main_process_port") for a in launcher_args):
+        cmd += ["--master_port", str(free_port())]
+    cmd += launcher_args + program
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=out)
     if r.returncode != 0:
         raise AssertionError(f"{which} run failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}")

@@ -33,6 +33,20 @@ class DeepSpeedCompatEngine(ZeroTorchEngine):
         self._boundary_override: Optional[bool] = None
         self._post_step_hooks: List[Callable[..., Any]] = []
 
+    _consolidating = False
+
+    def _state_dict_value(self, p: torch.nn.Parameter) -> torch.Tensor:
+        """Stage 3, as DeepSpeed: ``module.state_dict()`` is not collective
+        and holds each param's partitioned form (an empty tensor; DeepSpeed's
+        ``param.data`` outside a gather), so a rank may call it alone (the
+        non-main ranks of ``save_pretrained(state_dict=None)`` in accelerate's
+        save recipe). The full values come from
+        :meth:`_zero3_consolidated_16bit_state_dict` (every rank) and
+        GatheredParameters. Stages 0-2: the working values, as zero.torch."""
+        if self.stage == 3 and not self._consolidating:
+            return torch.empty(0, dtype=self.dtype, device=self._bridge.torch_device)
+        return super()._state_dict_value(p)
+
     @property
     def config(self) -> Dict[str, Any]:
         """The DeepSpeed config as a dict (DeepSpeedEngine.config), with
@@ -43,6 +57,14 @@ class DeepSpeedCompatEngine(ZeroTorchEngine):
         zo["stage"] = self.stage
         cfg["zero_optimization"] = zo
         return cfg
+
+    def save_16bit_model(self, *args: Any, **kwargs: Any) -> bool:
+        """As ZeroTorchEngine's (stage 3 gathers for it)."""
+        self._consolidating = True
+        try:
+            return super().save_16bit_model(*args, **kwargs)
+        finally:
+            self._consolidating = False
 
     def set_gradient_accumulation_boundary(self, is_boundary: bool) -> None:
         """As DeepSpeed: says whether the next backward ends an accumulation
@@ -93,7 +115,11 @@ class DeepSpeedCompatEngine(ZeroTorchEngine):
         if self.stage != 3:
             raise ValueError("this function requires ZeRO-3 mode")
         self._check_open()
-        state = self.module.state_dict()  # gathered by the state-dict hooks
+        self._consolidating = True
+        try:
+            state = self.module.state_dict()  # gathered by the state-dict hooks
+        finally:
+            self._consolidating = False
         frozen = {n for n, t in zip(self._names, self._trainable) if not t}
         if self.global_rank != 0:
             return None
