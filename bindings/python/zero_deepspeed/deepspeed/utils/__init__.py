@@ -30,28 +30,28 @@ def _classes(leaf_module_classes: Sequence[Union[Type[Any], str]], model: torch.
             if (types and isinstance(m, types)) or type(m).__name__ in names]
 
 
+def _mark(model: torch.nn.Module, leaf_module_classes: Sequence[Union[Type[Any], str]],
+          raise_if_not_found: bool, leaf: bool) -> List[torch.nn.Module]:
+    found = _classes(leaf_module_classes, model)
+    if raise_if_not_found and not found:
+        raise ValueError(f"No modules of type {list(leaf_module_classes)} found in model {type(model).__name__}")
+    for m in found:
+        m._z3_leaf = leaf
+    return found
+
+
 def set_z3_leaf_modules(model: torch.nn.Module, leaf_module_classes: Sequence[Union[Type[Any], str]],
                         raise_if_not_found: bool = True) -> List[torch.nn.Module]:
     """As DeepSpeed: marks the modules of these classes (or class names) as
     ZeRO-3 leaves, gathered whole for their forward and backward (MoE
     blocks, whose experts run data-dependently). zero.torch makes each leaf a
     stage-3 gather unit (initialize's wrap_policy) when the engine is built."""
-    found = _classes(leaf_module_classes, model)
-    if raise_if_not_found and not found:
-        raise ValueError(f"No modules of type {list(leaf_module_classes)} found in model {type(model).__name__}")
-    for m in found:
-        m._z3_leaf = True
-    return found
+    return _mark(model, leaf_module_classes, raise_if_not_found, True)
 
 
 def unset_z3_leaf_modules(model: torch.nn.Module, leaf_module_classes: Sequence[Union[Type[Any], str]],
                           raise_if_not_found: bool = True) -> List[torch.nn.Module]:
-    found = _classes(leaf_module_classes, model)
-    if raise_if_not_found and not found:
-        raise ValueError(f"No modules of type {list(leaf_module_classes)} found in model {type(model).__name__}")
-    for m in found:
-        m._z3_leaf = False
-    return found
+    return _mark(model, leaf_module_classes, raise_if_not_found, False)
 
 
 def z3_leaf_module(module: torch.nn.Module) -> bool:
