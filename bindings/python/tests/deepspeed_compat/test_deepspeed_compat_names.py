@@ -214,6 +214,31 @@ def test_stage3_param_attributes_and_consolidated_state_dict():
     except ValueError as e:
         assert "ZeRO-3" in str(e)
     e2.close()
+    # set_z3_leaf_modules: a leaf gathers its whole subtree for its forward
+    # (its second Linear's params are all there while its first runs; without
+    # the mark not all of them are); the losses are the same.
+    seen, losses = {}, {}
+    for leaf in (False, True):
+        outer = torch.nn.Sequential(model(), torch.nn.Linear(2, 2))
+        if leaf:
+            deepspeed.utils.set_z3_leaf_modules(outer[0], [torch.nn.Sequential])
+        inner = outer[0]
+        def record(mod, args, leaf=leaf, inner=inner):
+            seen.setdefault(leaf, {p.ds_status for p in inner[2].parameters()})
+        c3 = cfg(3, gas=1)
+        # No gathers ahead and no persistent small params: each module gathers its own.
+        c3["zero_optimization"].update(stage3_prefetch_bucket_size=0, stage3_param_persistence_threshold=0)
+        e, _, _, _ = deepspeed.initialize(model=outer, config=c3)
+        inner[0].register_forward_pre_hook(record)
+        losses[leaf] = []
+        for x in xs:
+            loss = e(x).square().mean()
+            e.backward(loss); e.step()
+            losses[leaf].append(float(loss))
+        e.close()
+    assert ZeroParamStatus.NOT_AVAILABLE in seen[False], seen
+    assert seen[True] == {ZeroParamStatus.AVAILABLE}, seen
+    assert losses[False] == losses[True], losses
     print("ok")
     """)
 

@@ -85,12 +85,16 @@ def _finite(config: Any) -> Any:
 
 
 def _leaf_policy(model: Any) -> Any:
-    """Modules marked by deepspeed.utils.set_z3_leaf_modules as stage-3 gather units."""
+    """Stage 3's gather units with deepspeed.utils.set_z3_leaf_modules' marks:
+    as DeepSpeed, a leaf gathers its whole subtree at once (no hooks inside
+    it); every other module stays a unit of its own (zero.torch's default)."""
     if not isinstance(model, torch.nn.Module):
         return None
-    if not any(getattr(m, "_z3_leaf", False) for m in model.modules()):
+    leaves = [m for m in model.modules() if getattr(m, "_z3_leaf", False)]
+    if not leaves:
         return None
-    return lambda module, name: bool(getattr(module, "_z3_leaf", False))
+    inner = {id(c) for leaf in leaves for c in leaf.modules() if c is not leaf}
+    return lambda module, name: id(module) not in inner
 
 
 def initialize(args: Any = None, model: Optional[torch.nn.Module] = None, optimizer: Any = None,
