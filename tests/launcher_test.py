@@ -129,8 +129,10 @@ PROGRAM = """
 import json, os, sys
 keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT",
         "CUDA_VISIBLE_DEVICES"]
-print(json.dumps(dict({k: os.environ.get(k) for k in keys}, argv=sys.argv[1:],
-                      exe=sys.executable, unbuffered="-u" in sys.orig_argv)))
+# One write per rank: under -u print writes the newline apart, and two
+# ranks' lines could interleave on a loaded machine.
+sys.stdout.write(json.dumps(dict({k: os.environ.get(k) for k in keys}, argv=sys.argv[1:],
+                                 exe=sys.executable, unbuffered="-u" in sys.orig_argv)) + "\\n")
 """
 
 

@@ -5,7 +5,9 @@
                 [--include SPEC | --exclude SPEC] [--master_addr A]
                 [--master_port P] [--launch_agent PATH] [--launcher_args STR]
                 [--max_restarts N [--elastic [--min_ranks M]]]
-                [--launcher openmpi|slurm] [--dry-run] PROGRAM [ARGS...]
+                [--launcher openmpi|slurm] [--dry-run]
+                [--module | --no_python] [--local_rank_arg | --no_local_rank]
+                [accelerate launch's flags] PROGRAM [ARGS...]
 
 With a hostfile (default /job/hostfile, DeepSpeed's format: `worker1
 slots=8`, `#` comments, a repeated host is an error) the ranks spread over
@@ -29,6 +31,22 @@ start. With --elastic the slot of the rank that failed first (the earliest
 to end abnormally: ranks that the failure took down end later) is left out
 of the next run, so it restarts on the ranks still available (4 -> 3) and
 the load reshards; --min_ranks M (default 1) is the fewest it restarts on.
+
+The deepspeed launcher's program flags: --module (`python -u -m PROGRAM`),
+--no_python, --local_rank_arg (each rank's program gets `--local_rank=N`
+right after its name, as deepspeed passes it; off by default, deepspeed's
+--no_local_rank, since LOCAL_RANK is in the environment either way),
+--save_pid, --enable_each_rank_log DIR, --force_multi (no effect).
+`accelerate launch`'s flags: --num_processes (ranks in all, over
+--num_machines hosts), --main_process_ip/--main_process_port (=
+--master_addr/--master_port), --deepspeed_hostfile, --machine_rank 0 only
+(one zero-launch starts every host), and --use_deepspeed with its DeepSpeed
+flags (--deepspeed_config_file, --zero_stage, --gradient_accumulation_steps,
+--gradient_clipping, --offload_{optimizer,param}_device, --zero3_init_flag,
+--zero3_save_16bit_model, --deepspeed_moe_layer_cls_names) and
+--mixed_precision, which become the ACCELERATE_* variables `accelerate
+launch` gives its ranks: `accelerate launch --num_processes 2 --use_deepspeed
+--deepspeed_config_file ds.json train.py` is `zero-launch` with the same flags.
 
 --launcher slurm (as `deepspeed --launcher slurm`): inside a Slurm
 allocation (sbatch/salloc: SLURM_JOB_ID set), the ranks start with
@@ -162,16 +180,60 @@ def local_gpu_count():
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
 
 
-def program_command(program):
-    """A .py program runs under this Python, unbuffered (as deepspeed)."""
+def program_command(program, module=False, no_python=False):
+    """A .py program runs under this Python, unbuffered (as deepspeed);
+    --module runs `python -u -m PROGRAM`, --no_python the program as given."""
     program = list(program)
-    if program and program[0].endswith(".py"):
+    if module:
+        return [sys.executable, "-u", "-m"] + program
+    if program and program[0].endswith(".py") and not no_python:
         return [sys.executable, "-u"] + program
     return program
 
 
+def local_rank_at(command, program):
+    """Where deepspeed puts `--local_rank=N`: right after the script (or
+    module, or program) name, before the program's own arguments."""
+    return len(command) - len(program) + 1
+
+
+# accelerate launch's DeepSpeed flags -> the variables it gives the ranks
+# (accelerate.utils.launch.prepare_deepspeed_cmd_env), so that `accelerate
+# launch --use_deepspeed ...` becomes `zero-launch --use_deepspeed ...`.
+ACCELERATE_ENV = (
+    ("zero_stage", "ACCELERATE_DEEPSPEED_ZERO_STAGE"),
+    ("gradient_accumulation_steps", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS"),
+    ("gradient_clipping", "ACCELERATE_GRADIENT_CLIPPING"),
+    ("offload_optimizer_device", "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"),
+    ("offload_param_device", "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"),
+    ("zero3_init_flag", "ACCELERATE_DEEPSPEED_ZERO3_INIT"),
+    ("zero3_save_16bit_model", "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"),
+    ("deepspeed_config_file", "ACCELERATE_DEEPSPEED_CONFIG_FILE"),
+    ("deepspeed_moe_layer_cls_names", "ACCELERATE_DEEPSPEED_MOE_LAYER_CLS_NAMES"),
+)
+
+
+def accelerate_env(a):
+    """The ACCELERATE_* variables of `accelerate launch`'s flags; {} when
+    none of them was given."""
+    env = {}
+    if a.use_deepspeed:
+        env["ACCELERATE_USE_DEEPSPEED"] = "true"
+    for attr, key in ACCELERATE_ENV:
+        value = getattr(a, attr)
+        if value is not None:
+            if not a.use_deepspeed:
+                raise HostfileError(f"--{attr} is a DeepSpeed flag of accelerate launch: "
+                                    "give --use_deepspeed too")
+            env[key] = str(value) if attr == "deepspeed_config_file" else str(value).lower()
+    if a.mixed_precision is not None:
+        env["ACCELERATE_MIXED_PRECISION"] = a.mixed_precision
+    return env
+
+
 def mpirun_command(selected, hostfile_path, program, master_addr=None, master_port=None,
-                   bind_gpus=False, launch_agent=None, launcher_args=""):
+                   bind_gpus=False, launch_agent=None, launcher_args="", extra_env=None,
+                   module=False, no_python=False, local_rank_arg=False):
     """selected: host -> slot count or list of slot ids (the GPUs to bind).
     launch_agent: a program OpenMPI runs in place of ssh to start its
     daemon on each host (--mca plm_rsh_agent); launcher_args: more mpirun
@@ -192,6 +254,10 @@ def mpirun_command(selected, hostfile_path, program, master_addr=None, master_po
         slots = ";".join(",".join(str(i) for i in (s if not isinstance(s, int) else range(s)))
                          for s in selected.values())
         env.append((SLOTS_ENV, slots))
+    env += sorted((extra_env or {}).items())
+    run = program_command(program, module, no_python)
+    if local_rank_arg:  # as deepspeed: each rank's program gets --local_rank=N
+        env.append((LOCAL_RANK_ARG_ENV, local_rank_at(run, program)))
     for k, v in env:
         cmd += ["-x", f"{k}={v}"]
     for k in ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH"):
@@ -200,10 +266,11 @@ def mpirun_command(selected, hostfile_path, program, master_addr=None, master_po
     # Each rank starts through this file, which sets the torch-style
     # variables from OpenMPI's and then becomes the program.
     shim = [sys.executable, "-u", os.path.abspath(__file__), RANK_SHIM_FLAG]
-    return cmd + shim + program_command(program)
+    return cmd + shim + run
 
 
 SLOTS_ENV = "ZERO_LAUNCH_SLOTS"
+LOCAL_RANK_ARG_ENV = "ZERO_LAUNCH_LOCAL_RANK_AT"
 RANK_SHIM_FLAG = "--zero-launch-rank"
 
 
@@ -238,6 +305,10 @@ RESTART_ENV = "ZERO_LAUNCH_RESTART"
 def rank_main(program):
     os.environ.update(rank_env(os.environ))
     os.environ.pop(SLOTS_ENV, None)
+    at = os.environ.pop(LOCAL_RANK_ARG_ENV, None)
+    if at is not None:
+        at = int(at)
+        program = program[:at] + [f"--local_rank={os.environ['LOCAL_RANK']}"] + program[at:]
     status_dir = os.environ.pop(STATUS_ENV, None)
     if not status_dir:
         os.execvp(program[0], program)
@@ -304,19 +375,24 @@ def drop_rank(selected, rank):
     return out
 
 
-def srun_command(program, launcher_args=""):
+def srun_command(program, launcher_args="", module=False, no_python=False):
     """The ranks of a Slurm allocation: srun starts one per task, wired by
-    PMIx (Debian's OpenMPI and Slurm share it; PMI2 does not start it)."""
+    PMIx (Debian's OpenMPI and Slurm share it; PMI2 does not start it).
+    srun passes this process's environment on (accelerate's variables, the
+    --local_rank position)."""
     cmd = ["srun", "--mpi=pmix"] + shlex.split(launcher_args or "")
     shim = [sys.executable, "-u", os.path.abspath(__file__), RANK_SHIM_FLAG]
-    return cmd + shim + program_command(program)
+    return cmd + shim + program_command(program, module, no_python)
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == RANK_SHIM_FLAG:
         return rank_main(argv[1:])
-    ap = argparse.ArgumentParser(prog="zero-launch", description=__doc__.splitlines()[0])
+    # No abbreviations: the program's own flags (--deepspeed ds.json) must not
+    # pass for a prefix of this launcher's (--deepspeed_config_file).
+    ap = argparse.ArgumentParser(prog="zero-launch", description=__doc__.splitlines()[0],
+                                 allow_abbrev=False)
     ap.add_argument("--hostfile", default="/job/hostfile")
     ap.add_argument("--num_nodes", type=int, default=-1)
     ap.add_argument("--num_gpus", "--num_procs", dest="num_gpus", type=int, default=-1,
@@ -338,10 +414,69 @@ def main(argv=None):
     ap.add_argument("--min_ranks", type=int, default=1,
                     help="--elastic: the fewest ranks to restart on")
     ap.add_argument("--dry-run", action="store_true", help="print the mpirun command only")
+    # The deepspeed launcher's program flags.
+    ap.add_argument("--module", "-m", action="store_true", help="run PROGRAM as `python -u -m PROGRAM`")
+    ap.add_argument("--no_python", action="store_true", help="run PROGRAM as given, even a .py")
+    ap.add_argument("--local_rank_arg", action="store_true",
+                    help="give each rank's program --local_rank=N after its name, as deepspeed does "
+                         "(off by default: LOCAL_RANK is set either way)")
+    ap.add_argument("--no_local_rank", action="store_true",
+                    help="deepspeed's flag: no --local_rank argument (zero-launch's default)")
+    ap.add_argument("--force_multi", action="store_true",
+                    help="deepspeed's flag: multi-node launch even for one host (mpirun always is)")
+    ap.add_argument("--save_pid", action="store_true",
+                    help="write this launcher's pid to /tmp/<pid>.deepspeed (as deepspeed)")
+    ap.add_argument("--enable_each_rank_log", metavar="DIR",
+                    help="each rank's output in its own file under DIR (mpirun --output-filename)")
+    # accelerate launch's flags (its DeepSpeed ones and the process layout).
+    acc = ap.add_argument_group("accelerate launch's flags")
+    acc.add_argument("--num_processes", type=int, help="ranks in all (over --num_machines hosts)")
+    acc.add_argument("--num_machines", type=int, help="hosts (accelerate's --num_machines)")
+    acc.add_argument("--machine_rank", type=int, default=0,
+                     help="must be 0: zero-launch starts every host's ranks from the first")
+    acc.add_argument("--main_process_ip", help="= --master_addr")
+    acc.add_argument("--main_process_port", type=int, help="= --master_port")
+    acc.add_argument("--deepspeed_hostfile", help="= --hostfile")
+    acc.add_argument("--use_deepspeed", action="store_true")
+    acc.add_argument("--mixed_precision", choices=("no", "fp16", "bf16"))
+    acc.add_argument("--deepspeed_multinode_launcher", choices=("openmpi", "standard", "slurm"))
+    for attr, _key in ACCELERATE_ENV:
+        acc.add_argument("--" + attr)
     ap.add_argument("program", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     if not a.program:
         ap.error("no program to launch")
+    if a.local_rank_arg and a.no_local_rank:
+        ap.error("--local_rank_arg and --no_local_rank contradict each other")
+    if a.machine_rank:
+        ap.error(f"--machine_rank {a.machine_rank}: zero-launch starts the ranks of every host "
+                 "from the first one (mpirun over the hostfile); run it once, there, with --machine_rank 0")
+    if a.main_process_ip:
+        a.master_addr = a.main_process_ip
+    if a.main_process_port is not None:
+        a.master_port = a.main_process_port
+    if a.deepspeed_hostfile:
+        a.hostfile = a.deepspeed_hostfile
+    if a.deepspeed_multinode_launcher == "slurm":
+        a.launcher = "slurm"
+    if a.num_machines is not None and a.num_nodes < 0:
+        a.num_nodes = a.num_machines
+    if a.num_processes is not None:
+        machines = a.num_machines or 1
+        if a.num_processes % machines:
+            ap.error(f"--num_processes {a.num_processes} is not a multiple of --num_machines {machines}")
+        a.num_gpus = a.num_processes // machines
+    try:
+        extra_env = accelerate_env(a)
+    except HostfileError as e:
+        ap.error(str(e))
+    if a.save_pid:
+        with open(f"/tmp/{os.getpid()}.deepspeed", "w") as f:
+            f.write(str(os.getpid()))
+    if a.enable_each_rank_log:
+        os.makedirs(a.enable_each_rank_log, exist_ok=True)
+        a.launcher_args = (a.launcher_args + " --output-filename "
+                           + shlex.quote(a.enable_each_rank_log)).strip()
     if a.master_port is not None and not 1 <= a.master_port <= 65535:
         ap.error(f"--master_port must be 1..65535, got {a.master_port}")
     if a.num_gpus > MAX_SLOTS:
@@ -355,8 +490,13 @@ def main(argv=None):
             print("zero_launch: --launcher slurm runs inside a Slurm allocation "
                   "(sbatch or salloc: SLURM_JOB_ID is not set)", file=sys.stderr)
             return 2
-        return run_with_restarts(a, lambda _sel, _path: srun_command(a.program, a.launcher_args),
-                                 None, 0)
+        os.environ.update(extra_env)
+        if a.local_rank_arg:
+            os.environ[LOCAL_RANK_ARG_ENV] = str(local_rank_at(
+                program_command(a.program, a.module, a.no_python), a.program))
+        return run_with_restarts(
+            a, lambda _sel, _path: srun_command(a.program, a.launcher_args, a.module, a.no_python),
+            None, 0)
     gpus = local_gpu_count()
     try:
         if os.path.isfile(a.hostfile):
@@ -379,7 +519,9 @@ def main(argv=None):
     def command(sel, path):
         return mpirun_command(sel, path, a.program, a.master_addr, a.master_port,
                               bind_gpus=gpus > 0, launch_agent=a.launch_agent,
-                              launcher_args=a.launcher_args)
+                              launcher_args=a.launcher_args, extra_env=extra_env,
+                              module=a.module, no_python=a.no_python,
+                              local_rank_arg=a.local_rank_arg)
     return run_with_restarts(a, command, selected, gpus)
 
 

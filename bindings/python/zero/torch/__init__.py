@@ -101,7 +101,8 @@ if __name__ == "torch":  # this package, imported as the top-level `torch`
 # The package's files, one concept each: api (initialize), engine
 # (ZeroTorchEngine), state (TrainingState), hooks, stage3, params,
 # state_dict (with GatheredParameters), construct (Init), checkpointing,
-# optim, launch (live engines, exception hook, host comm), clip.
+# optim, launch (live engines, exception hook, host comm), clip, ds_compat
+# (DeepSpeedCompatEngine: the engine of zero's DeepSpeed layer).
 from .api import initialize
 from .clip import _install_clip_guards
 from .construct import Init

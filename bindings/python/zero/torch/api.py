@@ -35,7 +35,7 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
                overlap_grad_hooks: bool = True,
                init_fn: Any = None, pretrained: Any = None,
                init_seed: int = 0, wrap_policy: Any = None,
-               device: Any = None) -> Any:
+               device: Any = None, engine_class: Any = None) -> Any:
     """Moves ``model``'s state into a zero runtime, as ``deepspeed.initialize``.
 
     DeepSpeed's form (keywords, or ``args`` first)::
@@ -95,9 +95,12 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
             ``model.safetensors.index.json``, loaded after the params are
             registered (zero.Engine.load_safetensors; each rank reads only
             what it holds); every param must be in it.
+        engine_class: a ZeroTorchEngine subclass to make (zero's DeepSpeed
+            layer passes ds_compat.DeepSpeedCompatEngine).
 
     A failure leaves no engine behind and the module with its own tensors.
     """
+    cls = ZeroTorchEngine if engine_class is None else engine_class
     if isinstance(args, torch.nn.Module):  # the short form: (model, config)
         if model is not None and config is not None:
             raise InvalidArgumentError(
@@ -107,7 +110,7 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
             cfg = config_params
         if cfg is None:
             raise InvalidArgumentError("initialize(model, config): no config")
-        return ZeroTorchEngine(args, cfg, comm=comm,
+        return cls(args, cfg, comm=comm,
                                model_parameters=model_parameters,
                                overlap_grad_hooks=overlap_grad_hooks,
                                init_fn=init_fn, pretrained=pretrained,
@@ -142,7 +145,7 @@ def initialize(args: Any = None, model: Any = None, optimizer: Any = None,
             "the runtime runs the \"scheduler\" block of the config")
     if mpu is not None:
         raise UnimplementedError("initialize(mpu=...): model parallelism")
-    engine = ZeroTorchEngine(model, config, comm=comm,
+    engine = cls(model, config, comm=comm,
                              model_parameters=model_parameters,
                              overlap_grad_hooks=overlap_grad_hooks,
                              init_fn=init_fn, pretrained=pretrained,

@@ -41,6 +41,13 @@ class ZeroOptimizer:
 
     cur_scale = loss_scale
 
+    @property
+    def overflow(self) -> bool:
+        """As DeepSpeed's ZeRO optimizers: whether the last optimizer step
+        was skipped for a non-finite gradient (fp16 overflow)."""
+        info = self._engine.last_step_info
+        return bool(info is not None and info.boundary and info.skipped)
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         self._engine.zero_grad(set_to_none)
 

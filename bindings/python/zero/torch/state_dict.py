@@ -241,6 +241,11 @@ class _StateDicts:
                                       weights_only=False)
         return load_path, client_state
 
+    def _state_dict_value(self, p: torch.nn.Parameter) -> torch.Tensor:
+        """What ``module.state_dict()`` holds for a managed param (zero's
+        DeepSpeed layer gives DeepSpeed's stage-3 form, ds_compat.py)."""
+        return self.working_value(p)
+
     def _install_state_dict_hooks(self) -> None:
         """``module.state_dict()`` holds the runtime's working values (stage
         3: gathered, so COLLECTIVE), never placeholders (or fp32 copies)."""
@@ -254,7 +259,7 @@ class _StateDicts:
             for name, p in owned.get(id(module), ()):
                 key = prefix + name
                 if key in state_dict:
-                    state_dict[key] = self.working_value(p)
+                    state_dict[key] = self._state_dict_value(p)
             return None
 
         for m in self.module.modules():

@@ -1,0 +1,2 @@
+"""``deepspeed.ops``."""
+from . import adagrad, adam, lion  # noqa: F401
