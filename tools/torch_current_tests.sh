@@ -24,6 +24,12 @@ TESTS=(
   torch_hf_test
   torch_test
   "torch_api_test::activation_checkpointing"
+  # zero's DeepSpeed layer against the real DeepSpeed and accelerate (the
+  # whole set, about 20 minutes: pytest bindings/python/tests/deepspeed_compat
+  # in the venv): every name, one Trainer run and one accelerate launch.
+  deepspeed_compat/test_deepspeed_compat_names
+  "deepspeed_compat/test_deepspeed_compat_trainer::stage3-gas2-gpt2"
+  "deepspeed_compat/test_deepspeed_compat_accelerate::launch_flags"
 )
 # Tests that need the current torch (Trainer, accelerate with DeepSpeed's
 # API) are named *_current_torch*.py: every such file in bindings/python/tests
@@ -68,7 +74,7 @@ for t in "${TESTS[@]}"; do
     root="$bin/bindings/python/$HOST.runfiles/zero"
     file="$PWD/bindings/python/tests/$name.py"
   fi
-  log="$tmp/$name.log"
+  log="$tmp/${name//\//_}.log"
   echo "torch_current_tests: $name${k:+ (-k $k)}" >&2
   # From an empty directory, as in the py_test's sandbox: the repository
   # root holds no `zero` to import by accident.
