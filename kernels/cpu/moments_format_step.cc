@@ -68,24 +68,8 @@ void AdamPackedStep(const math::AdamScalars& s, int format, const void* g, DType
     alignas(64) float tile[kTile];
     const float* gf = GradTile(g, gt, a, len, tile);
     if (format == math::kMomentsBf16) {
-      // Unpacked into fp32 tiles, the SIMD Adam tile (bitwise
-      // math::AdamUpdate), packed back rounding as FloatToBf16: bitwise
-      // math::AdamUpdateBf16, at the fp32 kernel's speed.
-      uint32_t* mv = static_cast<uint32_t*>(moments) + a;
-      alignas(64) float mt[kTile], vt[kTile];
-      alignas(64) uint16_t m16[kTile], v16[kTile];
-#pragma omp simd
-      for (int64_t i = 0; i < len; ++i) {
-        mt[i] = math::BitsFloat(mv[i] << 16);
-        vt[i] = math::BitsFloat(mv[i] & 0xffff0000u);
-      }
-      AdamTile(s, gf, p + a, mt, vt, static_cast<size_t>(len), nullptr);
-      ToBf16Tile(mt, m16, static_cast<size_t>(len));
-      ToBf16Tile(vt, v16, static_cast<size_t>(len));
-#pragma omp simd
-      for (int64_t i = 0; i < len; ++i) {
-        mv[i] = static_cast<uint32_t>(m16[i]) | (static_cast<uint32_t>(v16[i]) << 16);
-      }
+      AdamTileBf16Moments(s, gf, p + a, static_cast<uint32_t*>(moments) + a,
+                          static_cast<size_t>(len));
     } else {
       AdamQ8Tile(s, gf, p + a, static_cast<math::Q8Block*>(moments) + a / math::kQ8Block, len);
     }
