@@ -2,14 +2,15 @@
 // encoded with Highway SIMD, dynamic dispatch: bitwise Q8DecodeSigned /
 // Q8DecodeUnsigned and the encoding half of math::AdamUpdateQ8Block.
 //
-// Decoding gathers from 256-entry fp32 tables. Encoding: Q8Nearest is a
+// Decoding reads 256-entry fp32 tables (scalar loads: AVX2 gathers measured
+// slower on the CPU of bench/README.md). Encoding: Q8Nearest is a
 // monotone step function of a in [0, 1], so it is the count of its step
 // points (each the smallest float that reaches the next code, found once by
 // bisection over float bits with Q8Nearest itself). Indexed by a's top 17
 // bits, one int32 per bucket holds the code at the bucket's start and the
 // low 15 bits of the one step point inside it (the maps' entries lie far
-// enough apart that no bucket holds two): one gather and one compare per
-// moment. Lanes outside [0, 1] (NaN) take the scalar math.
+// enough apart that no bucket holds two): one table load and one compare
+// per moment, the rest in SIMD lanes. Lanes outside [0, 1] (NaN) take the scalar math.
 #ifndef ZERO_KERNELS_CPU_Q8_CODEC_SIMD_H_
 #define ZERO_KERNELS_CPU_Q8_CODEC_SIMD_H_
 
