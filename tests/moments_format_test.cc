@@ -24,6 +24,7 @@
 #include "kernels/cast_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/moments_format_step.h"
+#include "kernels/cpu/q8_codec_simd.h"
 #include "kernels/moments_format_math.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/moments_rounding.h"
@@ -78,6 +79,63 @@ TEST(MomentsFormatMath, DynamicMapsAreTheReferenceMaps) {
     const float x = math::Q8DecodeSigned(q, static_cast<uint8_t>(c), 2.0f);
     EXPECT_EQ(math::Q8EncodeSigned(q, x, 2.0f), c == 0 ? 1 : c) << c;
   }
+}
+
+// The SIMD codec (kernels/cpu/q8_codec_simd.h) encodes like Q8Nearest's
+// binary search at the ratios where the code changes: a few ulps around
+// every midpoint of neighbouring map entries, around every bucket start of
+// its table (a's top 17 bits), and at random ratios in [0, 1]; it decodes
+// like Q8DecodeSigned / Q8DecodeUnsigned.
+TEST(MomentsFormatMath, SimdCodecIsTheScalarCodeBitForBit) {
+  ASSERT_TRUE(cpu::Q8EncoderTablesHold());
+  const math::Q8Maps q = math::MakeQ8Maps();
+  std::vector<float> ratios;
+  auto around = [&](float x) {
+    for (int d = -3; d <= 3; ++d) {
+      const uint32_t u = math::FloatBits(x) + d;
+      if (u <= 0x3f800000u) ratios.push_back(math::BitsFloat(u));
+    }
+  };
+  for (int k = 0; k + 1 < 256; ++k) around(0.5f * (q.uns[k] + q.uns[k + 1]));
+  for (int k = 0; k + 1 < 128; ++k) around(0.5f * (q.mag[k] + q.mag[k + 1]));
+  for (uint32_t b = 0x33000000u >> 15; b <= (0x3f800000u >> 15); ++b) around(math::BitsFloat(b << 15));
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> bits(0, 0x3f800000u);
+  for (int i = 0; i < 100000; ++i) ratios.push_back(math::BitsFloat(bits(rng)));
+  // Each block: element 0 holds the absmax 1 (m negative there), the others
+  // the ratios, m with alternating signs.
+  const int64_t per = math::kQ8Block - 1;
+  const int64_t blocks = (static_cast<int64_t>(ratios.size()) + per - 1) / per;
+  const int64_t n = blocks * math::kQ8Block;
+  std::vector<float> m(n, 0.0f), v(n, 0.0f);
+  for (int64_t r = 0; r < static_cast<int64_t>(ratios.size()); ++r) {
+    const int64_t i = r / per * math::kQ8Block + 1 + r % per;
+    m[i] = r % 2 ? -ratios[r] : ratios[r];
+    v[i] = ratios[r];
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    m[b * math::kQ8Block] = -1.0f;
+    v[b * math::kQ8Block] = 1.0f;
+  }
+  std::vector<math::Q8Block> packed(blocks);
+  cpu::PackMoments(math::kMomentsQ8, m.data(), v.data(), packed.data(), n);
+  std::vector<float> dm(n), dv(n);
+  cpu::UnpackMoments(math::kMomentsQ8, packed.data(), dm.data(), dv.data(), n);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const math::Q8Block& b = packed[i / math::kQ8Block];
+    const int64_t k = i % math::kQ8Block;
+    ASSERT_EQ(b.m_absmax, 1.0f);
+    ASSERT_EQ(b.v_absmax, 1.0f);
+    const uint8_t cm = math::Q8EncodeSigned(q, m[i], 1.0f);
+    const uint8_t cv = math::Q8EncodeUnsigned(q, v[i], 1.0f);
+    if (b.m[k] != cm || b.v[k] != cv) {
+      if (++wrong < 10) ADD_FAILURE() << "ratio " << v[i] << ": " << int(b.m[k]) << "/" << int(cm) << " " << int(b.v[k]) << "/" << int(cv);
+    }
+    EXPECT_EQ(math::FloatBits(dm[i]), math::FloatBits(math::Q8DecodeSigned(q, cm, 1.0f)));
+    EXPECT_EQ(math::FloatBits(dv[i]), math::FloatBits(math::Q8DecodeUnsigned(q, cv, 1.0f)));
+  }
+  EXPECT_EQ(wrong, 0);
 }
 
 // One step of the shared kernel (cpu::OptimizerStep) over 1000 elements (a

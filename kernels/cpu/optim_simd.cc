@@ -8,6 +8,7 @@
 #include "hwy/highway.h"
 #include "kernels/cast_math.h"
 #include "kernels/cpu/widen-inl.h"
+#include "kernels/moments_format_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace zero {
@@ -15,11 +16,25 @@ namespace cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// math::FloatToBf16 of each lane's float bits `u`, in the low 16 bits.
+template <class DU, class VU>
+HWY_INLINE VU Bf16Bits(DU du, VU u) {
+  const auto is_nan = hn::Gt(hn::And(u, hn::Set(du, 0x7fffffffu)), hn::Set(du, 0x7f800000u));
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), lsb)));
+  return hn::IfThenElse(is_nan, hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u)), rounded);
+}
+
 // Every line mirrors one line of math::AdamUpdate (kernels/adam_math.h).
-template <bool kL2, bool kDecoupledWd, int kG = kGradF32>
+// kBf16Moments: m points at the bf16 format's packed words (exp_avg low
+// half, exp_avg_sq high half), widened and rounded in registers: bitwise
+// math::AdamUpdateBf16 (kernels/moments_format_math.h); v is unused.
+template <bool kL2, bool kDecoupledWd, int kG = kGradF32, bool kBf16Moments = false>
 HWY_INLINE void AdamLoop(const math::AdamScalars& s, const void* g, float* p,
                          float* m, float* v, size_t n, float* w) {
   const hn::ScalableTag<float> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  uint32_t* mv = reinterpret_cast<uint32_t*>(m);
   const size_t N = hn::Lanes(d);
   const auto gs = hn::Set(d, s.grad_scale);
   const auto wd = hn::Set(d, s.weight_decay);
@@ -36,20 +51,37 @@ HWY_INLINE void AdamLoop(const math::AdamScalars& s, const void* g, float* p,
     auto grad = hn::Mul(LoadGrad<kG>(d, g, i), gs);
     const auto param = hn::LoadU(d, p + i);
     if (kL2) grad = hn::Add(grad, hn::Mul(wd, param));
-    const auto mm = hn::Add(hn::Mul(b1, hn::LoadU(d, m + i)), hn::Mul(one_b1, grad));
-    const auto vv = hn::Add(hn::Mul(b2, hn::LoadU(d, v + i)),
-                            hn::Mul(hn::Mul(one_b2, grad), grad));
+    hn::Vec<decltype(d)> m_old, v_old;
+    if constexpr (kBf16Moments) {
+      const auto word = hn::LoadU(du, mv + i);
+      m_old = hn::BitCast(d, hn::ShiftLeft<16>(word));
+      v_old = hn::BitCast(d, hn::And(word, hn::Set(du, 0xffff0000u)));
+    } else {
+      m_old = hn::LoadU(d, m + i);
+      v_old = hn::LoadU(d, v + i);
+    }
+    const auto mm = hn::Add(hn::Mul(b1, m_old), hn::Mul(one_b1, grad));
+    const auto vv = hn::Add(hn::Mul(b2, v_old), hn::Mul(hn::Mul(one_b2, grad), grad));
     const auto denom = hn::Add(hn::Mul(hn::Sqrt(vv), isb2), eps);
     auto update = hn::Div(hn::Div(mm, bc1), denom);
     if (kDecoupledWd) update = hn::Add(update, hn::Mul(wd, param));
     const auto np = hn::Sub(param, hn::Mul(lr, update));
     hn::StoreU(np, d, p + i);
-    hn::StoreU(mm, d, m + i);
-    hn::StoreU(vv, d, v + i);
+    if constexpr (kBf16Moments) {
+      const auto lo = Bf16Bits(du, hn::BitCast(du, mm));
+      hn::StoreU(hn::Or(lo, hn::ShiftLeft<16>(Bf16Bits(du, hn::BitCast(du, vv)))), du, mv + i);
+    } else {
+      hn::StoreU(mm, d, m + i);
+      hn::StoreU(vv, d, v + i);
+    }
     if (w) hn::StoreU(np, d, w + i);
   }
   for (; i < n; ++i) {
-    math::AdamUpdate(s, GradAt<kG>(g, i), &p[i], &m[i], &v[i]);
+    if constexpr (kBf16Moments) {
+      math::AdamUpdateBf16(s, GradAt<kG>(g, i), &p[i], &mv[i]);
+    } else {
+      math::AdamUpdate(s, GradAt<kG>(g, i), &p[i], &m[i], &v[i]);
+    }
     if (w) w[i] = p[i];
   }
 }
@@ -76,6 +108,14 @@ void AdamTileImpl(const math::AdamScalars& s, const float* g, float* p,
   if (!has_wd) return AdamLoop<false, false>(s, g, p, m, v, n, w);
   if (s.decoupled) return AdamLoop<false, true>(s, g, p, m, v, n, w);
   return AdamLoop<true, false>(s, g, p, m, v, n, w);
+}
+
+void AdamTileBf16MomentsImpl(const math::AdamScalars& s, const float* g, float* p,
+                             uint32_t* mv, size_t n) {
+  float* m = reinterpret_cast<float*>(mv);
+  if (s.weight_decay == 0.0f) return AdamLoop<false, false, kGradF32, true>(s, g, p, m, nullptr, n, nullptr);
+  if (s.decoupled) return AdamLoop<false, true, kGradF32, true>(s, g, p, m, nullptr, n, nullptr);
+  return AdamLoop<true, false, kGradF32, true>(s, g, p, m, nullptr, n, nullptr);
 }
 
 // Mirrors math::SgdUpdate.
@@ -134,19 +174,9 @@ void ToBf16TileImpl(const float* src, uint16_t* dst, size_t n) {
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<uint16_t, decltype(df)> d16;
   const size_t N = hn::Lanes(df);
-  const auto abs_mask = hn::Set(du, 0x7fffffffu);
-  const auto inf = hn::Set(du, 0x7f800000u);
-  const auto round = hn::Set(du, 0x7fffu);
-  const auto one = hn::Set(du, 1u);
-  const auto quiet = hn::Set(du, 0x40u);
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    const auto u = hn::BitCast(du, hn::LoadU(df, src + i));
-    const auto is_nan = hn::Gt(hn::And(u, abs_mask), inf);
-    const auto lsb = hn::And(hn::ShiftRight<16>(u), one);
-    const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(round, lsb)));
-    const auto nan = hn::Or(hn::ShiftRight<16>(u), quiet);
-    const auto r = hn::IfThenElse(is_nan, nan, rounded);
+    const auto r = Bf16Bits(du, hn::BitCast(du, hn::LoadU(df, src + i)));
     hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, r)), d16, dst + i);
   }
   for (; i < n; ++i) dst[i] = math::FloatToBf16(src[i]);
@@ -201,6 +231,7 @@ namespace cpu {
 
 HWY_EXPORT(AdamTileImpl);
 HWY_EXPORT(AdamTileRawImpl);
+HWY_EXPORT(AdamTileBf16MomentsImpl);
 HWY_EXPORT(SgdTileImpl);
 HWY_EXPORT(SgdTileRawImpl);
 HWY_EXPORT(ToBf16TileImpl);
@@ -215,6 +246,11 @@ void AdamTile(const math::AdamScalars& s, const float* g, float* p, float* m,
 void AdamTileRaw(const math::AdamScalars& s, const void* g, DType gt, float* p, float* m,
                  float* v, size_t n, float* w) {
   HWY_DYNAMIC_DISPATCH(AdamTileRawImpl)(s, g, GradKindOf(gt), p, m, v, n, w);
+}
+
+void AdamTileBf16Moments(const math::AdamScalars& s, const float* g, float* p, uint32_t* mv,
+                         size_t n) {
+  HWY_DYNAMIC_DISPATCH(AdamTileBf16MomentsImpl)(s, g, p, mv, n);
 }
 
 void SgdTileRaw(const math::SgdScalars& s, const void* g, DType gt, float* p, float* buf,

@@ -24,6 +24,11 @@ void AdamTile(const math::AdamScalars& s, const float* g, float* p, float* m,
 // widened in registers: bitwise AdamTile / SgdTile over their fp32 values.
 void AdamTileRaw(const math::AdamScalars& s, const void* g, DType gt, float* p, float* m,
                  float* v, size_t n, float* w);
+// Adam over the bf16 moments format's packed words (exp_avg low half,
+// exp_avg_sq high half), widened and rounded in registers: bitwise
+// math::AdamUpdateBf16 per element.
+void AdamTileBf16Moments(const math::AdamScalars& s, const float* g, float* p, uint32_t* mv,
+                         size_t n);
 void SgdTileRaw(const math::SgdScalars& s, const void* g, DType gt, float* p, float* buf,
                 size_t n, float* w);
 void SgdTile(const math::SgdScalars& s, const float* g, float* p, float* buf,
