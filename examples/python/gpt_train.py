@@ -217,18 +217,35 @@ def train(stage: int, steps: int, rank: int = 0, world: int = 1,
         engine.destroy()
 
 
-def train_torch(steps: int) -> List[float]:
-    """Plain single-process torch, AdamW on each whole global batch."""
+def train_torch(steps: int, delayed: bool = False,
+                evaluated: Optional[Dict[int, float]] = None) -> List[float]:
+    """Plain single-process torch, AdamW on each whole global batch.
+    `delayed`: the one-step delayed update's rule (docs/ARCHITECTURE.md, "The
+    delayed update"): step t+1's forward and backward read the params as
+    they were before step t's update, and each update applies its gradients
+    to the latest params. `evaluated` as in train()."""
     model = make_model()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999),
                             eps=1e-8, weight_decay=0.0)
+    seen = make_model() if delayed else model  # what the forward reads
     losses = []
-    for x, y in batches(steps):
+    for step, (x, y) in enumerate(batches(steps)):
         opt.zero_grad()
-        loss = model(x, y)
+        seen.zero_grad()
+        loss = seen(x, y)
         loss.backward()
+        before = [p.detach().clone() for p in model.parameters()] if delayed else []
+        if delayed:
+            for p, q in zip(model.parameters(), seen.parameters()):
+                p.grad = q.grad
         opt.step()
+        if delayed:
+            with torch.no_grad():
+                for q, b in zip(seen.parameters(), before):
+                    q.copy_(b)
         losses.append(loss.item())
+        if evaluated is not None and step + 1 in evaluated:
+            evaluated[step + 1] = eval_loss(model.state_dict())
     return losses
 
 
