@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/comm/thread_communicator.h"
 #include "core/config/config.h"
 #include "core/device/guarded_device.h"
@@ -119,6 +120,28 @@ TEST(ConfigReportTest, OptimizerOffloadCpuReportedAtFinalizeOnTheCpuDevice) {
                                      2, true);
   for (const absl::Status& s : off.status) EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(off.err.find("accepted without effect"), std::string::npos) << off.err;
+}
+
+// With delayed_update, offload_optimizer "cpu" takes effect on the CPU
+// device too (the state apart from the working copy): not reported, and
+// accepted with untested keys refused; its pin_memory still has no effect.
+TEST(ConfigReportTest, DelayedUpdateOffloadCpuTakesEffectOnTheCpuDevice) {
+  for (const char* strict : {"", R"("zero_allow_untested_keys": false,)"}) {
+    const FinalizeRun r = FinalizeOn(absl::StrCat(R"({"train_micro_batch_size_per_gpu": 1,)",
+                                                  strict, R"("zero_optimization": {"stage": 2,
+        "offload_optimizer": {"device": "cpu", "delayed_update": true}}})"),
+                                     2, false);
+    for (const absl::Status& s : r.status) EXPECT_TRUE(s.ok()) << strict << s;
+    EXPECT_EQ(r.err.find("accepted without effect"), std::string::npos) << r.err;
+  }
+  const FinalizeRun pinned = FinalizeOn(R"({"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu",
+      "delayed_update": true, "pin_memory": true}}})",
+                                        2, false);
+  EXPECT_NE(pinned.err.find("[zero] accepted without effect on the cpu device: "
+                            "zero_optimization.offload_optimizer.pin_memory\n"),
+            std::string::npos)
+      << pinned.err;
 }
 
 TEST(ConfigReportTest, ParamOffloadCpuTakesEffectSilentlyOffTheHost) {

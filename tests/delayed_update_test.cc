@@ -1,15 +1,17 @@
 // offload_optimizer.delayed_update (ZeRO-Offload's one-step delayed
 // parameter update, docs/ARCHITECTURE.md "Offload") on the guarded stand-in
-// device: step by step against the double reference that applies each
-// update one step late (TrainMlpReference with delayed_update: a step's
-// forward and backward read the params as they were before the last
-// boundary's update), at stages 1-3, worlds 1 and 3, with accumulation and
-// clipping, an fp16 overflow, a save and a resume; refused where it cannot
-// apply.
+// device and on the CPU device: step by step against the double reference
+// that applies each update one step late (TrainMlpReference with
+// delayed_update: a step's forward and backward read the params as they
+// were before the last boundary's update), at stages 1-3, worlds 1 and 3,
+// with accumulation and clipping, an fp16 overflow, a save and a resume;
+// refused where it cannot apply.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
@@ -43,6 +45,27 @@ Config Delayed(int stage, DType t, const std::string& mode = "") {
   return c;
 }
 
+// The stand-in (a GPU's model) or the CPU device, whose host update runs
+// beside the caller's compute on the same cores.
+MlpSpec OnDevice(bool on_cpu) {
+  MlpSpec spec = StandinSpec();
+  if (on_cpu) {
+    spec.make_device = nullptr;
+    spec.caller_copy = nullptr;
+  }
+  return spec;
+}
+
+// The communicators each device runs with: the CPU device's plain thread
+// one; the stand-in's staging one, and its NCCL-shaped one above one rank.
+std::vector<CommKind> Comms(bool on_cpu, int world) {
+  if (on_cpu) return {CommKind::kThread};
+  if (world == 1) return {CommKind::kStaging};
+  return {CommKind::kStaging, CommKind::kNcclShaped};
+}
+
+const char* DeviceName(bool on_cpu) { return on_cpu ? "cpu" : "stand-in"; }
+
 void ExpectNear(const std::vector<absl::StatusOr<MlpResult>>& got, const MlpResult& ref,
                 double tol, const std::string& what) {
   for (size_t r = 0; r < got.size(); ++r) {
@@ -53,25 +76,24 @@ void ExpectNear(const std::vector<absl::StatusOr<MlpResult>>& got, const MlpResu
 
 // The engine follows the one-step-late reference, and that reference is
 // far from exact mode's (the comparison could tell them apart).
-TEST(DelayedUpdate, FollowsTheReferenceThatUpdatesOneStepLate) {
+void ExpectFollowsTheOneStepLateReference(bool on_cpu) {
   for (int stage : {1, 2, 3}) {
     for (int world : {1, 3}) {
       for (DType t : {DType::kF32, DType::kBF16}) {
         for (const char* mode : {"", "gas2_clip"}) {
           const Config c = Delayed(stage, t, mode);
-          MlpSpec spec = StandinSpec();
+          MlpSpec spec = OnDevice(on_cpu);
           spec.steps = 8;
           const MlpResult ref = TrainMlpReference(c, spec);
           Config exact = c;
           exact.offload_optimizer.delayed_update = false;
           const MlpResult ref_exact = TrainMlpReference(exact, spec);
-          const std::string what = absl::StrCat("stage ", stage, " world ", world, " ",
-                                                DTypeName(t), " ", mode);
+          const std::string what = absl::StrCat(DeviceName(on_cpu), " stage ", stage, " world ",
+                                                world, " ", DTypeName(t), " ", mode);
           if (t == DType::kF32) {
             EXPECT_GT(MaxRelDiff(ref_exact, ref), 100 * Tolerance(t)) << what;
           }
-          for (CommKind k : {CommKind::kStaging, CommKind::kNcclShaped}) {
-            if (world == 1 && k == CommKind::kNcclShaped) continue;
+          for (CommKind k : Comms(on_cpu, world)) {
             const auto got = TrainOn(c, world, spec, k);
             ExpectNear(got, ref, Tolerance(t), what);
             if (got[0].ok()) {
@@ -85,42 +107,57 @@ TEST(DelayedUpdate, FollowsTheReferenceThatUpdatesOneStepLate) {
   }
 }
 
+TEST(DelayedUpdate, FollowsTheReferenceThatUpdatesOneStepLate) {
+  ExpectFollowsTheOneStepLateReference(/*on_cpu=*/false);
+}
+
+// On the CPU device the store keeps its own master beside the working copy
+// the forward reads, which the update thread never touches.
+TEST(DelayedUpdate, FollowsTheReferenceOnTheCpuDevice) {
+  ExpectFollowsTheOneStepLateReference(/*on_cpu=*/true);
+}
+
 // Stage 3 with its own working shard in host memory too (offload_param
 // "cpu"): the landed working copy goes to the host shard.
 TEST(DelayedUpdate, Stage3WithOffloadParamCpu) {
-  for (int world : {1, 3}) {
-    Config c = Delayed(3, DType::kBF16);
-    c.offload_param.device = OffloadDevice::kCpu;
-    c.offload_param.pin_memory = true;
-    MlpSpec spec = StandinSpec();
-    spec.steps = 7;
-    ExpectNear(TrainOn(c, world, spec, CommKind::kStaging), TrainMlpReference(c, spec),
-               Tolerance(DType::kBF16), absl::StrCat("world ", world));
+  for (bool on_cpu : {false, true}) {
+    for (int world : {1, 3}) {
+      Config c = Delayed(3, DType::kBF16);
+      c.offload_param.device = OffloadDevice::kCpu;
+      c.offload_param.pin_memory = true;
+      MlpSpec spec = OnDevice(on_cpu);
+      spec.steps = 7;
+      ExpectNear(TrainOn(c, world, spec, Comms(on_cpu, world)[0]), TrainMlpReference(c, spec),
+                 Tolerance(DType::kBF16), absl::StrCat(DeviceName(on_cpu), " world ", world));
+    }
   }
 }
 
 // An fp16 overflow: the step is skipped on every rank, no update starts,
 // and the one in flight lands (the next step reads current params).
 TEST(DelayedUpdate, Fp16OverflowSkipsAndLandsTheUpdateInFlight) {
-  for (int stage : {1, 2, 3}) {
-    for (int world : {1, 3}) {
-      const Config c = Delayed(stage, DType::kF16);
-      MlpSpec spec = StandinSpec();
-      spec.steps = 8;
-      spec.inf_step = 3;
-      spec.inf_rank = world - 1;
-      const auto got = TrainOn(c, world, spec, CommKind::kStaging);
-      const std::string what = absl::StrCat("stage ", stage, " world ", world);
-      const MlpResult ref = TrainMlpReference(c, spec);
-      Config exact = c;
-      exact.offload_optimizer.delayed_update = false;
-      EXPECT_GT(MaxRelDiff(TrainMlpReference(exact, spec), ref), 10 * Tolerance(DType::kF16));
-      ExpectNear(got, ref, Tolerance(DType::kF16), what);
-      for (size_t r = 0; r < got.size(); ++r) {
-        if (!got[r].ok()) continue;
-        ASSERT_EQ(got[r]->steps.size(), 8u) << what;
-        EXPECT_TRUE(got[r]->steps[3].skipped) << what << " rank " << r;
-        EXPECT_EQ(got[r]->steps.back().skipped_steps, 1) << what;
+  for (bool on_cpu : {false, true}) {
+    for (int stage : {1, 2, 3}) {
+      for (int world : {1, 3}) {
+        const Config c = Delayed(stage, DType::kF16);
+        MlpSpec spec = OnDevice(on_cpu);
+        spec.steps = 8;
+        spec.inf_step = 3;
+        spec.inf_rank = world - 1;
+        const auto got = TrainOn(c, world, spec, Comms(on_cpu, world)[0]);
+        const std::string what =
+            absl::StrCat(DeviceName(on_cpu), " stage ", stage, " world ", world);
+        const MlpResult ref = TrainMlpReference(c, spec);
+        Config exact = c;
+        exact.offload_optimizer.delayed_update = false;
+        EXPECT_GT(MaxRelDiff(TrainMlpReference(exact, spec), ref), 10 * Tolerance(DType::kF16));
+        ExpectNear(got, ref, Tolerance(DType::kF16), what);
+        for (size_t r = 0; r < got.size(); ++r) {
+          if (!got[r].ok()) continue;
+          ASSERT_EQ(got[r]->steps.size(), 8u) << what;
+          EXPECT_TRUE(got[r]->steps[3].skipped) << what << " rank " << r;
+          EXPECT_EQ(got[r]->steps.back().skipped_steps, 1) << what;
+        }
       }
     }
   }
@@ -131,25 +168,29 @@ TEST(DelayedUpdate, Fp16OverflowSkipsAndLandsTheUpdateInFlight) {
 // bit for bit where the saving run ended.
 TEST(DelayedUpdate, SaveLandsTheUpdateAndResumeContinuesBitForBit) {
   const std::string dir = absl::StrCat(::testing::TempDir(), "/delayed_update_ckpt");
-  for (int stage : {1, 3}) {
-    for (int world : {1, 3}) {
-      std::filesystem::remove_all(dir);
-      const Config c = Delayed(stage, DType::kF32);
-      MlpSpec spec = StandinSpec();
-      spec.steps = 8;
-      spec.ckpt_dir = dir;
-      spec.save_after = 4;
-      const std::string what = absl::StrCat("stage ", stage, " world ", world);
-      const auto saved = TrainOn(c, world, spec, CommKind::kStaging);
-      ExpectNear(saved, TrainMlpReference(c, spec), Tolerance(DType::kF32), what);
-      MlpSpec resume = StandinSpec();
-      resume.steps = 8;
-      resume.resume_dir = dir;
-      resume.resume_tag = "mid";
-      const auto resumed = TrainOn(c, world, resume, CommKind::kStaging);
-      for (int r = 0; r < world; ++r) {
-        ASSERT_TRUE(saved[r].ok() && resumed[r].ok()) << what << ": " << resumed[r].status();
-        EXPECT_EQ(MaxRelDiff(*resumed[r], *saved[r]), 0.0) << what << " rank " << r;
+  for (bool on_cpu : {false, true}) {
+    for (int stage : {1, 3}) {
+      for (int world : {1, 3}) {
+        std::filesystem::remove_all(dir);
+        const Config c = Delayed(stage, DType::kF32);
+        MlpSpec spec = OnDevice(on_cpu);
+        spec.steps = 8;
+        spec.ckpt_dir = dir;
+        spec.save_after = 4;
+        const std::string what =
+            absl::StrCat(DeviceName(on_cpu), " stage ", stage, " world ", world);
+        const CommKind comm = Comms(on_cpu, world)[0];
+        const auto saved = TrainOn(c, world, spec, comm);
+        ExpectNear(saved, TrainMlpReference(c, spec), Tolerance(DType::kF32), what);
+        MlpSpec resume = OnDevice(on_cpu);
+        resume.steps = 8;
+        resume.resume_dir = dir;
+        resume.resume_tag = "mid";
+        const auto resumed = TrainOn(c, world, resume, comm);
+        for (int r = 0; r < world; ++r) {
+          ASSERT_TRUE(saved[r].ok() && resumed[r].ok()) << what << ": " << resumed[r].status();
+          EXPECT_EQ(MaxRelDiff(*resumed[r], *saved[r]), 0.0) << what << " rank " << r;
+        }
       }
     }
   }
@@ -214,9 +255,9 @@ TEST(DelayedUpdate, ParsedFromTheDsConfig) {
 // s (which waits for the update in flight: the master after step s-1's
 // update), and not the master after step s's own update.
 TEST(DelayedUpdate, HeldPointerHoldsTheMasterOfOneUpdateEarlier) {
-  for (int stage : {1, 2}) {
+  for (const auto& [stage, on_cpu] : {std::pair{1, false}, {2, false}, {1, true}, {2, true}}) {
     Config c = Delayed(stage, DType::kF32);
-    MlpSpec spec = StandinSpec();
+    MlpSpec spec = OnDevice(on_cpu);
     spec.steps = 5;
     spec.caller_copy = nullptr;
     void* held = nullptr;
@@ -246,29 +287,27 @@ TEST(DelayedUpdate, HeldPointerHoldsTheMasterOfOneUpdateEarlier) {
       before = now;
       return absl::OkStatus();
     };
-    const auto got = TrainOn(c, 1, spec, CommKind::kStaging);
-    ASSERT_TRUE(got[0].ok()) << "stage " << stage << ": " << got[0].status();
-    EXPECT_EQ(checked, 4) << "stage " << stage;
+    const auto got = TrainOn(c, 1, spec, Comms(on_cpu, 1)[0]);
+    ASSERT_TRUE(got[0].ok()) << DeviceName(on_cpu) << " stage " << stage << ": "
+                             << got[0].status();
+    EXPECT_EQ(checked, 4) << DeviceName(on_cpu) << " stage " << stage;
   }
 }
 
 // Refused by name where there is no host update to run behind the device:
-// the CPU device, and no offload_optimizer "cpu".
-TEST(DelayedUpdate, RefusedWithoutZeroOffloadOnADevice) {
+// offload_optimizer "none" or "nvme", on either device.
+TEST(DelayedUpdate, RefusedWithoutOffloadOptimizerCpu) {
   for (bool on_cpu : {true, false}) {
-    Config c = Delayed(2, DType::kF32);
-    MlpSpec spec = StandinSpec();
-    if (on_cpu) {
-      spec.make_device = nullptr;
-      spec.caller_copy = nullptr;
-    } else {
-      c.offload_optimizer.device = OffloadDevice::kNone;
+    for (OffloadDevice d : {OffloadDevice::kNone, OffloadDevice::kNvme}) {
+      Config c = Delayed(2, DType::kF32);
+      c.offload_optimizer.device = d;
+      c.offload_optimizer.nvme_path = ::testing::TempDir();
+      const auto got = TrainOn(c, 1, OnDevice(on_cpu), CommKind::kThread);
+      ASSERT_FALSE(got[0].ok()) << DeviceName(on_cpu);
+      EXPECT_NE(std::string(got[0].status().message()).find("offload_optimizer.delayed_update"),
+                std::string::npos)
+          << got[0].status();
     }
-    const auto got = TrainOn(c, 1, spec, CommKind::kThread);
-    ASSERT_FALSE(got[0].ok());
-    EXPECT_NE(std::string(got[0].status().message()).find("offload_optimizer.delayed_update"),
-              std::string::npos)
-        << got[0].status();
   }
 }
 

@@ -1,7 +1,8 @@
 // The memory estimator (core/estimate) against what engines measure: zero_stats
 // categories after one optimizer step, and the bytes an off-host device
 // really holds, at stages 0-3 x fp32/fp16/bf16 x offload none/cpu/nvme x
-// worlds 2 and 3 (72 cases) plus stage 3's offload_param nvme; within 2 %.
+// worlds 2 and 3 (72 cases) plus stage 3's offload_param nvme and cpu, and
+// offload_optimizer cpu with delayed_update at stages 1-3; within 2 %.
 // DeepSpeed's formulas against the table DeepSpeed prints for t5-small.
 #include <gtest/gtest.h>
 
@@ -125,10 +126,10 @@ void ExpectNear2(const char* what, int64_t estimated, int64_t measured, int rank
       << what << " on rank " << rank << ": estimated " << estimated << ", measured " << measured;
 }
 
-enum Offload { kNone = 0, kCpu = 1, kNvme = 2, kNvmeParam = 3, kParamCpu = 4 };
+enum Offload { kNone = 0, kCpu = 1, kNvme = 2, kNvmeParam = 3, kParamCpu = 4, kCpuDelayed = 5 };
 
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<int, int, int, int>>& i) {
-  const char* off[] = {"none", "cpu", "nvme", "nvmeparam", "paramcpu"};
+  const char* off[] = {"none", "cpu", "nvme", "nvmeparam", "paramcpu", "cpudelayed"};
   return absl::StrFormat("stage%d_%s_%s_world%d", std::get<0>(i.param),
                          DTypeName(static_cast<DType>(std::get<1>(i.param))),
                          off[std::get<2>(i.param)], std::get<3>(i.param));
@@ -154,7 +155,8 @@ TEST_P(EstimateTest, MatchesMeasuredBytes) {
   c.allgather_bucket_size = 5000;  // stages 1-2 publish through the staging buffer
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = tmp ? tmp : "/tmp";
-  if (offload == kCpu) c.offload_optimizer.device = OffloadDevice::kCpu;
+  if (offload == kCpu || offload == kCpuDelayed) c.offload_optimizer.device = OffloadDevice::kCpu;
+  c.offload_optimizer.delayed_update = offload == kCpuDelayed;
   if (offload == kNvme) {
     c.offload_optimizer.device = OffloadDevice::kNvme;
     c.offload_optimizer.nvme_path = dir;
@@ -170,7 +172,8 @@ TEST_P(EstimateTest, MatchesMeasuredBytes) {
   // checked against what the device holds.
   // NVMe optimizer state at world 3 too (its pieces go up to the device).
   const bool off_host = offload == kCpu || offload == kParamCpu ||
-                        ((offload == kNone || offload == kNvme) && world == 3);
+                        ((offload == kNone || offload == kNvme || offload == kCpuDelayed) &&
+                         world == 3);
   const Model m = SmallGpt();
   auto est = EstimateMemory(EstimateInput(m, DType::kF32), c, {world, 1, off_host});
   ASSERT_TRUE(est.ok()) << est.status();
@@ -221,6 +224,16 @@ INSTANTIATE_TEST_SUITE_P(
                                          static_cast<int>(DType::kF16),
                                          static_cast<int>(DType::kBF16)),
                        ::testing::Values(kNvmeParam), ::testing::Values(2, 3)),
+    CaseName);
+
+// offload_optimizer.delayed_update: the state in host memory apart from the
+// working copy, on the CPU device (world 2) and an off-host one (world 3).
+INSTANTIATE_TEST_SUITE_P(
+    Delayed, EstimateTest,
+    ::testing::Combine(::testing::Values(1, 2, 3),
+                       ::testing::Values(static_cast<int>(DType::kF32),
+                                         static_cast<int>(DType::kBF16)),
+                       ::testing::Values(kCpuDelayed), ::testing::Values(2, 3)),
     CaseName);
 
 // Stage 3 with the working shard in host memory on an off-host device

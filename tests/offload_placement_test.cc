@@ -1,7 +1,7 @@
 // Where each state lives (docs/ARCHITECTURE.md, "Offload"), decided once by
 // DecideOffloadPlacement: its answers against the rules the docs state
 // (DeepSpeed's offload keys on a GPU; on the CPU device "cpu" changes
-// nothing), and the engine and the memory estimator refusing the same
+// nothing unless delayed_update), and the engine and the memory estimator refusing the same
 // pairing, every rank naming the keys.
 #include <gtest/gtest.h>
 
@@ -85,6 +85,45 @@ TEST(OffloadPlacement, FollowsTheDocumentedRules) {
     EXPECT_FALSE(q->master_aliases_working) << what;
     EXPECT_EQ(q->optimizer_state, r.state) << what;
     EXPECT_EQ(q->params, r.params) << what;
+  }
+}
+
+// offload_optimizer.delayed_update: the state in HostStateStore on either
+// device (on the CPU device its master then stays apart from the working
+// copy the forward reads, never aliased); refused naming the key without
+// offload_optimizer "cpu", and with offload_param "nvme".
+TEST(OffloadPlacement, DelayedUpdateKeepsTheStateInTheHostStore) {
+  for (bool host_memory : {true, false}) {
+    for (int stage : {1, 2, 3}) {
+      Config c;
+      c.stage = stage;
+      c.dtype = DType::kF32;
+      c.offload_optimizer.device = kCpu;
+      c.offload_optimizer.delayed_update = true;
+      auto p = DecideOffloadPlacement(c, host_memory, "dev");
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_EQ(p->optimizer_state, kHost) << stage << host_memory;
+      EXPECT_EQ(p->params, kDev) << stage << host_memory;
+      EXPECT_FALSE(p->master_aliases_working) << stage << host_memory;
+      EXPECT_FALSE(p->grads_on_nvme) << stage << host_memory;
+      for (OffloadDevice d : {kNone, kNvmeDev}) {
+        c.offload_optimizer.device = d;
+        auto q = DecideOffloadPlacement(c, host_memory, "dev");
+        ASSERT_FALSE(q.ok()) << stage << host_memory;
+        EXPECT_NE(std::string(q.status().message()).find("offload_optimizer.delayed_update"),
+                  std::string::npos)
+            << q.status();
+      }
+    }
+    Config c;
+    c.stage = 3;
+    c.offload_optimizer.device = kCpu;
+    c.offload_optimizer.delayed_update = true;
+    c.offload_param.device = kNvmeDev;
+    auto p = DecideOffloadPlacement(c, host_memory, "dev");
+    ASSERT_FALSE(p.ok()) << host_memory;
+    EXPECT_NE(std::string(p.status().message()).find("offload_param.device"), std::string::npos)
+        << p.status();
   }
 }
 

@@ -40,9 +40,11 @@ absl::Status ParseOffload(const json& v, const std::string& path,
     RETURN_IF_ERROR(r.Bool("delayed_update", &o->delayed_update));
     // "cpu" moves the fp32 master and moments off a GPU
     // (core/engine/optimizer_state_store.cc); on the CPU device they are in
-    // host memory already: reported at finalize as offload_param's "cpu" is.
+    // host memory already: reported at finalize as offload_param's "cpu" is,
+    // unless delayed_update (which keeps them apart from the working copy
+    // there too: docs/ARCHITECTURE.md, "The delayed update").
     if (o->device == OffloadDevice::kCpu) {
-      device_only->push_back(path + ".device");
+      if (!o->delayed_update) device_only->push_back(path + ".device");
       if (o->pin_memory) device_only->push_back(path + ".pin_memory");
     }
     // NVMe reads and writes are always pipelined (core/offload/nvme_tier.h).

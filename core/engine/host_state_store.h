@@ -1,5 +1,6 @@
 // ZeRO-Offload on a GPU: master weights and moments in host memory, updated
-// by the CPU. Pieces of the owned range stream through two pairs of host
+// by the CPU (and on the CPU device with delayed_update: its master apart
+// from the working copy, docs/ARCHITECTURE.md "The delayed update"). Pieces of the owned range stream through two pairs of host
 // buffers (page-locked when offload_optimizer.pin_memory): while the CPU
 // updates piece k, the gradients of piece k+1 come down and the working copy
 // of piece k-1 goes up.

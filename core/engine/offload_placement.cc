@@ -32,21 +32,29 @@ absl::StatusOr<OffloadPlacement> DecideOffloadPlacement(const Config& c,
   OffloadPlacement p;
   p.optimizer_state = TierOf(c.offload_optimizer.device, host_memory_device);
   p.params = TierOf(c.offload_param.device, host_memory_device);
+  // The delayed update is ZeRO-Offload's: the host updates while the device
+  // computes. It needs the master and moments apart from the working copy
+  // the forward reads (which stays one update behind): HostStateStore. On
+  // the CPU device "cpu" then keeps them there too, its own master beside
+  // the working copy ("The delayed update"); with "none" or "nvme" there is
+  // no host update to run behind the device's work.
+  if (c.offload_optimizer.delayed_update) {
+    if (c.offload_optimizer.device != OffloadDevice::kCpu) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "zero_optimization.offload_optimizer.delayed_update: needs offload_optimizer.device "
+          "\"cpu\" (ZeRO-Offload); with device \"",
+          OffloadDeviceName(c.offload_optimizer.device), "\" on device ", device_name,
+          " the optimizer does not run on the host apart from the device"));
+    }
+    p.optimizer_state = StateTier::kHost;
+  }
   if (p.params == StateTier::kNvme && p.optimizer_state == StateTier::kHost) {
     return absl::UnimplementedError(absl::StrCat(
         "zero_optimization.offload_param.device: \"nvme\" with "
-        "offload_optimizer.device \"cpu\" and model state on device ", device_name,
+        "offload_optimizer.device \"cpu\"",
+        host_memory_device ? " and offload_optimizer.delayed_update" : "",
+        " and model state on device ", device_name,
         " is not supported in this version; use offload_optimizer \"nvme\" or \"none\""));
-  }
-  // The delayed update is ZeRO-Offload's: the host updates while the device
-  // computes. Where the state is not in host memory apart from the device
-  // there is nothing to run behind the device's work.
-  if (c.offload_optimizer.delayed_update && p.optimizer_state != StateTier::kHost) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "zero_optimization.offload_optimizer.delayed_update: needs offload_optimizer.device "
-        "\"cpu\" with model state on a GPU (ZeRO-Offload); with device \"",
-        OffloadDeviceName(c.offload_optimizer.device), "\" on device ", device_name,
-        " the optimizer does not run on the host apart from the device"));
   }
   p.pin_params = p.params == StateTier::kHost && c.offload_param.pin_memory;
   p.grads_on_nvme =

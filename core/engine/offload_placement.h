@@ -15,15 +15,17 @@ namespace zero {
 
 enum class StateTier {
   kDevice,  // the engine device's memory (host memory on the CPU device)
-  kHost,    // host memory apart from the device (a device the host cannot touch)
+  kHost,    // host memory apart from the device's working copy (ZeRO-Offload)
   kNvme,    // files under an nvme_path
 };
 
 struct OffloadPlacement {
   // The fp32 master and the moments: kNvme with offload_optimizer "nvme"
   // (NvmeStateStore); kHost with "cpu" on a device the host cannot touch
-  // (ZeRO-Offload: HostStateStore); kDevice otherwise (DeviceStateStore; on
-  // a host-memory device "cpu" changes nothing).
+  // (ZeRO-Offload: HostStateStore), and with "cpu" and delayed_update on
+  // a host-memory device too (the delayed update's master stays apart from
+  // the working copy the forward reads); kDevice otherwise (DeviceStateStore;
+  // on a host-memory device plain "cpu" changes nothing).
   StateTier optimizer_state = StateTier::kDevice;
   // Stage 3's own working shard: kNvme with offload_param "nvme" (param
   // files), kHost with "cpu" on a device the host cannot touch (uploaded for
@@ -48,10 +50,10 @@ struct OffloadPlacement {
 
 // The placement for `config` on a device whose memory the host can touch
 // (`host_memory_device`: the CPU device) or not (a GPU), named
-// `device_name` in errors. Refuses offload_param below stage 3, and
-// offload_param "nvme" with offload_optimizer "cpu" on a device the host
-// cannot touch (ZeRO-Offload writes the working copy into the device's
-// shard, which a param file does not have).
+// `device_name` in errors. Refuses offload_param below stage 3,
+// offload_optimizer.delayed_update without offload_optimizer "cpu", and
+// offload_param "nvme" with the state in HostStateStore (it writes the
+// working copy into the device's shard, which a param file does not have).
 absl::StatusOr<OffloadPlacement> DecideOffloadPlacement(const Config& config,
                                                         bool host_memory_device,
                                                         const std::string& device_name);

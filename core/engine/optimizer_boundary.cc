@@ -78,8 +78,11 @@ absl::StatusOr<OptimizerBoundary::GradPlan> OptimizerBoundary::PlanGrads() {
   // the pack reads it), unless that reduce-scatter is the identity (one
   // rank, nothing to scale): then they are the gradients, as at stages 2-3.
   // A device without the fused update, or fused off (EnginePaths), casts into the
-  // scratch, updates from it and zeroes afterwards.
-  p.fused = device->fused_update() && ctx_->config.engine_paths.fused_boundary;
+  // scratch, updates from it and zeroes afterwards; so does a host store
+  // apart from the device (the delayed update on the CPU device), which
+  // takes fp32 gradients.
+  p.fused = device->fused_update() && ctx_->config.engine_paths.fused_boundary &&
+            store_->memory_device() == device;
   p.scatter = ctx_->stage() == 1 && !reducer_->Stage1IsIdentity();
   p.in_place = t == DType::kF32 && !p.scatter;
   p.raw = !p.scatter && (p.in_place || p.fused);

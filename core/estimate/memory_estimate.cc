@@ -182,8 +182,10 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   // OptimizerBoundary: the fp32 gradient scratch at stage 1 (its
   // reduce-scatter's target, unless that is the identity), and for
   // fp16/bf16 on a device without the fused update (the GPU; the CPU device
-  // reads raw gradients in place).
+  // reads raw gradients in place) or with the state in a host store apart
+  // from the device (the delayed update on the CPU device).
   const bool scatter = stage == 1 && !Stage1ReduceIsIdentity(c, world);
+  const bool host_store = where.optimizer_state == StateTier::kHost;
   if (where.grads_on_nvme) {
     // Stage 3 with offload_optimizer nvme on the cpu: one group's
     // gradients, raw and fp32, streamed from the gradient files.
@@ -200,7 +202,7 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     const int64_t depth = std::max(2, c.offload_optimizer.buffer_count);
     const int64_t sets = nvme_params ? 2 : 1;
     e.scratch_bytes += sets * depth * std::max<int64_t>(1, piece) * es;
-  } else if (c.dtype != DType::kF32 && topo.gpu) {
+  } else if (c.dtype != DType::kF32 && (topo.gpu || host_store)) {
     e.scratch_bytes = owned_total * 4;
   } else if (scatter) {
     // fp32 with the update on the engine's device: a group's target is its
@@ -208,7 +210,8 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     // the gradient unpacked (Stage1ScatterReadsGrads).
     // (OptimizerStateStore::memory_device() is the engine's device: on a
     // GPU not with the state offloaded, to the host or to NVMe.)
-    const bool state_off_device = topo.gpu && where.optimizer_state != StateTier::kDevice;
+    const bool state_off_device =
+        host_store || (topo.gpu && where.optimizer_state != StateTier::kDevice);
     const int64_t pack_cap = ReducerPackCap(c, e.padded_numel, world);
     for (const LayoutGroup& g : layout.groups()) {
       if (c.dtype != DType::kF32 || state_off_device ||
@@ -249,7 +252,8 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     e.host_bytes = (states_on_device ? 0 : states) + e.offload_pipeline_bytes + host_param_bytes;
     e.host_bytes_per_node = e.host_bytes * topo.ranks_per_node;
   } else {
-    e.device_bytes = on_device + states;  // the CPU device's memory is host memory
+    // The CPU device's memory is host memory (the delayed update's buffers too).
+    e.device_bytes = on_device + states + e.offload_pipeline_bytes;
     e.host_bytes = 0;
     e.host_bytes_per_node = e.device_bytes * topo.ranks_per_node;
   }

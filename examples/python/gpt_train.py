@@ -3,6 +3,7 @@
 
     python3 gpt_train.py [--stage S] [--steps N] [--dtype fp32|bf16|fp16]
                          [--activation_checkpointing]
+                         [--offload_optimizer none|cpu|cpu_delayed]
                          [--save_dir DIR] [--resume] [--json]
     mpirun -np 2 python3 gpt_train.py --stage 3       # or: zero-launch --num_procs 2 gpt_train.py
 
@@ -18,7 +19,12 @@ Every rank takes its slice of each global batch, so the losses match a
 single-process torch run (fp32) within rounding. ``--activation_checkpointing``
 adds DeepSpeed's ``activation_checkpointing`` section to the config: zero.torch
 then recomputes each block in backward instead of keeping its activations
-(same losses, less activation memory).
+(same losses, less activation memory). ``--offload_optimizer cpu`` adds
+``offload_optimizer: {"device": "cpu"}``; ``cpu_delayed`` adds
+``"delayed_update": true`` too (docs/ARCHITECTURE.md, "Offload", "The delayed
+update": each step's forward reads the params of one update earlier). With
+``--json`` the output has ``eval_loss`` too: the final fp32 master's loss on
+held-out batches in a plain torch model.
 """
 from __future__ import annotations
 
@@ -126,8 +132,11 @@ def batches(steps: int, seed: int = 1, ctx: int = CTX,
     return out
 
 
+OFFLOAD = ("none", "cpu", "cpu_delayed")
+
+
 def ds_config(stage: int, world: int = 1, dtype: str = "fp32",
-              activation_checkpointing: bool = False) -> Dict:
+              activation_checkpointing: bool = False, offload: str = "none") -> Dict:
     cfg = {
         "train_batch_size": GLOBAL_BATCH,
         "train_micro_batch_size_per_gpu": GLOBAL_BATCH // world,
@@ -140,6 +149,9 @@ def ds_config(stage: int, world: int = 1, dtype: str = "fp32",
             "stage3_gather_16bit_weights_on_model_save": True,
         },
     }
+    if offload != "none":
+        cfg["zero_optimization"]["offload_optimizer"] = {
+            "device": "cpu", "delayed_update": offload == "cpu_delayed"}
     if activation_checkpointing:  # DeepSpeed's section, its defaults
         cfg["activation_checkpointing"] = {
             "partition_activations": False,
@@ -154,17 +166,30 @@ def ds_config(stage: int, world: int = 1, dtype: str = "fp32",
     return cfg
 
 
+def eval_loss(state_dict: Dict[str, torch.Tensor], n: int = 4) -> float:
+    """The mean loss of the model with `state_dict` (fp32) on `n` held-out
+    global batches (seed 2; training's are seed 1), in plain torch."""
+    model = make_model()
+    model.load_state_dict(state_dict)
+    with torch.no_grad():
+        return sum(model(x, y).item() for x, y in batches(n, seed=2)) / n
+
+
 def train(stage: int, steps: int, rank: int = 0, world: int = 1,
           dtype: str = "fp32", save_dir: Optional[str] = None,
           resume: bool = False, log=None,
-          activation_checkpointing: bool = False) -> List[float]:
+          activation_checkpointing: bool = False, offload: str = "none",
+          evaluated: Optional[Dict[int, float]] = None) -> List[float]:
     """Trains `steps` optimizer steps; returns this rank's losses. With
     save_dir: checkpoints (and a 16-bit model) at the end, or with resume
-    loads save_dir first and trains on."""
+    loads save_dir first and trains on. `evaluated`: {step: anything, ...}; after
+    each of those steps sets its value to eval_loss of the fp32 master
+    (collective; the master after every update so far, a delayed one's in
+    flight included, not the params that step's forward read)."""
     model = make_model()
     engine, optimizer, _, lr_scheduler = ds.initialize(
         model=model, model_parameters=model.parameters(),
-        config=ds_config(stage, world, dtype, activation_checkpointing))
+        config=ds_config(stage, world, dtype, activation_checkpointing, offload))
     try:
         first = 0
         if resume and save_dir:
@@ -180,6 +205,8 @@ def train(stage: int, steps: int, rank: int = 0, world: int = 1,
             engine.backward(loss)
             engine.step()
             losses.append(loss.item())
+            if evaluated is not None and step + 1 in evaluated:
+                evaluated[step + 1] = eval_loss(engine.full_state_dict())
             if log:
                 log(f"step {step + 1} loss {losses[-1]:.4f} lr {engine.get_lr()[0]:.2e}")
         if save_dir:
@@ -190,18 +217,35 @@ def train(stage: int, steps: int, rank: int = 0, world: int = 1,
         engine.destroy()
 
 
-def train_torch(steps: int) -> List[float]:
-    """Plain single-process torch, AdamW on each whole global batch."""
+def train_torch(steps: int, delayed: bool = False,
+                evaluated: Optional[Dict[int, float]] = None) -> List[float]:
+    """Plain single-process torch, AdamW on each whole global batch.
+    `delayed`: the one-step delayed update's rule (docs/ARCHITECTURE.md, "The
+    delayed update"): step t+1's forward and backward read the params as
+    they were before step t's update, and each update applies its gradients
+    to the latest params. `evaluated` as in train()."""
     model = make_model()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999),
                             eps=1e-8, weight_decay=0.0)
+    seen = make_model() if delayed else model  # what the forward reads
     losses = []
-    for x, y in batches(steps):
+    for step, (x, y) in enumerate(batches(steps)):
         opt.zero_grad()
-        loss = model(x, y)
+        seen.zero_grad()
+        loss = seen(x, y)
         loss.backward()
+        before = [p.detach().clone() for p in model.parameters()] if delayed else []
+        if delayed:
+            for p, q in zip(model.parameters(), seen.parameters()):
+                p.grad = q.grad
         opt.step()
+        if delayed:
+            with torch.no_grad():
+                for q, b in zip(seen.parameters(), before):
+                    q.copy_(b)
         losses.append(loss.item())
+        if evaluated is not None and step + 1 in evaluated:
+            evaluated[step + 1] = eval_loss(model.state_dict())
     return losses
 
 
@@ -212,6 +256,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
     ap.add_argument("--activation_checkpointing", action="store_true",
                     help="recompute each block in backward (ds_config section)")
+    ap.add_argument("--offload_optimizer", choices=OFFLOAD, default="none",
+                    help="offload_optimizer cpu, exact or with delayed_update")
     ap.add_argument("--save_dir")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the losses as JSON")
@@ -222,10 +268,12 @@ def main(argv: Optional[List[str]] = None) -> int:
               file=sys.stderr)
         return 2
     log = None if a.json or rank != 0 else print
+    evaluated: Dict[int, float] = {a.steps: math.nan}
     losses = train(a.stage, a.steps, rank, world, a.dtype, a.save_dir, a.resume, log,
-                   a.activation_checkpointing)
+                   a.activation_checkpointing, a.offload_optimizer,
+                   evaluated if a.json else None)
     if a.json:
-        print(json.dumps({"rank": rank, "losses": losses}))
+        print(json.dumps({"rank": rank, "losses": losses, "eval_loss": evaluated[a.steps]}))
     return 0
 
 
