@@ -34,7 +34,7 @@ PKGS="$TORCH $DEEPSPEED $REST"
 MARKER="$VENV/.zero-installed"
 
 if [ -f "$MARKER" ] && [ "$(cat "$MARKER")" = "$PKGS" ] && \
-   "$VENV/bin/python" -c "import torch, deepspeed, transformers, pytest" 2>/dev/null; then
+   "$VENV/bin/python" -c "import torch, deepspeed, transformers, pytest" >/dev/null 2>&1; then
   echo "install_current_torch: $VENV ready ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))" >&2
   echo "$VENV"
   exit 0

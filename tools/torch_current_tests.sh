@@ -19,11 +19,13 @@ cd "$(dirname "$0")/.."
 # (Init's replay of their init code, training, activation checkpointing,
 # export), zero.torch's core at stages 0-3 (hooks, stage 3's gathers and
 # releases, checkpoints, 16-bit saves), and activation checkpointing at
-# stage 3 (torch's recomputation).
+# stage 3 (torch's recomputation), and the peak RSS of building a model
+# under zero.torch.Init (torch's meta kernels and allocator).
 TESTS=(
   torch_hf_test
   torch_test
   "torch_api_test::activation_checkpointing"
+  torch_construct_rss_test
   # zero's DeepSpeed layer against the real DeepSpeed and accelerate (the
   # whole set, about 20 minutes: pytest bindings/python/tests/deepspeed_compat
   # in the venv): every name, one Trainer run and one accelerate launch.

@@ -315,3 +315,44 @@ def test_init_replays_arbitrary_init_code(stage):
         for k, p in ref.named_parameters():
             assert torch.equal(params[k], p.detach()), k
         assert torch.equal(buffers["scale"], ref.scale)
+
+
+def test_init_runs_no_meta_kernel_for_inplace_ops_or_random_factories():
+    # torch >= 2.0 implements many meta kernels in Python, and the first
+    # one's torch._check imports sympy, torch._dynamo and triton (~150 MB of
+    # RSS): Init runs in-place ops on recorded tensors on scratch CPU tensors
+    # and takes a random factory's meta layout from its CPU draw instead.
+    from torch.utils._pytree import tree_flatten
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    on_meta = []
+
+    class MetaOps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if any(isinstance(t, torch.Tensor) and t.is_meta
+                   for t in tree_flatten((args, kwargs))[0]) or (
+                       str(kwargs.get("device")) == "meta"):
+                on_meta.append(func.overloadpacket.__name__)
+            return func(*args, **kwargs)
+
+    torch.manual_seed(0)
+    with zt.Init(), MetaOps():
+        model = _OwnInitCode()
+        emb = torch.nn.Embedding(7, 4)
+        torch.nn.init.normal_(emb.weight, std=0.02)
+        r = torch.randn(3, 5, requires_grad=True)
+    assert on_meta, "the dispatch mode saw no meta op: it measured nothing"
+    from zero.torch.init_record import _METADATA_OPS  # t_, ...: no values, no kernel to avoid
+    ran = sorted({n for n in on_meta if n not in _METADATA_OPS and (
+        n.endswith("_") or n in ("randn", "normal", "randint"))})
+    assert not ran, ran
+    assert (r.is_meta, r.shape, r.stride(), r.dtype, r.requires_grad) == (
+        True, (3, 5), (5, 1), torch.float32, True)
+    assert model.w.is_meta and emb.weight.is_meta
+
+    with zt.Init():
+        w = torch.empty(3, 4)
+        assert w.normal_() is w and torch.nn.init.zeros_(w) is w
+        with pytest.raises(RuntimeError):
+            w.copy_(torch.zeros(5))  # checked on the scratch tensor as without Init

@@ -7,9 +7,17 @@ plain ``torch.ones`` in a custom ``__init__``) runs on them as usual. Each meta
 storage made that way gets a record: how it was made (the factory call, or
 the op over other recorded tensors) and every in-place op later applied to it
 through any view (``.data``, ``weight[pad]``, ``nn.init.normal_``), with the
-generator state before each op that draws random numbers. Such an op is also
-run on a scratch tensor of the same layout, so the generator advances exactly
-as without Init and whatever the program draws next is the same too.
+generator state before each op that draws random numbers. An in-place op on
+a recorded tensor runs on a scratch CPU tensor of the same layout instead, so
+the generator advances exactly as without Init (whatever the program draws
+next is the same too) and bad arguments fail as they do without it; the meta
+tensor itself is left as it is (its layout is all it has), and a random
+factory's meta tensor takes its layout from the CPU draw. Neither runs a meta
+kernel: torch >= 2.0 implements many in Python (torch._refs: ``normal_``,
+``add_``, ``randn``), and the first ``torch._check`` one makes imports sympy,
+torch._dynamo, torch._inductor and triton, ~150 MB of RSS and 2 s, for a
+model whose init is only ``normal_`` or ``randn``. (Functional ops over
+recorded tensors, e.g. a rotary embedding's ``inv_freq``, still run on meta.)
 
 Replaying a record with the generator set to each saved state gives the
 values plain construction gives, bit for bit, one storage at a time: the
@@ -149,16 +157,27 @@ def _to_refs(args: Any, kwargs: Dict[str, Any], seq: int) -> Tuple[Any, Any]:
     return _map(args, ref), _map(kwargs, ref)
 
 
-def _tracked(args: Any, kwargs: Dict[str, Any]) -> bool:
+def _any(args: Any, kwargs: Dict[str, Any], pred) -> bool:
+    """Whether ``pred`` holds for any value among the arguments."""
     found = []
 
     def see(v: Any) -> Any:
-        if not found and record_of(v) is not None:
+        if not found and pred(v):
             found.append(v)
         return v
     _map(args, see)
     _map(kwargs, see)
     return bool(found)
+
+
+def _tracked(args: Any, kwargs: Dict[str, Any]) -> bool:
+    return _any(args, kwargs, lambda v: record_of(v) is not None)
+
+
+def _untracked_meta(args: Any, kwargs: Dict[str, Any]) -> bool:
+    """Whether a meta tensor Init did not make is among the arguments."""
+    return _any(args, kwargs, lambda v: (isinstance(v, torch.Tensor) and v.is_meta
+                                         and record_of(v) is None))
 
 
 def _generator(kwargs: Dict[str, Any]) -> Any:
@@ -194,31 +213,54 @@ def _scratch(args: Any, kwargs: Dict[str, Any]) -> Tuple[Any, Any]:
     return _map(args, z), _map(kwargs, z)
 
 
-def _advance(func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+#: What ``_advance`` says an op returned: its target (the first argument).
+_TARGET = object()
+
+
+def _advance(func: Any, args: Any, kwargs: Dict[str, Any],
+             draws: bool = True) -> Tuple[Any, Any]:
     """Runs ``func`` on scratch tensors of the same layouts so the generator
-    moves as in plain construction; returns the state before it, or None
-    when nothing was drawn."""
+    moves as in plain construction (and bad arguments raise as there).
+    Returns the state before it, or None when nothing was drawn (or
+    ``draws`` is False: not looked at), and what it returned: ``_TARGET``
+    for its first argument, else its value."""
     gen = _generator(kwargs)
-    before = gen.get_state()
+    before = gen.get_state() if draws else None
     sargs, skw = _scratch(args, kwargs)
-    func(*sargs, **skw)
-    return None if torch.equal(gen.get_state(), before) else before
+    out = func(*sargs, **skw)
+    if sargs and out is sargs[0]:
+        out = _TARGET
+    if before is None or torch.equal(gen.get_state(), before):
+        return None, out
+    return before, out
 
 
 class Recorder:
     """Init's torch-function handler: factories to meta, with records."""
 
     def factory(self, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
-        out = func(*args, **kwargs)  # kwargs["device"] is "meta"
-        if not isinstance(out, torch.Tensor):
-            return out
         real = dict(kwargs)
-        del real["device"]
+        del real["device"]  # "meta"
         state = None
-        if func in _RANDOM_FACTORIES:
+        if func in _RANDOM_FACTORIES and "out" not in real:
             gen = _generator(real)
             state = gen.get_state()
-            func(*args, **dict(real, device="cpu"))  # the draws plain construction makes
+            # The draws plain construction makes; the meta tensor takes
+            # their layout (randn's meta kernel is Python on torch >= 2.0).
+            drawn = func(*args, **dict(real, device="cpu"))
+            if not isinstance(drawn, torch.Tensor):
+                return drawn
+            out = torch.empty_strided(drawn.size(), drawn.stride(), dtype=drawn.dtype,
+                                      device="meta", requires_grad=drawn.requires_grad)
+            del drawn
+        else:
+            out = func(*args, **kwargs)
+            if not isinstance(out, torch.Tensor):
+                return out
+            if func in _RANDOM_FACTORIES:
+                gen = _generator(real)
+                state = gen.get_state()
+                func(*args, **dict(real, device="cpu"))
         seq = next(_seq)
         a, k = _to_refs(args, real, seq)
         RECORDS[_key(out)] = Record(out, (seq, func, a, k, state, True))
@@ -236,15 +278,30 @@ class Recorder:
         if inplace and name not in _METADATA_OPS:
             target = args[0] if args else None
             rec = record_of(target)
-            if rec is not None:
-                state = None if name in _DETERMINISTIC_OPS else _advance(func, args, kwargs)
-                seq = next(_seq)
-                a, k = _to_refs(args, kwargs, seq)
-                rec.ops.append((seq, a[0], func, a, k, state))
-            return func(*args, **kwargs)
+            if rec is None:
+                return func(*args, **kwargs)
+            try:
+                state, out = _advance(func, args, kwargs,
+                                      draws=name not in _DETERMINISTIC_OPS)
+            except (RuntimeError, NotImplementedError, TypeError):
+                if name not in _DETERMINISTIC_OPS or not _untracked_meta(args, kwargs):
+                    raise
+                # Not runnable on CPU (a meta argument Init did not make):
+                # the meta kernel checks it.
+                state, out = None, func(*args, **kwargs)
+            else:
+                # It writes values only: the meta target stays as it is and
+                # is what the op returns (``__setitem__``: None); anything
+                # else it returns comes from its meta kernel.
+                out = target if out is _TARGET else (
+                    None if out is None else func(*args, **kwargs))
+            seq = next(_seq)
+            a, k = _to_refs(args, kwargs, seq)
+            rec.ops.append((seq, a[0], func, a, k, state))
+            return out
         if inplace:
             return func(*args, **kwargs)
-        state = _advance(func, args, kwargs) if name in _RANDOM_FUNCS else None
+        state = _advance(func, args, kwargs)[0] if name in _RANDOM_FUNCS else None
         seq = next(_seq)
         try:
             out = func(*args, **kwargs)
