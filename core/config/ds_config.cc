@@ -196,6 +196,7 @@ absl::Status ParseMuonParams(ObjectReader* pr, Config* c) {
   RETURN_IF_ERROR(pr->Num("adam_lr", &c->adam_lr, 0.0, 1e6));
   std::string method = "gram";
   RETURN_IF_ERROR(pr->String("ns_method", &method, {"gram", "standard"}));
+  pr->NoEffect("ns_method");  // both methods: the same fp32 iteration
   bool per_head = false;
   RETURN_IF_ERROR(pr->Bool("per_head_muon", &per_head));
   if (per_head) {
@@ -569,9 +570,9 @@ absl::StatusOr<Config> ParseDsConfig(const std::string& json_text) {
 
 absl::StatusOr<Config> ParseDsConfigKeysRead(const std::string& json_text,
                                              std::set<std::string>* keys_read) {
-  config_internal::keys_read = keys_read;
+  config_internal::KeysRead() = keys_read;
   absl::StatusOr<Config> c = ParseDsConfig(json_text);
-  config_internal::keys_read = nullptr;
+  config_internal::KeysRead() = nullptr;
   return c;
 }
 

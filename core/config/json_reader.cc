@@ -4,7 +4,11 @@
 
 namespace zero {
 namespace config_internal {
-thread_local std::set<std::string>* keys_read = nullptr;
+
+std::set<std::string>*& KeysRead() {
+  static thread_local std::set<std::string>* keys_read = nullptr;
+  return keys_read;
+}
 
 namespace {
 

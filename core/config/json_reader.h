@@ -26,9 +26,10 @@ namespace config_internal {
 using json = nlohmann::json;
 
 // While set, every key path an ObjectReader looks up on this thread, present
-// in the text or not (ParseDsConfigKeysRead). Defined in json_reader.cc, not
-// inline: an inline variable is a unique symbol the C library would export.
-extern thread_local std::set<std::string>* keys_read;
+// in the text or not (ParseDsConfigKeysRead). A function over a file-local
+// thread_local: a TLS variable with external linkage stays in libzero_c's
+// dynamic symbol table whatever its version script says.
+std::set<std::string>*& KeysRead();
 
 inline std::string Show(const json& v) {
   std::string s = v.dump();
@@ -60,7 +61,7 @@ class ObjectReader {
 
   const json* Find(const std::string& key) {
     seen_.insert(key);
-    if (keys_read != nullptr) keys_read->insert(Path(key));
+    if (KeysRead() != nullptr) KeysRead()->insert(Path(key));
     auto it = obj_.find(key);
     if (it == obj_.end() || it->is_null()) return nullptr;
     return &*it;
