@@ -92,36 +92,24 @@ def scheduler_block(scheduler: Any, optimizer: Any, lr: float) -> Optional[Dict[
             return kinds[0][1]
     raise UnimplementedError(
         f"deepspeed.initialize(lr_scheduler={name}): zero's runtime computes the lr of each step itself and "
-        "cannot take a client scheduler's lr; it maps the HF Trainer's \"linear\", \"constant\" and "
-        "\"constant_with_warmup\" schedules (warmup_steps >= 2, or 0 for the constant ones) onto its own. Otherwise give no "
+        "cannot take a client scheduler's lr; it takes the HF Trainer's \"constant\" schedule only (its \"linear\" and other "
+        "warmup/decay schedules run one step ahead of the config's schedulers, see _client_optim._match). Otherwise give no "
         "scheduler and add a \"scheduler\" block to the config (WarmupLR, WarmupDecayLR, WarmupCosineLR)")
 
 
 def _match(lr_lambda: Any, lr: float) -> Optional[Tuple[str, Optional[Dict[str, Any]]]]:
     """(a key, the scheduler block) of an HF schedule the runtime computes
-    exactly: DeepSpeed's linear warmup is step/max(2, warmup), HF's
-    step/max(1, warmup), so a warmup of 1 step differs and is not matched."""
-    if _partial_of(lr_lambda, "_get_constant_lambda") is not None:
+    exactly: only the constant ones. The config's schedulers apply their
+    value of step t-1 at update t (DeepSpeed's: the scheduler steps after
+    the update), HF's LambdaLR its value of step t, so HF's warmup and decay
+    schedules are one step ahead of any config block and are refused."""
+    if getattr(lr_lambda, "__name__", "") == "_get_constant_lambda" \
+            and getattr(lr_lambda, "__module__", "").startswith("transformers."):
         return ("constant", None)
     kw = _partial_of(lr_lambda, "_get_constant_schedule_with_warmup_lr_lambda")
-    if kw is not None:
-        warmup = kw.get("num_warmup_steps")
-        if warmup == 0:
-            return ("constant", None)
-        if isinstance(warmup, int) and warmup >= 2:
-            return (f"warmup{warmup}", {"type": "WarmupLR", "params": {
-                "warmup_min_lr": 0.0, "warmup_max_lr": lr, "warmup_num_steps": warmup,
-                "warmup_type": "linear"}})
-        return None
-    kw = _partial_of(lr_lambda, "_get_linear_schedule_with_warmup_lr_lambda")
-    if kw is not None:
-        warmup, total = kw.get("num_warmup_steps"), kw.get("num_training_steps")
-        if isinstance(warmup, int) and warmup >= 2 and isinstance(total, int) and total >= 1:
-            return (f"linear{warmup},{total}", {"type": "WarmupDecayLR", "params": {
-                "warmup_min_lr": 0.0, "warmup_max_lr": lr, "warmup_num_steps": warmup,
-                "total_num_steps": total, "warmup_type": "linear"}})
+    if kw is not None and kw.get("num_warmup_steps") == 0:
+        return ("constant", None)
     return None
-
 
 class ClientOptimizerView:
     """What ``deepspeed.initialize`` returns for a client optimizer: the

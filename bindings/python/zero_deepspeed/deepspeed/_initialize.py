@@ -69,11 +69,10 @@ def _client_blocks(cfg: Any, optimizer: Any, lr_scheduler: Any) -> Any:
 
     from ._client_optim import optimizer_block, scheduler_block
     out = dict(load_config(cfg)) if cfg is not None else {}
-    name = type(optimizer).__name__
-    if "optimizer" in out:
-        raise InvalidArgumentError(
-            f"deepspeed.initialize(optimizer={name}): the config has an \"optimizer\" block too; give one")
     block, params = optimizer_block(optimizer)
+    if "optimizer" in out:
+        raise InvalidArgumentError(f"deepspeed.initialize(optimizer={type(optimizer).__name__}): the config "
+                                   "has an \"optimizer\" block too; give one")
     out["optimizer"] = block
     if callable(lr_scheduler) and not hasattr(lr_scheduler, "step"):
         lr_scheduler = lr_scheduler(optimizer)  # as DeepSpeed: built on the optimizer
