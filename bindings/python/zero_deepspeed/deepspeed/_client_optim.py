@@ -11,7 +11,7 @@ exactly; anything else is refused naming what differs."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 
@@ -40,8 +40,8 @@ def optimizer_block(optimizer: Any) -> Tuple[Dict[str, Any], List[Any]]:
     kind = _KINDS.get(type(optimizer))
     if kind is None:
         raise UnimplementedError(
-            f"deepspeed.initialize(optimizer={type(optimizer).__module__}.{type(optimizer).__name__}): zero's "
-            "DeepSpeed layer maps only torch.optim.AdamW, Adam and SGD onto the runtime's optimizer; give no "
+            f"deepspeed.initialize(optimizer={type(optimizer).__module__}.{type(optimizer).__name__}): "
+            "zero's DeepSpeed layer maps only torch.optim.AdamW, Adam and SGD onto the runtime's optimizer; give no "
             "optimizer and put an \"optimizer\" block in the config (Adam, AdamW, SGD, Lion, Adagrad)")
     name, keys = kind
     groups = optimizer.param_groups
@@ -55,10 +55,11 @@ def optimizer_block(optimizer: Any) -> Tuple[Dict[str, Any], List[Any]]:
         for key in keys + ("initial_lr",):
             if _value(group.get(key)) != _value(first.get(key)):
                 raise UnimplementedError(
-                    f"deepspeed.initialize(optimizer={name}): param group {n} has {key}={_value(group.get(key))!r}, "
-                    f"param group 0 {key}={_value(first.get(key))!r}; zero's runtime applies one set of optimizer "
-                    "hyperparameters to every param (no per-group values, e.g. the HF Trainer's no-decay group "
-                    "of biases and norms when weight_decay > 0). Use weight_decay=0, or one param group")
+                    f"deepspeed.initialize(optimizer={name}): param group {n} has "
+                    f"{key}={_value(group.get(key))!r}, param group 0 {key}={_value(first.get(key))!r}; "
+                    "zero's runtime applies one set of optimizer hyperparameters to every param (no "
+                    "per-group values, e.g. the HF Trainer's no-decay group of biases and norms when "
+                    "weight_decay > 0). Use weight_decay=0, or one param group")
     params = {key: _value(first[key]) for key in keys if key in first}
     if "initial_lr" in first:  # a scheduler built on it already set lr to its step-0 value
         params["lr"] = _value(first["initial_lr"])
@@ -67,49 +68,37 @@ def optimizer_block(optimizer: Any) -> Tuple[Dict[str, Any], List[Any]]:
     return {"type": name, "params": params}, [p for g in groups for p in g["params"]]
 
 
-def _partial_of(lr_lambda: Any, fn_name: str) -> Optional[Dict[str, Any]]:
-    if isinstance(lr_lambda, functools.partial) and getattr(lr_lambda.func, "__name__", "") == fn_name \
-            and getattr(lr_lambda.func, "__module__", "").startswith("transformers."):
-        return dict(lr_lambda.keywords)
-    return None
-
-
-def scheduler_block(scheduler: Any, optimizer: Any, lr: float) -> Optional[Dict[str, Any]]:
-    """The config ``scheduler`` block that computes the same lr at every step
-    as a client scheduler (None: the constant lr), or a refusal naming it."""
+def scheduler_block(scheduler: Any, optimizer: Any) -> None:
+    """Accepts a client scheduler the runtime's constant lr equals (HF's
+    constant schedule); refuses any other naming it. The config's schedulers
+    apply their value of step t-1 at update t (DeepSpeed's: the scheduler
+    steps after the update), HF's LambdaLR its value of step t, so HF's
+    warmup and decay schedules are one step ahead of any config block."""
     name = type(scheduler).__name__
     if getattr(scheduler, "optimizer", None) is not optimizer:
         raise InvalidArgumentError(
             f"deepspeed.initialize(lr_scheduler={name}): the scheduler does not drive the optimizer given")
-    if getattr(scheduler, "last_epoch", 0) != 0:
-        raise UnimplementedError(
-            f"deepspeed.initialize(lr_scheduler={name}): the scheduler has already stepped "
-            f"(last_epoch={scheduler.last_epoch}); zero's runtime starts its schedule at step 0")
-    lambdas = getattr(scheduler, "lr_lambdas", None)
-    if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR) and lambdas:
-        kinds = [_match(f, lr) for f in lambdas]
-        if all(k is not None for k in kinds) and all(k == kinds[0] for k in kinds):
-            return kinds[0][1]
+    lambdas = getattr(scheduler, "lr_lambdas", None) or [None]
+    if getattr(scheduler, "last_epoch", 0) == 0 and \
+            isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR) and all(map(_constant, lambdas)):
+        return
     raise UnimplementedError(
-        f"deepspeed.initialize(lr_scheduler={name}): zero's runtime computes the lr of each step itself and "
-        "cannot take a client scheduler's lr; it takes the HF Trainer's \"constant\" schedule only (its \"linear\" and other "
-        "warmup/decay schedules run one step ahead of the config's schedulers, see _client_optim._match). Otherwise give no "
-        "scheduler and add a \"scheduler\" block to the config (WarmupLR, WarmupDecayLR, WarmupCosineLR)")
+        f"deepspeed.initialize(lr_scheduler={name}): zero's runtime computes the lr of each step itself "
+        "and cannot take a client scheduler's lr; it takes the HF Trainer's \"constant\" schedule only "
+        "(its \"linear\" and other warmup/decay schedules run one step ahead of the config's schedulers). "
+        "Otherwise give no scheduler and add a \"scheduler\" block to the config (WarmupLR, WarmupDecayLR, "
+        "WarmupCosineLR)")
 
 
-def _match(lr_lambda: Any, lr: float) -> Optional[Tuple[str, Optional[Dict[str, Any]]]]:
-    """(a key, the scheduler block) of an HF schedule the runtime computes
-    exactly: only the constant ones. The config's schedulers apply their
-    value of step t-1 at update t (DeepSpeed's: the scheduler steps after
-    the update), HF's LambdaLR its value of step t, so HF's warmup and decay
-    schedules are one step ahead of any config block and are refused."""
+def _constant(lr_lambda: Any) -> bool:
+    """HF's constant schedule (or constant with 0 warmup steps), unstepped."""
     if getattr(lr_lambda, "__name__", "") == "_get_constant_lambda" \
             and getattr(lr_lambda, "__module__", "").startswith("transformers."):
-        return ("constant", None)
-    kw = _partial_of(lr_lambda, "_get_constant_schedule_with_warmup_lr_lambda")
-    if kw is not None and kw.get("num_warmup_steps") == 0:
-        return ("constant", None)
-    return None
+        return True
+    return isinstance(lr_lambda, functools.partial) \
+        and getattr(lr_lambda.func, "__name__", "") == "_get_constant_schedule_with_warmup_lr_lambda" \
+        and getattr(lr_lambda.func, "__module__", "").startswith("transformers.") \
+        and lr_lambda.keywords.get("num_warmup_steps") == 0
 
 class ClientOptimizerView:
     """What ``deepspeed.initialize`` returns for a client optimizer: the
@@ -133,11 +122,11 @@ class ClientOptimizerView:
         got = self.param_groups[0]["lr"]
         if got != self._lr:
             raise UnimplementedError(
-                f"zero's DeepSpeed layer: optimizer.param_groups[0]['lr'] was set to {got!r}, the runtime applies "
-                f"{step_lr!r} at this step; it computes each step's lr from the config's schedule and cannot take "
-                "an lr set on the optimizer (an lr scheduler built on the optimizer deepspeed.initialize returned, "
-                "e.g. the HF Trainer's when ds_config has no \"scheduler\" block). Add a \"scheduler\" block "
-                "(WarmupLR, WarmupDecayLR, WarmupCosineLR) or pass the scheduler to deepspeed.initialize")
+                f"zero's DeepSpeed layer: optimizer.param_groups[0]['lr'] was set to {got!r}, the runtime "
+                f"applies {step_lr!r} at this step; it computes each step's lr from the config's schedule "
+                "and cannot take an lr set on the optimizer (an lr scheduler built on the optimizer "
+                "deepspeed.initialize returned, e.g. the HF Trainer's when ds_config has no \"scheduler\" "
+                "block). Add a \"scheduler\" block (WarmupLR, WarmupDecayLR, WarmupCosineLR)")
 
     def stepped(self, next_lr: float) -> None:
         self.param_groups[0]["lr"] = self._lr = next_lr

@@ -81,9 +81,7 @@ def _client_blocks(cfg: Any, optimizer: Any, lr_scheduler: Any) -> Any:
             raise InvalidArgumentError(
                 f"deepspeed.initialize(lr_scheduler={type(lr_scheduler).__name__}): the config has a "
                 "\"scheduler\" block too; give one")
-        sched = scheduler_block(lr_scheduler, optimizer, block["params"]["lr"])
-        if sched is not None:
-            out["scheduler"] = sched
+        scheduler_block(lr_scheduler, optimizer)  # constant: the runtime's lr without a block
     return out, params
 
 
