@@ -81,7 +81,8 @@ def free_port() -> int:
 
 
 def launch(which: str, launcher_args: List[str], program: List[str], out: str,
-           timeout: float = 400, env_extra: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+           timeout: float = 400, env_extra: Optional[Dict[str, str]] = None,
+           check: bool = True) -> subprocess.CompletedProcess:
     """zero-launch LAUNCHER_ARGS PROGRAM on 2 local ranks (mpirun on shared
     memory, oversubscribed: 2 loaded cores)."""
     env = env_for(which)
@@ -96,7 +97,7 @@ def launch(which: str, launcher_args: List[str], program: List[str], out: str,
         cmd += ["--master_port", str(free_port())]
     cmd += launcher_args + program
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=out)
-    if r.returncode != 0:
+    if check and r.returncode != 0:
         raise AssertionError(f"{which} run failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}")
     return r
 

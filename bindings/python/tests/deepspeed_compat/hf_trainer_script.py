@@ -42,6 +42,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--model", default="gpt2")
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--weight_decay", type=float, default=0.0)
     ap.add_argument("--local_rank", type=int, default=-1)  # what `deepspeed` passes
     a = ap.parse_args()
     import transformers
@@ -59,7 +60,7 @@ def main():
     args = transformers.TrainingArguments(
         output_dir=os.path.join(a.out, "trainer"), per_device_train_batch_size=2,
         gradient_accumulation_steps=json.load(open(a.deepspeed)).get("gradient_accumulation_steps", 1),
-        max_steps=a.steps, learning_rate=1e-2, warmup_steps=2, logging_steps=1,
+        max_steps=a.steps, learning_rate=1e-2, warmup_steps=2, logging_steps=1, weight_decay=a.weight_decay,
         save_strategy="no", report_to=[], deepspeed=a.deepspeed, seed=0,
         dataloader_drop_last=True, disable_tqdm=True, use_cpu=not torch.cuda.is_available())
     trainer = Recording(model=model, args=args, train_dataset=Tokens())

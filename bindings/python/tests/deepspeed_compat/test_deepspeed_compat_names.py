@@ -256,12 +256,45 @@ def test_overflow_and_refusals():
     engine.step()
     assert opt.overflow is False
     engine.close()
-    for kw, msg in ((dict(optimizer=torch.optim.AdamW(model().parameters())), "client optimizers"),
+    bare = {k: v for k, v in cfg(1).items() if k not in ("optimizer", "scheduler")}
+    rms = torch.optim.RMSprop(model().parameters())
+    for kw, msg in ((dict(optimizer=rms), "maps only torch.optim.AdamW, Adam and SGD"),
+                    (dict(optimizer=torch.optim.AdamW(model().parameters(), amsgrad=True)), "amsgrad=True"),
                     (dict(lr_scheduler=lambda o: None), "add a \\"scheduler\\" block")):
         try:
-            deepspeed.initialize(model=model(), config=cfg(1), **kw); raise SystemExit("no error")
+            deepspeed.initialize(model=model(), config=bare, **kw); raise SystemExit("no error")
         except UnimplementedError as e:
             assert msg in str(e), e
+    o = torch.optim.AdamW(model().parameters())
+    try:
+        deepspeed.initialize(model=model(), config=bare, optimizer=o,
+                             lr_scheduler=torch.optim.lr_scheduler.StepLR(o, 2)); raise SystemExit("no error")
+    except UnimplementedError as e:
+        assert "cannot take a client scheduler's lr" in str(e), e
+    # HF's linear schedule runs one step ahead of the config's schedulers: refused.
+    import transformers
+    o = torch.optim.AdamW(model().parameters())
+    try:
+        deepspeed.initialize(model=model(), config=bare, optimizer=o,
+                             lr_scheduler=transformers.get_linear_schedule_with_warmup(o, 2, 5))
+        raise SystemExit("no error")
+    except UnimplementedError as e:
+        assert "cannot take a client scheduler's lr" in str(e), e
+    # A client AdamW and HF's constant schedule: the runtime's optimizer and
+    # lr of every step are the client's (its LambdaLR stepped alone).
+    m = model()
+    o = torch.optim.AdamW(m.parameters(), lr=0.02, betas=(0.8, 0.9), eps=1e-7, weight_decay=0.01)
+    s = transformers.get_constant_schedule(o)
+    engine, eo, _, _ = deepspeed.initialize(model=m, config=bare, optimizer=o, lr_scheduler=s)
+    p = engine.zero.config["optimizer"]
+    assert p["type"] == "AdamW" and p["params"] == {"lr": 0.02, "betas": [0.8, 0.9], "eps": 1e-7,
+                                                    "weight_decay": 0.01}, p
+    want = []
+    for _ in range(6):
+        want.append(o.param_groups[0]["lr"]); o.step(); s.step()
+    assert [engine.zero.lr_for_step(t) for t in range(6)] == want, want
+    assert eo.param_groups[0]["lr"] == 0.02
+    engine.close()
     # Param groups with their own hyperparameters (the runtime has one set): refused.
     m = model()
     groups = [{"params": [m[0].weight], "weight_decay": 0.1}, {"params": [m[0].bias], "weight_decay": 0.0}]

@@ -94,8 +94,16 @@ class DeepSpeedCompatEngine(ZeroTorchEngine):
         if override is False:
             super().step()  # the caller skips step() inside the window
 
+    # The optimizer view of a client optimizer (zero_deepspeed's
+    # _client_optim): its lr is checked before every step.
+    _client_view: Any = None
+
     def step(self) -> Any:
+        if self._client_view is not None:
+            self._client_view.check(self.get_lr()[0])
         info = super().step()
+        if self._client_view is not None:
+            self._client_view.stepped(self.get_lr()[0])
         self._boundary_override = None
         if info.boundary and not info.skipped:
             for hook in list(self._post_step_hooks):

@@ -62,6 +62,29 @@ def _flatten(model_parameters: Optional[Iterable[Any]], config: Any) -> Optional
     return out
 
 
+def _client_blocks(cfg: Any, optimizer: Any, lr_scheduler: Any) -> Any:
+    """The config with the client optimizer's and scheduler's blocks (see
+    _client_optim), and the optimizer's params."""
+    from zero.engine import load_config
+
+    from ._client_optim import optimizer_block, scheduler_block
+    out = dict(load_config(cfg)) if cfg is not None else {}
+    block, params = optimizer_block(optimizer)
+    if "optimizer" in out:
+        raise InvalidArgumentError(f"deepspeed.initialize(optimizer={type(optimizer).__name__}): the config "
+                                   "has an \"optimizer\" block too; give one")
+    out["optimizer"] = block
+    if callable(lr_scheduler) and not hasattr(lr_scheduler, "step"):
+        lr_scheduler = lr_scheduler(optimizer)  # as DeepSpeed: built on the optimizer
+    if lr_scheduler is not None:
+        if "scheduler" in out:
+            raise InvalidArgumentError(
+                f"deepspeed.initialize(lr_scheduler={type(lr_scheduler).__name__}): the config has a "
+                "\"scheduler\" block too; give one")
+        scheduler_block(lr_scheduler, optimizer)  # constant: the runtime's lr without a block
+    return out, params
+
+
 def _finite(config: Any) -> Any:
     """The config as a dict in JSON the runtime parses: the HF Trainer sets
     ``steps_per_print`` to ``inf`` (never print), which JSON cannot hold; it
@@ -105,21 +128,17 @@ def initialize(args: Any = None, model: Optional[torch.nn.Module] = None, optimi
     """As ``deepspeed.initialize``: ``(engine, optimizer, dataloader,
     lr_scheduler)``, the engine a zero.torch DeepSpeedCompatEngine over MPI's
     ranks (zero-launch). The runtime runs the config's ``optimizer`` and
-    ``scheduler`` blocks: client optimizers and schedulers are refused,
-    naming what to put in the config instead."""
+    ``scheduler`` blocks; a client torch AdamW/Adam/SGD and an HF Trainer
+    schedule become those blocks where the runtime computes them exactly
+    (_client_optim), anything else is refused naming what differs."""
     if mesh_param is not None:
         raise UnimplementedError("deepspeed.initialize(mesh_param=...): model/sequence parallel meshes")
-    if callable(lr_scheduler) and not hasattr(lr_scheduler, "step"):
+    if optimizer is None and lr_scheduler is not None:
+        what = "<callable>" if not hasattr(lr_scheduler, "step") else type(lr_scheduler).__name__
         raise UnimplementedError(
-            "deepspeed.initialize(lr_scheduler=<callable>): the config has no \"scheduler\" block, so the "
-            "caller (HF Trainer, accelerate's DummyScheduler) passed its own schedule; zero's runtime runs "
-            "the config's schedule: add a \"scheduler\" block (WarmupLR, WarmupDecayLR or WarmupCosineLR, "
-            "\"auto\" values are filled by the Trainer)")
-    if optimizer is not None:
-        raise UnimplementedError(
-            f"deepspeed.initialize(optimizer={type(optimizer).__name__}): client optimizers are not "
-            "supported by zero's DeepSpeed layer; the runtime runs the config's \"optimizer\" block: add "
-            "one (Adam, AdamW, SGD, Lion, Adagrad; the HF Trainer fills \"auto\" values)")
+            f"deepspeed.initialize(lr_scheduler={what}) without a client optimizer: zero's runtime runs the "
+            "config's schedule on its own optimizer: add a \"scheduler\" block (WarmupLR, WarmupDecayLR or "
+            "WarmupCosineLR, \"auto\" values are filled by the Trainer)")
     comm.init_distributed(distributed_port=distributed_port, dist_init_required=dist_init_required)
     _check_ranks()
     cfg = config if config is not None else config_params
@@ -127,16 +146,26 @@ def initialize(args: Any = None, model: Optional[torch.nn.Module] = None, optimi
         cfg = getattr(args, "deepspeed_config", None)
     if config is not None and config_params is not None:
         raise InvalidArgumentError("deepspeed.initialize: give config or config_params, not both")
+    if optimizer is not None:
+        cfg, client_params = _client_blocks(cfg, optimizer, lr_scheduler)
+        if model_parameters is None:
+            model_parameters = client_params
     params = _flatten(model_parameters, cfg)
     if cfg is not None and args is not None and getattr(args, "deepspeed_config", None) is not None \
             and (config is not None or config_params is not None):
         raise InvalidArgumentError(
             "deepspeed.initialize: not sure how to proceed, given a DeepSpeed config both in "
             "args.deepspeed_config and in initialize(config=...)")
-    return _zt.initialize(model=model, model_parameters=params, training_data=training_data,
-                          mpu=mpu, collate_fn=collate_fn,
-                          config=None if cfg is None else _finite(cfg),
-                          wrap_policy=_leaf_policy(model), engine_class=DeepSpeedCompatEngine)
+    out = _zt.initialize(model=model, model_parameters=params, training_data=training_data,
+                         mpu=mpu, collate_fn=collate_fn,
+                         config=None if cfg is None else _finite(cfg),
+                         wrap_policy=_leaf_policy(model), engine_class=DeepSpeedCompatEngine)
+    if optimizer is None:
+        return out
+    from ._client_optim import ClientOptimizerView
+    engine = out[0]
+    engine._client_view = ClientOptimizerView(engine.optimizer, engine.get_lr()[0])
+    return (engine, engine._client_view) + tuple(out[2:])
 
 
 def tp_model_init(model: torch.nn.Module, tp_size: int, dtype: Any, config: Any = None, **kwargs: Any) -> Any:
