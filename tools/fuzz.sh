@@ -42,7 +42,8 @@ ABSL="-labsl_statusor -labsl_status -labsl_cord -labsl_cordz_info -labsl_cord_in
 # The core sources each target needs (one concept per file keeps this short).
 # A manifest names the optimizer its states belong to (core/optim).
 OPTIM="core/optim/optimizer.cc core/optim/adam_optimizer.cc core/optim/sgd_optimizer.cc
-  core/optim/lion_optimizer.cc core/optim/adagrad_optimizer.cc"
+  core/optim/lion_optimizer.cc core/optim/adagrad_optimizer.cc core/optim/muon_optimizer.cc
+  core/optim/muon_owners.cc core/optim/newton_schulz.cc"
 sources() {
   case "$1" in
     config) echo core/config/config.cc core/config/ds_config.cc core/config/json_reader.cc ;;
