@@ -98,7 +98,12 @@ int WaitArrivedAndDone(MPI_Request* arrival, int count, MPI_Request* ops,
     const bool longest = sleep >= options.transfer_max_sleep;
     if (sleeps && !done && (longest || (i & 7) == 0) && Clock::now() > sleep_from) {
       MpiShortSleep(sleep);
-      sleep = std::min(sleep * 2, options.transfer_max_sleep);
+      // Past 1 ms of sleeping the peer is late, not slow: the sleeps grow
+      // to the gate's longest, so a late peer costs fewer wake-ups.
+      const auto cap = Clock::now() > sleep_from + std::chrono::milliseconds(1)
+                           ? std::max(options.transfer_max_sleep, options.max_sleep)
+                           : options.transfer_max_sleep;
+      sleep = std::min(sleep * 2, cap);
     }
   }
   return MPI_SUCCESS;
