@@ -61,8 +61,13 @@ def _nvcc_objects_impl(ctx):
         args.add_all(defines, format_each = "-D%s")
         args.add(src.path)
         args.add("-o", obj)
-        ctx.actions.run(
-            executable = NVCC,
+        # nvcc names its temporaries /tmp/tmpxft_<pid>_...; inside a PID
+        # namespace (linux-sandbox) every nvcc is pid 2, so parallel actions
+        # sharing /tmp overwrite each other's files. A fresh TMPDIR per
+        # action keeps them apart.
+        ctx.actions.run_shell(
+            command = ('d="$(mktemp -d)" && trap \'rm -rf "$d"\' EXIT && ' +
+                       'TMPDIR="$d" %s "$@"' % NVCC),
             arguments = [args],
             inputs = depset([src], transitive = [headers]),
             outputs = [obj],
