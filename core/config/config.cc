@@ -64,11 +64,6 @@ absl::Status Config::Resolve(int world_size) {
         "zero_optimization.sub_group_size: expected a multiple of 64 with "
         "optimizer.moments_format \"8bit\", got ", sub_group_size));
   }
-  if (moments_format == MomentsFormat::kQ8 && offload_optimizer.device == OffloadDevice::kNvme) {
-    return absl::InvalidArgumentError(
-        "optimizer.moments_format: \"8bit\" is not supported with "
-        "offload_optimizer.device \"nvme\" (use \"bf16\" or offload to \"cpu\")");
-  }
   // Configs built in code or by the C ABI reach the engine without the
   // parser's range checks.
   if (allgather_bucket_size < 1) {

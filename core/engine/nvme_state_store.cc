@@ -28,6 +28,10 @@ absl::Status NvmeStateStore::Create(const std::vector<int64_t>& owned_lens) {
   o.num_arrays = StateArrays(ctx_->config);
   o.buffer_count = oc.buffer_count;
   o.chunk_elems = ctx_->config.sub_group_size;
+  // Packed moments: array 1 holds their bytes (8-bit: 136 per 64 elements;
+  // chunk starts are block starts, sub_group_size % 64 == 0).
+  const Config* config = &ctx_->config;
+  o.array_bytes = [config](int a, int64_t n) { return StateArrayBytes(*config, a, n); };
   o.aio.queue_depth = ctx_->config.aio.queue_depth;
   o.aio.block_size = ctx_->config.aio.block_size;
   o.aio.recorder = ctx_->recorder;
@@ -47,8 +51,8 @@ absl::Status NvmeStateStore::Create(const std::vector<int64_t>& owned_lens) {
     for (int64_t len : owned_lens) {
       piece = std::max(piece, std::min<int64_t>(std::max<int64_t>(1, o.chunk_elems), len));
     }
-    half_floats_ = std::max<int64_t>(1, piece) * StateArrays(ctx_->config);
-    ASSIGN_OR_RETURN(up_, DeviceBuffer::Make(ctx_->device, 2 * half_floats_ * 4));
+    half_bytes_ = PieceBytes(std::max<int64_t>(1, piece), StateArrays(ctx_->config));
+    ASSIGN_OR_RETURN(up_, DeviceBuffer::Make(ctx_->device, 2 * half_bytes_));
   }
   const offload::NvmeTierStats st = tier_->stats();
   if (!st.note.empty()) {
@@ -96,33 +100,32 @@ absl::Status NvmeStateStore::Update(const OptimizerUpdate& u) {
           return u.on_device(c.group, c.begin, c.len, arr[0], arrays > 1 ? arr[1] : nullptr,
                              arrays > 2 ? arr[2] : nullptr);
         }
-        const size_t bytes = static_cast<size_t>(c.len) * 4;
-        if (c.len * arrays > half_floats_) {
+        if (PieceBytes(c.len, arrays) > half_bytes_) {
           return absl::InternalError("nvme state: a piece larger than its device buffer");
         }
-        float* base = up_.data<float>() + static_cast<int64_t>(k % 2) * half_floats_;
         float* dev[3] = {nullptr, nullptr, nullptr};
-        for (int a = 0; a < arrays; ++a) dev[a] = base + a * c.len;
+        OnDevice(k % 2, c.len, arrays, dev);
         const bool uploaded = pending.on && pending.group == c.group && pending.begin == c.begin;
         wait_pending();
         if (!uploaded) {
-          for (int a = 0; a < arrays; ++a) d->Copy(dev[a], arr[a], bytes);
+          for (int a = 0; a < arrays; ++a) d->Copy(dev[a], arr[a], ArrayBytes(a, c.len));
         }
         RETURN_IF_ERROR(u.on_device(c.group, c.begin, c.len, dev[0], dev[1], dev[2]));
         if (d->async_uploads()) {
           const offload::NvmeTier::Next next = tier_->PeekNext();
           if (next.chunk != nullptr) {
-            float* nb = up_.data<float>() + static_cast<int64_t>((k + 1) % 2) * half_floats_;
+            float* nb[3] = {nullptr, nullptr, nullptr};
+            OnDevice((k + 1) % 2, next.chunk->len, arrays, nb);
             for (int a = 0; a < arrays; ++a) {
-              pending.events[a] = d->UploadAsync(nb + a * next.chunk->len, next.arrays[a],
-                                                 static_cast<size_t>(next.chunk->len) * 4);
+              pending.events[a] = d->UploadAsync(nb[a], next.arrays[a],
+                                                 ArrayBytes(a, next.chunk->len));
             }
             pending.on = true;
             pending.group = next.chunk->group;
             pending.begin = next.chunk->begin;
           }
         }
-        for (int a = 0; a < arrays; ++a) d->Copy(arr[a], dev[a], bytes);
+        for (int a = 0; a < arrays; ++a) d->Copy(arr[a], dev[a], ArrayBytes(a, c.len));
         ++k;
         return d->status();
       },
@@ -139,12 +142,33 @@ std::vector<UpdatePiece> NvmeStateStore::UpdateOrder() const {
   return order;
 }
 
+size_t NvmeStateStore::ArrayBytes(int a, int64_t n) const {
+  return static_cast<size_t>(StateArrayBytes(ctx_->config, a, n));
+}
+
+int64_t NvmeStateStore::PieceBytes(int64_t n, int arrays) const {
+  int64_t bytes = 0;
+  for (int a = 0; a < arrays; ++a) bytes += static_cast<int64_t>(ArrayBytes(a, n));
+  return bytes;
+}
+
+void NvmeStateStore::OnDevice(size_t half, int64_t n, int arrays, float** dev) const {
+  // Master first: 4n bytes, n a multiple of 64 (owned ranges are), so the
+  // packed moments after it start 256-byte aligned.
+  char* at = up_.data<char>() + static_cast<int64_t>(half) * half_bytes_;
+  for (int a = 0; a < arrays; ++a) {
+    dev[a] = reinterpret_cast<float*>(at);
+    at += ArrayBytes(a, n);
+  }
+}
+
 absl::Status NvmeStateStore::Read(int g, int array, int64_t begin, int64_t len, float* out) {
-  // bf16 moments: one 4-byte word per element in array 1 (packed_moments.h).
+  // Packed moments: array 1 holds their bytes, read in whole blocks
+  // (packed_moments.h).
   if (array > 0 && PackedFormat(ctx_->config) != 0) {
     return ReadPackedMoment(PackedFormat(ctx_->config), array, begin, len, out,
                             [&](int64_t first, int64_t n, void* bytes) {
-                              return tier_->ReadRange(g, 1, first, n, static_cast<float*>(bytes));
+                              return tier_->ReadBytes(g, 1, first, n, bytes);
                             });
   }
   return tier_->ReadRange(g, array, begin, len, out);
@@ -156,10 +180,10 @@ absl::Status NvmeStateStore::Write(int g, int array, int64_t begin, int64_t len,
     return WritePackedMoment(
         PackedFormat(ctx_->config), array, begin, len, in,
         [&](int64_t first, int64_t n, void* bytes) {
-          return tier_->ReadRange(g, 1, first, n, static_cast<float*>(bytes));
+          return tier_->ReadBytes(g, 1, first, n, bytes);
         },
         [&](int64_t first, int64_t n, void* bytes) {
-          return tier_->WriteRange(g, 1, first, n, static_cast<const float*>(bytes));
+          return tier_->WriteBytes(g, 1, first, n, bytes);
         });
   }
   return tier_->WriteRange(g, array, begin, len, in);

@@ -41,12 +41,19 @@ class NvmeStateStore : public OptimizerStateStore {
   // The engine's device is a GPU: master/m/v go up to `up_` for each piece
   // and back down (NVMe <-> host staging <-> device).
   bool staged() const { return !ctx_->device->host_accessible(); }
+  // Bytes of state array a over n elements (packed moments: their format's).
+  size_t ArrayBytes(int a, int64_t n) const;
+  // The first `arrays` arrays of an n-element piece, together.
+  int64_t PieceBytes(int64_t n, int arrays) const;
+  // Where each array of an n-element piece sits in half `half` of up_.
+  void OnDevice(size_t half, int64_t n, int arrays, float** dev) const;
 
   EngineContext* ctx_;
-  // staged(): two halves of half_floats_, each [master | m | v] of the
-  // largest piece: piece k's update in one while k+1 goes up into the other.
+  // staged(): two halves of half_bytes_, each [master | m | v] (or
+  // [master | packed moments]) of the largest piece: piece k's update in
+  // one while k+1 goes up into the other.
   DeviceBuffer up_;
-  int64_t half_floats_ = 0;
+  int64_t half_bytes_ = 0;
   std::unique_ptr<offload::NvmeTier> tier_;
   std::vector<int64_t> lens_;
 };

@@ -133,13 +133,17 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   const int arrays = StateArrays(c);
   if (nvme_optim) {
     // NvmeTier::Create: chunks of sub_group_size elements, each array's
-    // region 4 KiB-aligned, min(max(2, buffer_count), chunks) host buffers.
+    // region (packed moments: their own bytes) 4 KiB-aligned,
+    // min(max(2, buffer_count), chunks) host buffers.
     int64_t chunks = 0, buffer = kFileAlign;
     for (int64_t len : owned) {
       int64_t slot = 0;
       const int64_t ce = std::max<int64_t>(1, c.sub_group_size);
       for (int64_t b = 0; b < len; b += ce) {
-        const int64_t bytes = RoundUp(std::min(ce, len - b) * 4, kFileAlign) * arrays;
+        int64_t bytes = 0;
+        for (int a = 0; a < arrays; ++a) {
+          bytes += RoundUp(StateArrayBytes(c, a, std::min(ce, len - b)), kFileAlign);
+        }
         slot += bytes;
         buffer = std::max(buffer, bytes);
         ++chunks;
@@ -228,7 +232,9 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
     for (int64_t len : owned) {
       piece = std::max(piece, std::min<int64_t>(std::max<int64_t>(1, c.sub_group_size), len));
     }
-    nvme_up_bytes = 2 * std::max<int64_t>(1, piece) * 4 * arrays;
+    for (int a = 0; a < arrays; ++a) {
+      nvme_up_bytes += 2 * StateArrayBytes(c, a, std::max<int64_t>(1, piece));
+    }
   }
   e.buffer_bytes = e.bucket_bytes + e.pack_bytes + e.recv_bytes + e.staging_bytes +
                    e.scratch_bytes + e.large_grad_bytes + nvme_up_bytes;

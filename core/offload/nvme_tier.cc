@@ -25,14 +25,28 @@ int64_t RoundUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
-int64_t NvmeTier::region_bytes(const Chunk& c) const { return RoundUp(c.len * 4); }
+int64_t NvmeTier::array_bytes(int a, int64_t n) const {
+  return options_.array_bytes ? options_.array_bytes(a, n) : n * 4;
+}
+
+int64_t NvmeTier::region_offset(const Chunk& c, int a) const {
+  int64_t off = 0;
+  for (int b = 0; b < a; ++b) off += RoundUp(array_bytes(b, c.len));
+  return off;
+}
+
+void NvmeTier::ArraysIn(const Chunk& c, char* buf, float** arrays) const {
+  for (int a = 0; a < options_.num_arrays; ++a) {
+    arrays[a] = reinterpret_cast<float*>(buf + region_offset(c, a));
+  }
+}
 
 absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Create(
     const NvmeTierOptions& options, const std::vector<int64_t>& group_lens) {
   const std::string& dir = options.dir;
   const std::string& key = options.key;
   std::unique_ptr<NvmeTier> t(new NvmeTier(options));
-  t->options_.num_arrays = std::max(1, options.num_arrays);
+  t->options_.num_arrays = std::min(3, std::max(1, options.num_arrays));
   t->slots_ = options.atomic_step ? 2 : 1;
   const int64_t ce = std::max<int64_t>(1, options.chunk_elems);
   int64_t total = 0;
@@ -216,9 +230,7 @@ absl::Status NvmeTier::Initialize(const ChunkFn& fn) {
     char* buf = buffers_[k % B];
     std::memset(buf, 0, static_cast<size_t>(chunk_bytes(c)));
     float* arrays[3];
-    for (int a = 0; a < options_.num_arrays; ++a) {
-      arrays[a] = reinterpret_cast<float*>(buf + a * region_bytes(c));
-    }
+    ArraysIn(c, buf, arrays);
     first.Update(fn(c, arrays));
     if (!first.ok()) break;
     wr[k] = Io(c, committed_, buf, true);
@@ -242,9 +254,7 @@ NvmeTier::Next NvmeTier::PeekNext() {
   const Chunk& c = chunks_[j];
   char* buf = buffers_[j % buffers_.size()];
   next.chunk = &c;
-  for (int a = 0; a < options_.num_arrays; ++a) {
-    next.arrays[a] = reinterpret_cast<float*>(buf + a * region_bytes(c));
-  }
+  ArraysIn(c, buf, next.arrays);
   return next;
 }
 
@@ -281,9 +291,7 @@ absl::Status NvmeTier::Update(
     stats_.bytes_read += chunk_bytes(c);
     char* buf = buffers_[k % B];
     float* arrays[3];
-    for (int a = 0; a < options_.num_arrays; ++a) {
-      arrays[a] = reinterpret_cast<float*>(buf + a * region_bytes(c));
-    }
+    ArraysIn(c, buf, arrays);
     update_rd_ = &rd;
     update_k_ = k;
     first.Update(fn(c, arrays));
@@ -328,8 +336,16 @@ absl::Status NvmeTier::WriteRange(int g, int a, int64_t begin, int64_t len, cons
   return Range(g, a, begin, len, nullptr, in);
 }
 
-absl::Status NvmeTier::Range(int g, int a, int64_t begin, int64_t len, float* out,
-                             const float* in) {
+absl::Status NvmeTier::ReadBytes(int g, int a, int64_t begin, int64_t len, void* out) {
+  return Range(g, a, begin, len, out, nullptr);
+}
+
+absl::Status NvmeTier::WriteBytes(int g, int a, int64_t begin, int64_t len, const void* in) {
+  return Range(g, a, begin, len, nullptr, in);
+}
+
+absl::Status NvmeTier::Range(int g, int a, int64_t begin, int64_t len, void* out,
+                             const void* in) {
   if (a < 0 || a >= options_.num_arrays) {
     return absl::InvalidArgumentError(absl::StrCat("nvme offload: no state array ", a));
   }
@@ -340,9 +356,12 @@ absl::Status NvmeTier::Range(int g, int a, int64_t begin, int64_t len, float* ou
     const int64_t lo = std::max(begin, c.begin);
     const int64_t hi = std::min(begin + len, c.begin + c.len);
     if (hi <= lo) continue;
-    // Only the 4 KiB-aligned span of array a that holds [lo, hi).
-    const int64_t first = a * region_bytes(c) + (lo - c.begin) * 4;
-    const int64_t last = a * region_bytes(c) + (hi - c.begin) * 4;
+    // Only the 4 KiB-aligned span of array a that holds [lo, hi); lo is
+    // `begin` or a chunk start, so a block start for packed arrays.
+    const int64_t region = region_offset(c, a);
+    const int64_t first = region + array_bytes(a, lo - c.begin);
+    const int64_t last = region + array_bytes(a, hi - c.begin);
+    const int64_t at = array_bytes(a, lo - begin);  // in out / in
     const int64_t s0 = first / kAlign * kAlign, s1 = RoundUp(last);
     const int64_t off = committed_ * slot_bytes_[c.group] + c.file_offset + s0;
     const int fd = fds_[c.group];
@@ -351,12 +370,12 @@ absl::Status NvmeTier::Range(int g, int a, int64_t begin, int64_t len, float* ou
     s = aio_->Wait(aio_->Read(fd, buf, static_cast<size_t>(s1 - s0), off, what));
     if (!s.ok()) return s;
     stats_.bytes_read += s1 - s0;
-    float* arr = reinterpret_cast<float*>(buf + (first - s0));
+    char* arr = buf + (first - s0);
     if (in == nullptr) {
-      std::memcpy(out + (lo - begin), arr, static_cast<size_t>(hi - lo) * 4);
+      std::memcpy(static_cast<char*>(out) + at, arr, static_cast<size_t>(last - first));
       continue;
     }
-    std::memcpy(arr, in + (lo - begin), static_cast<size_t>(hi - lo) * 4);
+    std::memcpy(arr, static_cast<const char*>(in) + at, static_cast<size_t>(last - first));
     s = aio_->Wait(aio_->Write(fd, buf, static_cast<size_t>(s1 - s0), off, what));
     if (!s.ok()) return s;
     stats_.bytes_written += s1 - s0;

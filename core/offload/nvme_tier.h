@@ -1,10 +1,11 @@
 // Optimizer state on NVMe (docs/ARCHITECTURE.md, "Offload"): one file per rank and
-// sub-group holding fp32 master weights and moments, streamed through a few
-// aligned host buffers.
+// sub-group holding fp32 master weights and moments (or the packed moments
+// of optimizer.moments_format), streamed through a few aligned host buffers.
 //
 // Layout. A group's owned range is cut into chunks of at most
 // `chunk_elems` elements; a chunk is stored as `num_arrays` regions (master,
-// m, v), each padded to 4 KiB, so one chunk is one contiguous O_DIRECT read.
+// m, v), each array_bytes(a, len) bytes padded to 4 KiB, so one chunk is one
+// contiguous O_DIRECT read.
 //
 // Slots. By default a file holds one slot: a step reads each chunk and
 // writes it back in place, so a step that fails part-way leaves the state
@@ -49,6 +50,12 @@ struct NvmeTierOptions {
   int num_arrays = 3;       // master, m, v (SGD: 1 or 2)
   int buffer_count = 4;     // host buffers, >= 2
   int64_t chunk_elems = 1;  // sub_group_size
+  // Bytes of array a over n elements from a chunk's start (null: 4n, fp32).
+  // Packed moments (core/engine/packed_moments.h) are narrower: 8-bit blocks
+  // of 64 elements are 136 bytes. A range read or written (ReadBytes,
+  // WriteBytes) must start where array_bytes is exact: a block start, which
+  // every chunk start is (chunk_elems a multiple of the block).
+  std::function<int64_t(int a, int64_t n)> array_bytes;
   bool try_direct = true;   // O_DIRECT unless the file system refuses it
   AioOptions aio;
   // Where the host buffers come from (null: aligned_alloc): with state on a
@@ -79,7 +86,8 @@ class NvmeTier {
     int64_t begin, len;  // elements, within the group's owned range
     int64_t file_offset; // of this chunk inside one slot
   };
-  // arrays[a] points at `len` floats of array a (0 master, 1 m, 2 v).
+  // arrays[a] points at array a (0 master, 1 m, 2 v) of the chunk's `len`
+  // elements: len floats, or array_bytes(a, len) packed bytes.
   using ChunkFn = std::function<absl::Status(const Chunk&, float* const* arrays)>;
 
   // One file per group with group_lens[g] owned elements. Errors name the
@@ -125,6 +133,11 @@ class NvmeTier {
   // Overwrites the committed state of those elements (checkpoint loads).
   absl::Status WriteRange(int g, int a, int64_t begin, int64_t len, const float* in);
 
+  // The same for an array of any width: array_bytes(a, len) bytes at
+  // `out`/`in`; `begin` where array_bytes is exact (a block start).
+  absl::Status ReadBytes(int g, int a, int64_t begin, int64_t len, void* out);
+  absl::Status WriteBytes(int g, int a, int64_t begin, int64_t len, const void* in);
+
   NvmeTierStats stats() const;
 
  private:
@@ -133,9 +146,15 @@ class NvmeTier {
   Aio::Ticket Io(const Chunk& c, int slot, char* buf, bool write);
   // Reads (and with `in`, rewrites) the chunks of group g overlapping
   // [begin, begin+len) of array a, committed slot.
-  absl::Status Range(int g, int a, int64_t begin, int64_t len, float* out, const float* in);
-  int64_t region_bytes(const Chunk& c) const;
-  int64_t chunk_bytes(const Chunk& c) const { return region_bytes(c) * options_.num_arrays; }
+  absl::Status Range(int g, int a, int64_t begin, int64_t len, void* out, const void* in);
+  // Bytes of array a over n elements, unpadded.
+  int64_t array_bytes(int a, int64_t n) const;
+  // Where array a's region starts in chunk c's slot (each region padded
+  // to 4 KiB); region_offset(c, num_arrays) is the chunk's size.
+  int64_t region_offset(const Chunk& c, int a) const;
+  int64_t chunk_bytes(const Chunk& c) const { return region_offset(c, options_.num_arrays); }
+  // The chunk's arrays inside buffer `buf`.
+  void ArraysIn(const Chunk& c, char* buf, float** arrays) const;
 
   NvmeTierOptions options_;
   std::unique_ptr<Aio> aio_;
