@@ -34,6 +34,7 @@
 #include "core/common/io_fault.h"
 #include "core/engine/engine.h"
 #include "tests/testing/aiming_device.h"
+#include "tests/testing/fresh_dir.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/train_on_threads.h"
 
@@ -42,14 +43,6 @@ namespace testing {
 namespace {
 
 constexpr int kWorld = 3;  // the scenarios' default
-
-std::string FreshDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  static int n = 0;
-  std::string dir = std::string(base ? base : "/tmp") + "/iof_" + name + std::to_string(n++);
-  ::mkdir(dir.c_str(), 0700);
-  return dir;
-}
 
 std::vector<std::string> FilesIn(const std::string& dir) {
   std::vector<std::string> out;

@@ -26,6 +26,7 @@
 #include "kernels/cpu/moments_format_step.h"
 #include "kernels/cpu/q8_codec_simd.h"
 #include "kernels/moments_format_math.h"
+#include "tests/testing/fresh_dir.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/moments_rounding.h"
 #include "tests/testing/off_host_device.h"
@@ -34,14 +35,6 @@
 namespace zero {
 namespace testing {
 namespace {
-
-std::string FreshDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  static int n = 0;
-  std::string dir = std::string(base ? base : "/tmp") + "/" + name + std::to_string(n++);
-  ::mkdir(dir.c_str(), 0700);
-  return dir;
-}
 
 MomentsFormat FormatNamed(const std::string& f) {
   return f == "bf16" ? MomentsFormat::kBf16 : f == "8bit" ? MomentsFormat::kQ8 : MomentsFormat::kF32;

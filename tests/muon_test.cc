@@ -23,6 +23,7 @@
 #include "core/engine/param_registry.h"
 #include "core/optim/muon_owners.h"
 #include "core/optim/newton_schulz.h"
+#include "tests/testing/fresh_dir.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/muon_matrices.h"
 #include "tests/testing/muon_reference.h"
@@ -32,14 +33,6 @@
 namespace zero {
 namespace testing {
 namespace {
-
-std::string FreshDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  static int n = 0;
-  std::string dir = std::string(base ? base : "/tmp") + "/" + name + std::to_string(n++);
-  ::mkdir(dir.c_str(), 0700);
-  return dir;
-}
 
 Config MuonConfig(int stage, DType dtype) {
   Config c = SmallMlpConfig(stage, dtype);

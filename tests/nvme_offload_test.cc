@@ -17,20 +17,13 @@
 #include "core/common/dtype.h"
 #include "core/engine/optimizer_boundary.h"
 #include "core/engine/engine.h"
+#include "tests/testing/fresh_dir.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/train_on_threads.h"
 
 namespace zero {
 namespace testing {
 namespace {
-
-std::string FreshDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  static int n = 0;
-  std::string dir = std::string(base ? base : "/tmp") + "/" + name + std::to_string(n++);
-  ::mkdir(dir.c_str(), 0700);
-  return dir;
-}
 
 std::vector<std::string> FilesIn(const std::string& dir) {
   std::vector<std::string> out;

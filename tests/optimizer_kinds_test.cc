@@ -17,6 +17,7 @@
 
 #include "core/config/config.h"
 #include "core/estimate/memory_estimate.h"
+#include "tests/testing/fresh_dir.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/off_host_device.h"
 #include "tests/testing/train_on_threads.h"
@@ -24,14 +25,6 @@
 namespace zero {
 namespace testing {
 namespace {
-
-std::string FreshDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  static int n = 0;
-  std::string dir = std::string(base ? base : "/tmp") + "/" + name + std::to_string(n++);
-  ::mkdir(dir.c_str(), 0700);
-  return dir;
-}
 
 Config OptimizerConfig(const std::string& mode, int stage, DType dtype) {
   Config c = SmallMlpConfig(stage, dtype);

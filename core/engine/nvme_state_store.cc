@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "core/engine/packed_moments.h"
+#include "kernels/moments_format_math.h"
 
 namespace zero {
 
@@ -46,6 +47,16 @@ absl::Status NvmeStateStore::Create(const std::vector<int64_t>& owned_lens) {
     o.free_host = [d, pin](void* p) { d->FreeHost(p, pin); };
   }
   ASSIGN_OR_RETURN(tier_, offload::NvmeTier::Create(o, owned_lens));
+  if (PackedFormat(ctx_->config) == math::kMomentsQ8) {
+    offload::NvmeTier* tier = tier_.get();
+    combiner_ = std::make_unique<Q8LoadCombiner>(
+        [tier](int g, int64_t first, int64_t n, void* bytes) {
+          return tier->ReadBytes(g, 1, first, n, bytes);
+        },
+        [tier](int g, int64_t first, int64_t n, void* bytes) {
+          return tier->WriteBytes(g, 1, first, n, bytes);
+        });
+  }
   if (staged()) {  // two device buffers of the largest piece, for Update
     int64_t piece = 0;
     for (int64_t len : owned_lens) {
@@ -165,6 +176,9 @@ void NvmeStateStore::OnDevice(size_t half, int64_t n, int arrays, float** dev) c
 absl::Status NvmeStateStore::Read(int g, int array, int64_t begin, int64_t len, float* out) {
   // Packed moments: array 1 holds their bytes, read in whole blocks
   // (packed_moments.h).
+  if (array > 0 && loading_ && !combiner_->empty()) {
+    RETURN_IF_ERROR(combiner_->Flush(true));  // the loaded values, not the disk's
+  }
   if (array > 0 && PackedFormat(ctx_->config) != 0) {
     return ReadPackedMoment(PackedFormat(ctx_->config), array, begin, len, out,
                             [&](int64_t first, int64_t n, void* bytes) {
@@ -176,6 +190,7 @@ absl::Status NvmeStateStore::Read(int g, int array, int64_t begin, int64_t len, 
 
 absl::Status NvmeStateStore::Write(int g, int array, int64_t begin, int64_t len,
                                    const float* in) {
+  if (array > 0 && loading_) return combiner_->Write(g, array, begin, len, in);
   if (array > 0 && PackedFormat(ctx_->config) != 0) {
     return WritePackedMoment(
         PackedFormat(ctx_->config), array, begin, len, in,
@@ -227,6 +242,17 @@ absl::Status NvmeStateStore::CastMaster(int g, void* dst) {
 // Checkpoints stream the state through Read/Write (ParamView::io): it is
 // never resident as a whole.
 float* NvmeStateStore::InMemory(int, int) { return nullptr; }
+
+absl::Status NvmeStateStore::Materialize() {
+  loading_ = combiner_ != nullptr;
+  return absl::OkStatus();
+}
+
+absl::Status NvmeStateStore::Spill(bool write_back) {
+  if (!loading_) return absl::OkStatus();
+  loading_ = false;
+  return combiner_->Flush(write_back);
+}
 
 StateStoreStats NvmeStateStore::stats() const {
   const offload::NvmeTierStats t = tier_->stats();

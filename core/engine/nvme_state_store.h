@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/engine/optimizer_state_store.h"
+#include "core/engine/q8_load_combiner.h"
 #include "core/offload/nvme_tier.h"
 
 namespace zero {
@@ -27,8 +28,12 @@ class NvmeStateStore : public OptimizerStateStore {
                                               DeviceBuffer* scratch) override;
   absl::Status CastMaster(int g, void* dst) override;
   // Checkpoints stream the state through Read/Write (ParamView::io),
-  // bounded buffers: no Materialize, InMemory is always null.
+  // bounded buffers: InMemory is always null. With 8-bit moments, moment
+  // writes between Materialize and Spill (a load) go through a
+  // Q8LoadCombiner: each block encoded once from its loaded values.
   float* InMemory(int g, int array) override;
+  absl::Status Materialize() override;
+  absl::Status Spill(bool write_back) override;
   // Checkpoints see the state in host memory when the engine's device is a
   // GPU (the files are read and written through host memory anyway).
   Device* memory_device() const override { return MemoryDevice(); }
@@ -56,6 +61,8 @@ class NvmeStateStore : public OptimizerStateStore {
   int64_t half_bytes_ = 0;
   std::unique_ptr<offload::NvmeTier> tier_;
   std::vector<int64_t> lens_;
+  std::unique_ptr<Q8LoadCombiner> combiner_;  // 8-bit moments only
+  bool loading_ = false;  // between Materialize and Spill
 };
 
 }  // namespace zero
