@@ -30,6 +30,7 @@
 #include "core/estimate/memory_estimate.h"
 #include "kernels/moments_format_math.h"
 #include "tests/testing/fresh_dir.h"
+#include "tests/testing/mlp_estimate_params.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/off_host_device.h"
 #include "tests/testing/train_on_threads.h"
@@ -366,14 +367,7 @@ TEST(Q8NvmeMemory, PaddedChunksMatchFormulaAndEstimate) {
     }
     const EngineStats& s = all[0].stats;
     EXPECT_EQ(s.nvme_bytes - s.nvme_grad_bytes, disk_and_formula[0].first);
-    std::vector<EstimateParam> params;
-    for (const std::vector<float>& p : all[0].params) {
-      EstimateParam ep;
-      ep.numel = static_cast<int64_t>(p.size());
-      params.push_back(ep);
-    }
-    params[0].trainable = false;  // the frozen embedding
-    auto est = EstimateMemory(params, c, {3, 1, false});
+    auto est = EstimateMemory(MlpEstimateParams(all[0]), c, {3, 1, false});
     ASSERT_TRUE(est.ok()) << est.status();
     auto within = [](int64_t est, int64_t got) {
       return std::abs(static_cast<double>(est - got)) <= 0.02 * static_cast<double>(got);

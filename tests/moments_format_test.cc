@@ -450,8 +450,7 @@ TEST(MomentsFormatConfig, KeysAndErrors) {
   nvme.offload_optimizer.device = OffloadDevice::kNvme;
   nvme.offload_optimizer.nvme_path = "/tmp";
   s = resolve(nvme);
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("nvme"), std::string::npos) << s;
+  EXPECT_TRUE(s.ok()) << s;  // 8-bit on NVMe: tests/moments_format_nvme_test.cc
 }
 
 }  // namespace
