@@ -58,8 +58,8 @@ Config OnNvme(Config c, const std::string& dir) {
 }
 
 // Every rank's owned state (master, exp_avg, exp_avg_sq as fp32) before
-// each step and after the last: [rank][snapshot] -> the arrays of every
-// group, concatenated.
+// each step: [rank][snapshot] -> the arrays of every group, concatenated
+// (the state after the last step shows in the final params).
 struct StateLog {
   std::mutex mu;
   std::map<int, std::vector<std::vector<float>>> by_rank;

@@ -5,7 +5,8 @@
 // preallocated and a full disk is refused at Create with the bytes needed
 // and free; a killed run's leftover files are removed by the next claim,
 // a live one's kept; bad paths and files changed underneath are clear
-// errors; the files go away with the tier.
+// errors; the files go away with the tier; arrays of another width
+// (packed 8-bit moments) round-trip at their own sizes.
 #include "core/offload/nvme_tier.h"
 #include "core/offload/param_file.h"
 #include "core/offload/swap_dir.h"
@@ -156,6 +157,83 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<1>(i.param) ? "_direct" : "_buffered") + "_buffers" +
              std::to_string(std::get<2>(i.param));
     });
+
+// Arrays of another width (8-bit moments: 136 bytes per 64-element
+// block): each chunk region is array_bytes padded to 4 KiB, the pipeline
+// hands each array at its region, ReadBytes/WriteBytes move whole blocks
+// from a block start across chunks, and the files are sized from
+// array_bytes.
+int64_t PackedBytes(int a, int64_t n) { return a == 0 ? 4 * n : (n + 63) / 64 * 136; }
+
+// Byte `off` of group g's packed array after `steps` updates.
+uint8_t PackedByte(int g, int64_t off, int steps) {
+  return static_cast<uint8_t>(g * 131 + off * 7 + steps);
+}
+
+TEST(NvmeTierPacked, ArraysOfAnotherWidthRoundTrip) {
+  const std::vector<int64_t> groups = {1280, 64, 1984};
+  for (bool uring : {true, false}) {
+    NvmeTierOptions o = Options(TempDir(uring ? "packed_uring" : "packed_pread"), uring, true, 3);
+    o.num_arrays = 2;
+    o.chunk_elems = 640;  // block starts
+    o.array_bytes = PackedBytes;
+    auto t = NvmeTier::Create(o, groups);
+    ASSERT_TRUE(t.ok()) << t.status();
+    int64_t formula = 0;
+    for (int64_t len : groups) {
+      for (int64_t b = 0; b < len; b += 640) {
+        const int64_t n = std::min<int64_t>(640, len - b);
+        formula += (4 * n + 4095) / 4096 * 4096 + (PackedBytes(1, n) + 4095) / 4096 * 4096;
+      }
+    }
+    EXPECT_EQ((*t)->stats().file_bytes, formula);
+    auto fill = [](int steps) {
+      return [steps](const NvmeTier::Chunk& c, float* const* arr) -> absl::Status {
+        const int64_t region = (4 * c.len + 4095) / 4096 * 4096;
+        if (reinterpret_cast<char*>(arr[1]) - reinterpret_cast<char*>(arr[0]) != region) {
+          return absl::InternalError("packed array not at its region");
+        }
+        uint8_t* packed = reinterpret_cast<uint8_t*>(arr[1]);
+        const int64_t at = PackedBytes(1, c.begin);
+        for (int64_t i = 0; i < c.len; ++i) {
+          if (steps > 0 && arr[0][i] != Expected(c.group, 0, c.begin + i, steps - 1)) {
+            return absl::InternalError("master read back wrong");
+          }
+          arr[0][i] = Expected(c.group, 0, c.begin + i, steps);
+        }
+        for (int64_t k = 0; k < PackedBytes(1, c.len); ++k) {
+          if (steps > 0 && packed[k] != PackedByte(c.group, at + k, steps - 1)) {
+            return absl::InternalError("packed byte read back wrong");
+          }
+          packed[k] = PackedByte(c.group, at + k, steps);
+        }
+        return absl::OkStatus();
+      };
+    };
+    ASSERT_TRUE((*t)->Initialize(fill(0)).ok());
+    for (int s = 1; s <= 2; ++s) {
+      absl::Status st = (*t)->Update(fill(s), [](bool ok) -> absl::StatusOr<bool> { return ok; });
+      ASSERT_TRUE(st.ok()) << st;
+    }
+    // Blocks 9..20 of group 2: across its first chunk's end.
+    std::vector<uint8_t> bytes(PackedBytes(1, 12 * 64));
+    ASSERT_TRUE((*t)->ReadBytes(2, 1, 9 * 64, 12 * 64, bytes.data()).ok());
+    for (size_t k = 0; k < bytes.size(); ++k) {
+      ASSERT_EQ(bytes[k], PackedByte(2, 9 * 136 + k, 2)) << k;
+    }
+    for (uint8_t& b : bytes) b ^= 0x5a;
+    ASSERT_TRUE((*t)->WriteBytes(2, 1, 9 * 64, 12 * 64, bytes.data()).ok());
+    std::vector<uint8_t> all(PackedBytes(1, groups[2]));
+    ASSERT_TRUE((*t)->ReadBytes(2, 1, 0, groups[2], all.data()).ok());
+    for (size_t k = 0; k < all.size(); ++k) {
+      const bool written = k >= 9 * 136 && k < 21 * 136;
+      ASSERT_EQ(all[k], PackedByte(2, k, 2) ^ (written ? 0x5a : 0)) << k;
+    }
+    std::vector<float> master(groups[2]);
+    ASSERT_TRUE((*t)->ReadRange(2, 0, 0, groups[2], master.data()).ok());
+    for (int64_t i = 0; i < groups[2]; ++i) ASSERT_EQ(master[i], Expected(2, 0, i, 2)) << i;
+  }
+}
 
 TEST(NvmeTierErrors, MissingPathIsNotFound) {
   auto t = NvmeTier::Create(Options(TempDir("x") + "/no/such/dir", true, true, 4), kGroups);
