@@ -3,7 +3,8 @@
 // buffer_bytes) against the estimator per rank within 2 % and against the
 // buffers' formula by hand, on matrices of uneven sizes at stages 0-3 x
 // worlds 1-3 x fp32/bf16, with the state in memory and in host memory beside
-// an off-host device (whose memory holds none of them); and the buffers made
+// an off-host device (whose memory holds none of them), and on NVMe at
+// stages 1 and 3; and the buffers made
 // once: the same bytes after every step, and no heap allocation per step
 // that grows with the matrices (a counting operator new).
 #include <gtest/gtest.h>
@@ -226,17 +227,24 @@ int64_t NsBytes(const std::vector<std::pair<int64_t, int64_t>>& owned) {
   return 3 * nw * 4 + 2 * nn * 4 + w * 8;
 }
 
-class MuonMemoryTest : public ::testing::TestWithParam<std::tuple<int, int, int, bool>> {};
+enum Offload { kNone = 0, kCpu = 1, kNvme = 2 };
+
+class MuonMemoryTest : public ::testing::TestWithParam<std::tuple<int, int, int, int>> {};
 
 TEST_P(MuonMemoryTest, EstimateMatchesMeasuredPerRank) {
   const int stage = std::get<0>(GetParam());
   const int world = std::get<1>(GetParam());
   const DType dtype = static_cast<DType>(std::get<2>(GetParam()));
-  const bool cpu_offload = std::get<3>(GetParam());
+  const int offload = std::get<3>(GetParam());
   Config c = MuonMemoryConfig(stage, dtype);
-  if (cpu_offload) c.offload_optimizer.device = OffloadDevice::kCpu;
+  if (offload == kCpu) c.offload_optimizer.device = OffloadDevice::kCpu;
+  if (offload == kNvme) {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    c.offload_optimizer.device = OffloadDevice::kNvme;
+    c.offload_optimizer.nvme_path = tmp ? tmp : "/tmp";
+  }
   // ZeRO-Offload runs beside an off-host device (a GPU stand-in).
-  const bool off_host = cpu_offload;
+  const bool off_host = offload == kCpu;
   const std::vector<Param> model = Model();
   auto est = EstimateMemory(EstimateInput(model), c, {world, 1, off_host});
   ASSERT_TRUE(est.ok()) << est.status();
@@ -302,18 +310,28 @@ TEST_P(MuonMemoryTest, EstimateMatchesMeasuredPerRank) {
             *std::max_element(e.muon_rank_bytes.begin(), e.muon_rank_bytes.end()));
 }
 
+std::string MuonCaseName(const ::testing::TestParamInfo<MuonMemoryTest::ParamType>& i) {
+  const char* off[] = {"inmemory", "cpuoffload", "nvme"};
+  return absl::StrFormat("stage%d_world%d_%s_%s", std::get<0>(i.param), std::get<1>(i.param),
+                         DTypeName(static_cast<DType>(std::get<2>(i.param))),
+                         off[std::get<3>(i.param)]);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     StagesWorlds, MuonMemoryTest,
     ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 2, 3),
                        ::testing::Values(static_cast<int>(DType::kF32),
                                          static_cast<int>(DType::kBF16)),
-                       ::testing::Values(false, true)),
-    [](const ::testing::TestParamInfo<MuonMemoryTest::ParamType>& i) {
-      return absl::StrFormat("stage%d_world%d_%s_%s", std::get<0>(i.param),
-                             std::get<1>(i.param),
-                             DTypeName(static_cast<DType>(std::get<2>(i.param))),
-                             std::get<3>(i.param) ? "cpuoffload" : "inmemory");
-    });
+                       ::testing::Values(kNone, kCpu)),
+    MuonCaseName);
+
+// The state on NVMe (the phase reads and writes it through the store).
+INSTANTIATE_TEST_SUITE_P(
+    Nvme, MuonMemoryTest,
+    ::testing::Combine(::testing::Values(1, 3), ::testing::Values(1, 2, 3),
+                       ::testing::Values(static_cast<int>(DType::kF32)),
+                       ::testing::Values(kNvme)),
+    MuonCaseName);
 
 // Without Muon the estimate has no Muon part, and zero_stats none either.
 TEST(MuonMemory, AdamWHasNoMuonBytes) {

@@ -98,9 +98,6 @@ class MuonPhase {
   // The host buffers' allocated bytes (0 before the first step): zero_stats'
   // muon_bytes, part of its buffer_bytes.
   int64_t buffer_bytes() const;
-  // The first buffer's address (null before the first step): the same at
-  // every step once made.
-  const float* buffer_data() const { return master_.data(); }
 
  private:
   MuonPhase(EngineContext* ctx, ShardedState* sharded, OptimizerStateStore* store,
