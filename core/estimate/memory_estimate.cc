@@ -307,6 +307,7 @@ std::vector<EstimateParam> GptShapedParams(int64_t total, int64_t hidden) {
   };
   const int64_t vocab = std::max<int64_t>(1, (total - layers * layer - 2 * h) / h);
   add(vocab, h);
+  ps.back().use_muon = 0;  // the embedding: AdamW under Muon (DeepSpeed's rule)
   for (int64_t l = 0; l < layers; ++l) {
     add(h, 1), add(h, 1);          // ln1
     add(3 * h, h), add(3 * h, 1);  // qkv
@@ -354,7 +355,7 @@ std::string FormatEstimate(const MemoryEstimate& e, const EstimateTopology& topo
                        Bytes(e.large_grad_bytes), e.reduce_bucket_size,
                        DTypeName(e.comm_dtype)));
   if (e.muon_bytes > 0) {
-    line("  of which Muon", e.muon_bytes, "host; the busiest rank's (owners differ per rank)");
+    line("  of which Muon", e.muon_bytes, "host, the busiest rank's: owners differ per rank");
   }
   if (e.stage == 3) {
     line("live gathered (max)", e.live_peak_bytes,

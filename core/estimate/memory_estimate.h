@@ -98,8 +98,8 @@ std::vector<DeepSpeedEstimate> DeepSpeedEstimates(int64_t total_params, int64_t 
 
 // A GPT-shaped model of about `total` params with the given hidden size
 // (layers of qkv 3h^2, proj h^2, fc 4h^2, fc2 4h^2 with biases and two
-// layer norms; a vocab x h embedding taking what is left): the estimator's
-// input when only a count is known.
+// layer norms; a vocab x h embedding taking what is left, off Muon): the
+// estimator's input when only a count is known.
 std::vector<EstimateParam> GptShapedParams(int64_t total, int64_t hidden);
 
 // The report: per-rank categories and placement, then DeepSpeed's table.
