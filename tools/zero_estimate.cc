@@ -23,6 +23,7 @@
 #include "core/ckpt/safetensors_reader.h"
 #include "core/config/config.h"
 #include "core/engine/offload_placement.h"
+#include "core/engine/param_registry.h"
 #include "core/estimate/memory_estimate.h"
 
 namespace {
@@ -100,6 +101,12 @@ int main(int argc, char** argv) {
     for (const auto& [name, t] : (*set)->tensors()) {
       ps.push_back({t.numel, static_cast<int>(t.shape.size()), true, base.dtype,
                     t.shape.size() == 2 ? std::min(t.shape[0], t.shape[1]) : 0});
+      // Under Muon: DeepSpeed's rule by name, the matrix viewed as
+      // shape[0] x the rest.
+      ps.back().use_muon = MuonDefault(name, t.shape) ? 1 : 0;
+      if (t.shape.size() > 2 && t.shape[0] > 0) {
+        ps.back().min_dim = std::min(t.shape[0], t.numel / t.shape[0]);
+      }
     }
     source = safetensors;
   } else if (params > 0) {

@@ -53,6 +53,10 @@ EngineStats CollectStats(const EngineParts& p) {
   if (p.reducer) s.buffer_bytes += p.reducer->buffer_bytes();
   if (p.boundary) {
     s.buffer_bytes += p.boundary->scratch_bytes();
+    if (p.boundary->muon() != nullptr) {
+      s.muon_bytes = p.boundary->muon()->buffer_bytes();
+      s.buffer_bytes += s.muon_bytes;
+    }
     s.global_step = p.boundary->counters().global_step;
     s.skipped_steps = p.boundary->counters().skipped_steps;
     s.micro_step = p.boundary->counters().micro_step;

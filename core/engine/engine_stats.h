@@ -28,6 +28,9 @@ struct EngineStats {
   int64_t master_bytes = 0, optimizer_bytes = 0, grad_bytes = 0;
   int64_t param_bytes = 0, frozen_bytes = 0, buffer_bytes = 0;
   int64_t live_gathered_bytes = 0, live_gathered_high_water = 0;
+  // Of buffer_bytes: the Muon phase's host buffers (core/engine/muon_phase.h;
+  // made at the first step; 0 without Muon).
+  int64_t muon_bytes = 0;
   int64_t sent[static_cast<int>(CollectiveKind::kCount)] = {};
   int64_t sent_bytes[static_cast<int>(CollectiveKind::kCount)] = {};
   int64_t collective_calls = 0;

@@ -51,149 +51,190 @@ MuonPhase::MuonPhase(EngineContext* ctx, ShardedState* sharded, OptimizerStateSt
       matrices_(std::move(matrices)) {
   std::vector<int64_t> cost;
   for (const MuonMatrix& m : matrices_) cost.push_back(m.numel());
-  owners_ = AssignMuonOwners(cost, exchanges() ? ctx_->world : 1);
+  const int world = exchanges() ? ctx_->world : 1;
+  const int me = exchanges() ? ctx_->rank : 0;
+  owners_ = AssignMuonOwners(cost, world);
+  // This rank's slices, placed by (owner, matrix) in the slice buffers; and
+  // what the first exchange carries to and from each rank.
+  const int n = static_cast<int>(matrices_.size());
+  send_counts_.assign(world, 0);
+  recv_counts_.assign(world, 0);
+  for (int i = 0; i < n; ++i) {
+    int64_t lo, hi;
+    RankSlice(i, me, &lo, &hi);
+    if (hi == lo) continue;
+    Slice sl;
+    sl.i = i;
+    sl.begin = lo - sharded_->group(matrices_[i].group).owned_begin;
+    sl.len = hi - lo;
+    slices_.push_back(sl);
+    send_counts_[owners_[i]] += sl.len;
+  }
+  int64_t at = 0;
+  for (int r = 0; r < world; ++r) {
+    for (Slice& sl : slices_) {
+      if (owners_[sl.i] != r) continue;
+      sl.at = at;
+      at += sl.len;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (owners_[i] != me) continue;
+      int64_t lo, hi;
+      RankSlice(i, r, &lo, &hi);
+      recv_counts_[r] += hi - lo;
+    }
+  }
+  // Where rank r's slice of each owned matrix lands in the received
+  // buffer: rank by rank, in matrix order within a rank.
+  for (int i = 0; i < n; ++i) {
+    if (owners_[i] == me) owned_.push_back(i);
+  }
+  in_at_.assign(owned_.size() * world, 0);
+  at = 0;
+  for (int r = 0; r < world; ++r) {
+    for (size_t k = 0; k < owned_.size(); ++k) {
+      int64_t lo, hi;
+      RankSlice(owned_[k], r, &lo, &hi);
+      in_at_[k * world + r] = at;
+      at += hi - lo;
+    }
+  }
 }
 
-bool MuonPhase::exchanges() const { return ctx_->stage() >= 1 && ctx_->world > 1; }
-
-void MuonPhase::RankSlice(int i, int r, int64_t* lo, int64_t* hi) const {
-  const MuonMatrix& m = matrices_[i];
-  int64_t begin = 0, len = ctx_->layout.groups()[m.group].padded;
-  if (exchanges()) {
-    len = ctx_->layout.groups()[m.group].shard;
+void MuonRankSlice(const MuonMatrix& m, const Layout& layout, bool exchanges, int r, int64_t* lo,
+                   int64_t* hi) {
+  int64_t begin = 0, len = layout.groups()[m.group].padded;
+  if (exchanges) {
+    len = layout.groups()[m.group].shard;
     begin = len * r;
   }
   *lo = std::max(m.offset, begin);
   *hi = std::max(*lo, std::min(m.offset + m.numel(), begin + len));
 }
 
-absl::Status MuonPhase::Prepare(const MuonGradReader& grads, float grad_scale, double lr) {
-  const int world = exchanges() ? ctx_->world : 1;
-  const int me = exchanges() ? ctx_->rank : 0;
-  const int n = static_cast<int>(matrices_.size());
-  const float beta = static_cast<float>(settings_.momentum);
-  held_.clear();
-  // This rank's slices: the momentum step and the Nesterov blend (DeepSpeed's
-  // muon_update: m.lerp_(g, 1 - beta); u = g.lerp(m, beta) or m).
-  for (int i = 0; i < n; ++i) {
+MuonBufferPlan PlanMuonBuffers(const std::vector<MuonMatrix>& matrices,
+                               const std::vector<int>& owners, const Layout& layout,
+                               bool exchanges, int rank) {
+  MuonBufferPlan p;
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    const MuonMatrix& m = matrices[i];
     int64_t lo, hi;
-    RankSlice(i, me, &lo, &hi);
-    if (hi == lo) continue;
-    Held h;
-    h.i = i;
-    h.begin = lo - sharded_->group(matrices_[i].group).owned_begin;
-    const int64_t len = hi - lo;
-    std::vector<float> g(len);
-    h.momentum.resize(len);
-    h.update.resize(len);
-    RETURN_IF_ERROR(grads(matrices_[i].group, h.begin, len, g.data()));
-    RETURN_IF_ERROR(store_->Read(matrices_[i].group, 1, h.begin, len, h.momentum.data()));
-    for (int64_t k = 0; k < len; ++k) {
+    MuonRankSlice(m, layout, exchanges, exchanges ? rank : 0, &lo, &hi);
+    p.slice_elems += hi - lo;
+    if (owners[i] != (exchanges ? rank : 0)) continue;
+    p.ns.Fit(m.rows, m.cols);
+    if (exchanges) {
+      p.owned_elems += m.numel();
+      p.whole_elems = std::max(p.whole_elems, m.numel());
+    }
+  }
+  return p;
+}
+
+bool MuonPhase::exchanges() const { return ctx_->stage() >= 1 && ctx_->world > 1; }
+
+void MuonPhase::RankSlice(int i, int r, int64_t* lo, int64_t* hi) const {
+  MuonRankSlice(matrices_[i], ctx_->layout, exchanges(), r, lo, hi);
+}
+
+void MuonPhase::MakeBuffers() {
+  const MuonBufferPlan p =
+      PlanMuonBuffers(matrices_, owners_, ctx_->layout, exchanges(), exchanges() ? ctx_->rank : 0);
+  master_.assign(p.slice_elems, 0.0f);
+  momentum_.assign(p.slice_elems, 0.0f);
+  out_.assign(p.slice_elems, 0.0f);
+  in_.assign(p.owned_elems, 0.0f);
+  whole_.assign(p.whole_elems, 0.0f);
+  ns_ = NewtonSchulzWork(p.ns);
+  made_ = true;
+}
+
+int64_t MuonPhase::buffer_bytes() const {
+  return static_cast<int64_t>(master_.capacity() + momentum_.capacity() + out_.capacity() +
+                              in_.capacity() + whole_.capacity()) * 4 +
+         ns_.bytes();
+}
+
+absl::Status MuonPhase::Prepare(const MuonGradReader& grads, float grad_scale, double lr) {
+  if (!made_) MakeBuffers();
+  const int world = exchanges() ? ctx_->world : 1;
+  const float beta = static_cast<float>(settings_.momentum);
+  // This rank's slices: the momentum step and the Nesterov blend (DeepSpeed's
+  // muon_update: m.lerp_(g, 1 - beta); u = g.lerp(m, beta) or m), the blend
+  // written where the first exchange sends it from (the gradient read there
+  // first: each element is read before it is overwritten).
+  for (const Slice& sl : slices_) {
+    float* g = out_.data() + sl.at;
+    float* m = momentum_.data() + sl.at;
+    RETURN_IF_ERROR(grads(matrices_[sl.i].group, sl.begin, sl.len, g));
+    RETURN_IF_ERROR(store_->Read(matrices_[sl.i].group, 1, sl.begin, sl.len, m));
+    for (int64_t k = 0; k < sl.len; ++k) {
       const float gk = g[k] * grad_scale;
-      float& mk = h.momentum[k];
+      float& mk = m[k];
       mk += (1.0f - beta) * (gk - mk);
-      h.update[k] = settings_.nesterov ? gk + beta * (mk - gk) : mk;
-    }
-    held_.push_back(std::move(h));
-  }
-  // To the owners: rank r's slices of the matrices r owns, in matrix order.
-  std::vector<std::vector<float>> whole(n);
-  std::vector<float> send, recv;
-  std::vector<int64_t> send_counts(world, 0), recv_counts(world, 0);
-  for (int r = 0; r < world; ++r) {
-    for (const Held& h : held_) {
-      if (owners_[h.i] != r) continue;
-      send.insert(send.end(), h.update.begin(), h.update.end());
-      send_counts[r] += static_cast<int64_t>(h.update.size());
-    }
-    for (int i = 0; i < n; ++i) {
-      if (owners_[i] != me) continue;
-      int64_t lo, hi;
-      RankSlice(i, r, &lo, &hi);
-      recv_counts[r] += hi - lo;
+      g[k] = settings_.nesterov ? gk + beta * (mk - gk) : mk;
     }
   }
-  auto exchange = [&](const std::vector<float>& out, const std::vector<int64_t>& out_counts,
-                      std::vector<float>* in, const std::vector<int64_t>& in_counts) {
-    int64_t total = 0;
-    for (int64_t c : in_counts) total += c;
-    in->assign(total, 0.0f);
+  auto exchange = [&](const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                      const std::vector<int64_t>& recv_counts) {
     return ctx_->stream->Wait(ctx_->stream->Submit([&] {
-      return ctx_->ctrl->AllToAllV(out.data(), out_counts, in->data(), in_counts, DType::kF32);
+      return ctx_->ctrl->AllToAllV(send, send_counts, recv, recv_counts, DType::kF32);
     }));
   };
   if (world > 1) {
-    RETURN_IF_ERROR(exchange(send, send_counts, &recv, recv_counts));
+    // To the owners, rank r's slices of the matrices r owns in matrix order;
+    // each owner assembles each matrix from every rank's slice (received
+    // rank by rank), orthogonalises it and puts each slice of the update
+    // back where it came from; the second exchange returns them.
+    RETURN_IF_ERROR(exchange(out_.data(), send_counts_, in_.data(), recv_counts_));
+    for (size_t k = 0; k < owned_.size(); ++k) {
+      const MuonMatrix& mat = matrices_[owned_[k]];
+      for (int r = 0; r < world; ++r) {
+        int64_t lo, hi;
+        RankSlice(owned_[k], r, &lo, &hi);
+        const float* from = in_.data() + in_at_[k * world + r];
+        std::copy(from, from + (hi - lo), whole_.begin() + (lo - mat.offset));
+      }
+      NewtonSchulzOrthogonalize(whole_.data(), mat.rows, mat.cols, settings_.ns_steps, &ns_);
+      for (int r = 0; r < world; ++r) {
+        int64_t lo, hi;
+        RankSlice(owned_[k], r, &lo, &hi);
+        std::copy(whole_.begin() + (lo - mat.offset), whole_.begin() + (hi - mat.offset),
+                  in_.begin() + in_at_[k * world + r]);
+      }
+    }
+    RETURN_IF_ERROR(exchange(in_.data(), recv_counts_, out_.data(), send_counts_));
   } else {
-    recv = send;
-  }
-  // Assemble each owned matrix from every rank's slice, orthogonalise.
-  size_t at = 0;
-  for (int r = 0; r < world; ++r) {
-    for (int i = 0; i < n; ++i) {
-      if (owners_[i] != me) continue;
-      int64_t lo, hi;
-      RankSlice(i, r, &lo, &hi);
-      whole[i].resize(matrices_[i].numel());
-      std::copy(recv.begin() + at, recv.begin() + at + (hi - lo),
-                whole[i].begin() + (lo - matrices_[i].offset));
-      at += hi - lo;
+    // One rank holds every matrix whole: its slices are the matrices.
+    for (const Slice& sl : slices_) {
+      const MuonMatrix& mat = matrices_[sl.i];
+      NewtonSchulzOrthogonalize(out_.data() + sl.at, mat.rows, mat.cols, settings_.ns_steps,
+                                &ns_);
     }
   }
-  for (int i = 0; i < n; ++i) {
-    if (owners_[i] != me) continue;
-    NewtonSchulzOrthogonalize(whole[i].data(), matrices_[i].rows, matrices_[i].cols,
-                              settings_.ns_steps);
-  }
-  // Back: each rank's slices of the matrices this rank owns.
-  send.clear();
-  for (int r = 0; r < world; ++r) {
-    std::swap(send_counts[r], recv_counts[r]);
-    for (int i = 0; i < n; ++i) {
-      if (owners_[i] != me) continue;
-      int64_t lo, hi;
-      RankSlice(i, r, &lo, &hi);
-      send.insert(send.end(), whole[i].begin() + (lo - matrices_[i].offset),
-                  whole[i].begin() + (hi - matrices_[i].offset));
-    }
-  }
-  if (world > 1) {
-    RETURN_IF_ERROR(exchange(send, send_counts, &recv, recv_counts));
-  } else {
-    recv = send;
-  }
-  // Received in (owner, matrix) order: each slice's orthogonalised update,
-  // then its new master (decoupled decay, then the step).
+  // Each slice's new master: decoupled decay, then the step.
   const float mlr = static_cast<float>(lr * settings_.lr_ratio);
   const float decay = static_cast<float>(1.0 - lr * settings_.lr_ratio * settings_.weight_decay);
-  at = 0;
-  for (int r = 0; r < world; ++r) {
-    for (Held& h : held_) {
-      if (owners_[h.i] != r) continue;
-      const int64_t len = static_cast<int64_t>(h.update.size());
-      h.master.resize(len);
-      RETURN_IF_ERROR(store_->Read(matrices_[h.i].group, 0, h.begin, len, h.master.data()));
-      for (int64_t k = 0; k < len; ++k) {
-        h.master[k] = h.master[k] * decay - mlr * recv[at + k];
-      }
-      at += len;
-    }
+  for (const Slice& sl : slices_) {
+    float* master = master_.data() + sl.at;
+    const float* u = out_.data() + sl.at;
+    RETURN_IF_ERROR(store_->Read(matrices_[sl.i].group, 0, sl.begin, sl.len, master));
+    for (int64_t k = 0; k < sl.len; ++k) master[k] = master[k] * decay - mlr * u[k];
   }
   return absl::OkStatus();
 }
 
 absl::Status MuonPhase::Commit() {
-  std::vector<float> zeros;
-  for (const Held& h : held_) {
-    const int g = matrices_[h.i].group;
-    const int64_t len = static_cast<int64_t>(h.master.size());
-    zeros.assign(len, 0.0f);
-    RETURN_IF_ERROR(store_->Write(g, 0, h.begin, len, h.master.data()));
-    RETURN_IF_ERROR(store_->Write(g, 1, h.begin, len, h.momentum.data()));
-    RETURN_IF_ERROR(store_->Write(g, 2, h.begin, len, zeros.data()));
-    RETURN_IF_ERROR(sharded_->PutOwnedF32(sharded_->OwnedWorking(g, h.begin), h.master.data(), len));
+  // The updates in out_ are spent: it gives the zero exp_avg_sq.
+  std::fill(out_.begin(), out_.end(), 0.0f);
+  for (const Slice& sl : slices_) {
+    const int g = matrices_[sl.i].group;
+    RETURN_IF_ERROR(store_->Write(g, 0, sl.begin, sl.len, master_.data() + sl.at));
+    RETURN_IF_ERROR(store_->Write(g, 1, sl.begin, sl.len, momentum_.data() + sl.at));
+    RETURN_IF_ERROR(store_->Write(g, 2, sl.begin, sl.len, out_.data() + sl.at));
+    RETURN_IF_ERROR(
+        sharded_->PutOwnedF32(sharded_->OwnedWorking(g, sl.begin), master_.data() + sl.at, sl.len));
   }
-  held_.clear();
   return absl::OkStatus();
 }
 

@@ -13,7 +13,9 @@
 // State goes through OptimizerStateStore::Read/Write, so memory, ZeRO-Offload
 // host and NVMe stores all hold Muon's momentum like any moment (and in
 // checkpoints, resharded like any moment). Stage 0 owns whole matrices:
-// every rank orthogonalises every matrix, no exchange.
+// every rank orthogonalises every matrix, no exchange. The phase's host
+// buffers are made at its first step, sized by PlanMuonBuffers (which the
+// memory estimator calls too), and reused by every later step.
 #ifndef ZERO_CORE_ENGINE_MUON_PHASE_H_
 #define ZERO_CORE_ENGINE_MUON_PHASE_H_
 
@@ -29,7 +31,9 @@
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/param_registry.h"
 #include "core/engine/sharded_state.h"
+#include "core/optim/newton_schulz.h"
 #include "core/optim/optimizer.h"
+#include "core/partition/layout.h"
 
 namespace zero {
 
@@ -45,6 +49,29 @@ struct MuonMatrix {
 
 // The trainable params with ParamRecord::use_muon, in layout order.
 std::vector<MuonMatrix> MuonMatricesOf(const ParamRegistry& params, const Layout& layout);
+
+// Matrix m's elements on rank r, in group coordinates: [lo, hi) (empty:
+// lo == hi). With `exchanges` (stages 1-3, world > 1) rank r owns its shard
+// of each group; without, every rank holds every group whole.
+void MuonRankSlice(const MuonMatrix& m, const Layout& layout, bool exchanges, int r, int64_t* lo,
+                   int64_t* hi);
+
+// The host buffers the Muon phase keeps on one rank, in floats: its slices
+// of every matrix three times (master, momentum, and the exchange's
+// outgoing blend and returning update), and with an exchange the matrices
+// it owns as received (every rank's slice; sent back in place) and one
+// whole matrix, the largest it owns; plus Newton-Schulz's work buffers for
+// that matrix. Owners differ per rank, so these do too.
+struct MuonBufferPlan {
+  int64_t slice_elems = 0;
+  int64_t owned_elems = 0;  // 0 without an exchange
+  int64_t whole_elems = 0;  // 0 without an exchange (slices are whole matrices)
+  NewtonSchulzSizes ns;
+  int64_t bytes() const { return (3 * slice_elems + owned_elems + whole_elems) * 4 + ns.bytes(); }
+};
+MuonBufferPlan PlanMuonBuffers(const std::vector<MuonMatrix>& matrices,
+                               const std::vector<int>& owners, const Layout& layout,
+                               bool exchanges, int rank);
 
 // fp32 values of owned gradient elements [begin, begin+len) of group g into
 // host memory `out`, as pass 2 would read them before its grad_scale.
@@ -68,19 +95,26 @@ class MuonPhase {
 
   const std::vector<MuonMatrix>& matrices() const { return matrices_; }
   const std::vector<int>& owners() const { return owners_; }
+  // The host buffers' allocated bytes (0 before the first step): zero_stats'
+  // muon_bytes, part of its buffer_bytes.
+  int64_t buffer_bytes() const;
 
  private:
   MuonPhase(EngineContext* ctx, ShardedState* sharded, OptimizerStateStore* store,
             const MuonSettings& settings, std::vector<MuonMatrix> matrices);
-  // Matrix i's elements on rank r, in group coordinates: [lo, hi).
   void RankSlice(int i, int r, int64_t* lo, int64_t* hi) const;
   bool exchanges() const;
+  // The buffers, at the first Prepare.
+  void MakeBuffers();
 
-  // This rank's slice of one matrix, held from Prepare to Commit.
-  struct Held {
+  // This rank's slice of one matrix: where it sits in the owned range and
+  // in the slice buffers (master_, momentum_, out_). The slice buffers hold
+  // the slices by (owner, matrix), the exchange's order.
+  struct Slice {
     int i = 0;
     int64_t begin = 0;  // owned offset of the slice's first element
-    std::vector<float> master, momentum, update;
+    int64_t len = 0;
+    int64_t at = 0;     // offset in the slice buffers
   };
 
   EngineContext* ctx_;
@@ -89,7 +123,17 @@ class MuonPhase {
   MuonSettings settings_;
   std::vector<MuonMatrix> matrices_;
   std::vector<int> owners_;
-  std::vector<Held> held_;
+  std::vector<Slice> slices_;  // in matrix order
+  std::vector<int64_t> send_counts_, recv_counts_;  // per rank, the first exchange's
+  std::vector<int> owned_;  // the matrices this rank orthogonalises
+  // Where rank r's slice of owned_[k] is in in_: in_at_[k * world + r].
+  std::vector<int64_t> in_at_;
+  bool made_ = false;
+  // PlanMuonBuffers': out_ carries the blends to the owners and brings the
+  // updates back; in_ receives the owned matrices' slices (rank by rank) and
+  // sends their updates from the same places.
+  std::vector<float> master_, momentum_, out_, in_, whole_;
+  NewtonSchulzWork ns_;
 };
 
 }  // namespace zero

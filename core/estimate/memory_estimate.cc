@@ -12,6 +12,7 @@
 #include "core/engine/optimizer_state_store.h"
 #include "core/engine/packed_moments.h"
 #include "core/engine/param_coordinator.h"
+#include "core/estimate/muon_estimate.h"
 #include "core/partition/layout.h"
 
 namespace zero {
@@ -236,8 +237,11 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
       nvme_up_bytes += 2 * StateArrayBytes(c, a, std::max<int64_t>(1, piece));
     }
   }
+  // The Muon phase's host buffers (muon_estimate.h): the busiest rank's.
+  e.muon_rank_bytes = EstimateMuonBytesPerRank(params, c, layout, world);
+  for (int64_t b : e.muon_rank_bytes) e.muon_bytes = std::max(e.muon_bytes, b);
   e.buffer_bytes = e.bucket_bytes + e.pack_bytes + e.recv_bytes + e.staging_bytes +
-                   e.scratch_bytes + e.large_grad_bytes + nvme_up_bytes;
+                   e.scratch_bytes + e.large_grad_bytes + nvme_up_bytes + e.muon_bytes;
 
   // HostStateStore::Update: 2 fp32 + 2 working buffers of the largest piece;
   // with delayed_update instead the owned gradients (fp32) and working copy
@@ -250,12 +254,14 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const std::vector<EstimateParam>& 
   }
 
   const int64_t states = e.master_bytes + e.optimizer_bytes;
-  const int64_t on_device =
-      e.param_bytes - host_param_bytes + e.grad_bytes + e.frozen_bytes + e.buffer_bytes;
+  // Muon's buffers are host memory: apart from a GPU's.
+  const int64_t on_device = e.param_bytes - host_param_bytes + e.grad_bytes + e.frozen_bytes +
+                            e.buffer_bytes - (topo.gpu ? e.muon_bytes : 0);
   if (topo.gpu) {
     const bool states_on_device = where.optimizer_state == StateTier::kDevice;
     e.device_bytes = on_device + (states_on_device ? states : 0);
-    e.host_bytes = (states_on_device ? 0 : states) + e.offload_pipeline_bytes + host_param_bytes;
+    e.host_bytes = (states_on_device ? 0 : states) + e.offload_pipeline_bytes + host_param_bytes +
+                   e.muon_bytes;
     e.host_bytes_per_node = e.host_bytes * topo.ranks_per_node;
   } else {
     // The CPU device's memory is host memory (the delayed update's buffers too).
@@ -307,6 +313,7 @@ std::vector<EstimateParam> GptShapedParams(int64_t total, int64_t hidden) {
   };
   const int64_t vocab = std::max<int64_t>(1, (total - layers * layer - 2 * h) / h);
   add(vocab, h);
+  ps.back().use_muon = 0;  // the embedding: AdamW under Muon (DeepSpeed's rule)
   for (int64_t l = 0; l < layers; ++l) {
     add(h, 1), add(h, 1);          // ln1
     add(3 * h, h), add(3 * h, 1);  // qkv
@@ -353,6 +360,9 @@ std::string FormatEstimate(const MemoryEstimate& e, const EstimateTopology& topo
                        Bytes(e.staging_bytes), Bytes(e.scratch_bytes),
                        Bytes(e.large_grad_bytes), e.reduce_bucket_size,
                        DTypeName(e.comm_dtype)));
+  if (e.muon_bytes > 0) {
+    line("  of which Muon", e.muon_bytes, "host, the busiest rank's: owners differ per rank");
+  }
   if (e.stage == 3) {
     line("live gathered (max)", e.live_peak_bytes,
          absl::StrFormat("prefetch %d elements, persistence < %d", e.prefetch_bucket_size,

@@ -26,6 +26,11 @@ struct EstimateParam {
   // A 2-D param's smaller dimension (the hidden size of "auto" sizes when it
   // is the largest 2-D param); 0: taken as sqrt(numel).
   int64_t min_dim = 0;
+  // With the Muon optimizer: 1 on Muon, 0 on AdamW, -1 at least 2-D
+  // (DeepSpeed's rule without its names: pass 0 for embeddings and heads).
+  // Muon views a param as shape[0] x the rest; min_dim is then that view's
+  // smaller side.
+  int use_muon = -1;
 };
 
 struct EstimateTopology {
@@ -60,6 +65,11 @@ struct MemoryEstimate {
   // Stage 3: gathered params live at once, at most (the live budget or all
   // non-persistent params, whichever is smaller), on top of the above.
   int64_t live_peak_bytes = 0;
+  // The Muon phase's host buffers (core/engine/muon_phase.h; part of
+  // buffer_bytes, on the host): the busiest rank's, since owners differ per
+  // rank; muon_rank_bytes[r] is rank r's (empty without Muon).
+  int64_t muon_bytes = 0;
+  std::vector<int64_t> muon_rank_bytes;
   // ZeRO-Offload with a GPU: the CPU optimizer's four pipeline buffers,
   // allocated during a step only.
   int64_t offload_pipeline_bytes = 0;
@@ -88,8 +98,8 @@ std::vector<DeepSpeedEstimate> DeepSpeedEstimates(int64_t total_params, int64_t 
 
 // A GPT-shaped model of about `total` params with the given hidden size
 // (layers of qkv 3h^2, proj h^2, fc 4h^2, fc2 4h^2 with biases and two
-// layer norms; a vocab x h embedding taking what is left): the estimator's
-// input when only a count is known.
+// layer norms; a vocab x h embedding taking what is left, off Muon): the
+// estimator's input when only a count is known.
 std::vector<EstimateParam> GptShapedParams(int64_t total, int64_t hidden);
 
 // The report: per-rank categories and placement, then DeepSpeed's table.
