@@ -78,6 +78,15 @@ class Engine {
   // the resident working copy.
   absl::Status GatherInto(int id, DType dtype, void* dst, size_t bytes);
   absl::Status Release(int id);
+  // A block's params in one call (docs/ARCHITECTURE.md, "Stage 3", batched
+  // gathers): GatherInto(ids[k], dtype, dsts[k], bytes[k]) for k in order,
+  // every id, dtype, size and dst checked before any moves (an error names
+  // the entry and its param); one failing partway releases what this call
+  // gathered. ReleaseMany: Release of each, refused before any is released
+  // when one is not gathered as often as the list names it.
+  absl::Status GatherIntoMany(const int32_t* ids, size_t count, DType dtype,
+                              void* const* dsts, const size_t* bytes);
+  absl::Status ReleaseMany(const int32_t* ids, size_t count);
   absl::StatusOr<void*> GradBuffer(int id);
   absl::Status GradReady(int id);
   absl::StatusOr<StepInfo> Step();
