@@ -13,15 +13,15 @@ fn config() -> Config {
     .unwrap()
 }
 
-const SHAPES: [&[i64]; 4] = [&[7, 11], &[13], &[5, 9], &[31]];
+const SHAPES: [&[usize]; 4] = [&[7, 11], &[13], &[5, 9], &[31]];
 
 fn register(e: &mut Engine) -> Vec<ParamId> {
     let ids = SHAPES
         .iter()
         .enumerate()
         .map(|(k, s)| {
-            let n: i64 = s.iter().product();
-            let init: Vec<f32> = (0..n).map(|i| ((i * 37 + k as i64 * 11) % 101) as f32 / 64.0 - 0.8).collect();
+            let n: usize = s.iter().product();
+            let init: Vec<f32> = (0..n).map(|i| ((i * 37 + k * 11) % 101) as f32 / 64.0 - 0.8).collect();
             e.register_param(ParamDesc::new(&format!("p{k}"), s).init(&init)).unwrap()
         })
         .collect();
@@ -30,7 +30,7 @@ fn register(e: &mut Engine) -> Vec<ParamId> {
 }
 
 fn numel(k: usize) -> usize {
-    SHAPES[k].iter().product::<i64>() as usize
+    SHAPES[k].iter().product::<usize>()
 }
 
 #[test]

@@ -23,6 +23,7 @@ impl<'c> Engine<'c> {
         entries: Vec<(ParamId, ParamDataMut<'b>)>,
     ) -> Result<GatheredIntoMany<'_, 'b>> {
         let mut ids = Vec::with_capacity(entries.len());
+        let mut params = Vec::with_capacity(entries.len());
         let mut dsts = Vec::with_capacity(entries.len());
         let mut bytes = Vec::with_capacity(entries.len());
         let mut lens = Vec::with_capacity(entries.len());
@@ -56,6 +57,7 @@ impl<'c> Engine<'c> {
                 ));
             }
             ids.push(id.0);
+            params.push(id);
             dsts.push(ptr as *mut std::ffi::c_void);
             bytes.push(nbytes);
             lens.push(len);
@@ -80,6 +82,7 @@ impl<'c> Engine<'c> {
         Ok(GatheredIntoMany {
             engine: self,
             ids,
+            params,
             dtype,
             ptrs: dsts.into_iter().map(|p| p as *mut u8).collect(),
             lens,
@@ -93,6 +96,7 @@ impl<'c> Engine<'c> {
 pub struct GatheredIntoMany<'e, 'b> {
     engine: &'e Engine<'e>,
     ids: Vec<i32>,
+    params: Vec<ParamId>,
     dtype: DType,
     ptrs: Vec<*mut u8>,
     lens: Vec<usize>,
@@ -101,24 +105,24 @@ pub struct GatheredIntoMany<'e, 'b> {
 
 impl std::fmt::Debug for GatheredIntoMany<'_, '_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GatheredIntoMany").field("ids", &self.ids).finish()
+        f.debug_struct("GatheredIntoMany").field("params", &self.params).finish()
     }
 }
 
 impl GatheredIntoMany<'_, '_> {
     /// How many params the guard holds.
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.params.len()
     }
 
     /// Whether it holds none (an empty list gathers nothing).
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.params.is_empty()
     }
 
     /// The param of entry `k`.
     pub fn id(&self, k: usize) -> ParamId {
-        ParamId(self.ids[k])
+        self.params[k]
     }
 
     /// The gathered values of entry `k` in the caller's buffer.
