@@ -174,6 +174,9 @@ class Engine {
   // Step at the boundary: no trainable param gathered as a copy
   // (ParamRecord::gathered_copies), else an error naming them.
   absl::Status CheckNoStaleCopies() const;
+  // What GatherInto refuses of its arguments (id, dtype, size, dst), naming
+  // the param; GatherIntoMany checks every entry with it first.
+  absl::Status CheckGatherIntoArgs(int id, DType dtype, const void* dst, size_t bytes) const;
   // Waits for the device's queued work; its sticky error, if any, fails the
   // engine naming `call` and the device.
   absl::Status DeviceReady(const char* call);

@@ -24,6 +24,29 @@ absl::Status AtEntry(const char* call, size_t k, const absl::Status& s) {
 
 }  // namespace
 
+absl::Status Engine::CheckGatherIntoArgs(int id, DType dtype, const void* dst,
+                                         size_t bytes) const {
+  RETURN_IF_ERROR(params_.CheckId(id, "gather_into"));
+  const ParamRecord& p = params_.at(id);
+  // fp16 and bf16 are both 2 bytes: the dtype is checked, not just the size,
+  // so a caller expecting the other never reads the wrong bits silently.
+  if (dtype != p.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gather_into '", p.name, "': the param is ", DTypeName(p.dtype), ", not ",
+        DTypeName(dtype), " (no conversion: the working copy's bits are copied)"));
+  }
+  const size_t want = static_cast<size_t>(p.numel) * DTypeSize(p.dtype);
+  if (bytes != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gather_into '", p.name, "': ", bytes, " bytes given; its ", p.numel, " ",
+        DTypeName(p.dtype), " elements (shape ", ShapeText(p.shape), ") take ", want));
+  }
+  if (dst == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("gather_into '", p.name, "': dst is NULL"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Engine::GatherIntoMany(const int32_t* ids, size_t count, DType dtype,
                                     void* const* dsts, const size_t* bytes) {
   static constexpr char kCall[] = "gather_into_many";
@@ -31,24 +54,8 @@ absl::Status Engine::GatherIntoMany(const int32_t* ids, size_t count, DType dtyp
   // Everything GatherInto would refuse for an entry's own arguments, for
   // every entry first: a refused call gathers nothing.
   for (size_t k = 0; k < count; ++k) {
-    absl::Status id_ok = params_.CheckId(ids[k], "gather_into");
-    if (!id_ok.ok()) return AtEntry(kCall, k, id_ok);
-    const ParamRecord& p = params_.at(ids[k]);
-    if (dtype != p.dtype) {
-      return AtEntry(kCall, k, absl::InvalidArgumentError(absl::StrCat(
-          "gather_into '", p.name, "': the param is ", DTypeName(p.dtype), ", not ",
-          DTypeName(dtype), " (no conversion: the working copy's bits are copied)")));
-    }
-    const size_t want = static_cast<size_t>(p.numel) * DTypeSize(p.dtype);
-    if (bytes[k] != want) {
-      return AtEntry(kCall, k, absl::InvalidArgumentError(absl::StrCat(
-          "gather_into '", p.name, "': ", bytes[k], " bytes given; its ", p.numel, " ",
-          DTypeName(p.dtype), " elements (shape ", ShapeText(p.shape), ") take ", want)));
-    }
-    if (dsts[k] == nullptr) {
-      return AtEntry(kCall, k, absl::InvalidArgumentError(
-          absl::StrCat("gather_into '", p.name, "': dst is NULL")));
-    }
+    absl::Status ok = CheckGatherIntoArgs(ids[k], dtype, dsts[k], bytes[k]);
+    if (!ok.ok()) return AtEntry(kCall, k, ok);
   }
   for (size_t k = 0; k < count; ++k) {
     absl::Status s = GatherInto(ids[k], dtype, dsts[k], bytes[k]);
@@ -76,8 +83,8 @@ absl::Status Engine::ReleaseMany(const int32_t* ids, size_t count) {
     if (!bad.ok()) break;
     ParamRecord& p = params_.at(ids[taken]);
     if (p.gather_refs <= 0) {
-      bad = absl::FailedPreconditionError(absl::StrCat(
-          "release '", p.name, "': not gathered (or named more often than gathered)"));
+      bad = absl::FailedPreconditionError(
+          absl::StrCat("release '", p.name, "': not gathered (or named more often than gathered)"));
       break;
     }
     --p.gather_refs;
