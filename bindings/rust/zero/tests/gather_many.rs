@@ -21,8 +21,11 @@ fn register(e: &mut Engine) -> Vec<ParamId> {
         .enumerate()
         .map(|(k, s)| {
             let n: usize = s.iter().product();
-            let init: Vec<f32> = (0..n).map(|i| ((i * 37 + k * 11) % 101) as f32 / 64.0 - 0.8).collect();
-            e.register_param(ParamDesc::new(&format!("p{k}"), s).init(&init)).unwrap()
+            let init: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 + k * 11) % 101) as f32 / 64.0 - 0.8)
+                .collect();
+            e.register_param(ParamDesc::new(&format!("p{k}"), s).init(&init))
+                .unwrap()
         })
         .collect();
     e.finalize().unwrap();
@@ -49,7 +52,8 @@ fn gather_into_many_equals_gather_into_on_three_ranks() {
                 for t in 0..3 {
                     // Entries in the caller's order: the last param first.
                     let order = [3usize, 0, 2, 1];
-                    let mut bufs_a: Vec<Vec<f32>> = order.iter().map(|&k| vec![0.0; numel(k)]).collect();
+                    let mut bufs_a: Vec<Vec<f32>> =
+                        order.iter().map(|&k| vec![0.0; numel(k)]).collect();
                     let mut bufs_b = bufs_a.clone();
                     {
                         let guards: Vec<_> = order
@@ -76,7 +80,9 @@ fn gather_into_many_equals_gather_into_on_three_ranks() {
                         many.release().unwrap();
                     }
                     for k in 0..4 {
-                        let g: Vec<f32> = (0..numel(k)).map(|i| ((i * 13 + t * 7 + rank * 3) % 17) as f32 / 32.0 - 0.25).collect();
+                        let g: Vec<f32> = (0..numel(k))
+                            .map(|i| ((i * 13 + t * 7 + rank * 3) % 17) as f32 / 32.0 - 0.25)
+                            .collect();
                         a.set_grad(ia[k], &g).unwrap();
                         b.set_grad(ib[k], &g).unwrap();
                     }
@@ -107,26 +113,42 @@ fn refusals_gather_nothing() {
         ])
         .unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);
-    assert!(err.message().contains("gather_into_many, entry 1") && err.message().contains("'p2'"), "{}", err.message());
+    assert!(
+        err.message().contains("gather_into_many, entry 1") && err.message().contains("'p2'"),
+        "{}",
+        err.message()
+    );
     assert_eq!(e.stats().unwrap().live_gathered_bytes, 0);
     // Two dtypes, or a param twice: refused before the call.
     let mut h = vec![0u16; numel(1)];
     let err = e
-        .gather_into_many(vec![(ids[0], ParamDataMut::F32(&mut b0)), (ids[1], ParamDataMut::BF16(&mut h))])
+        .gather_into_many(vec![
+            (ids[0], ParamDataMut::F32(&mut b0)),
+            (ids[1], ParamDataMut::BF16(&mut h)),
+        ])
         .unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);
     let mut b0b = vec![0f32; numel(0)];
     let err = e
-        .gather_into_many(vec![(ids[0], ParamDataMut::F32(&mut b0)), (ids[0], ParamDataMut::F32(&mut b0b))])
+        .gather_into_many(vec![
+            (ids[0], ParamDataMut::F32(&mut b0)),
+            (ids[0], ParamDataMut::F32(&mut b0b)),
+        ])
         .unwrap_err();
     assert_eq!(err.status(), Status::FailedPrecondition);
     // An empty list; then a held block released by the guard's drop.
     assert!(e.gather_into_many(Vec::new()).unwrap().is_empty());
     {
         let _held = e
-            .gather_into_many(vec![(ids[0], ParamDataMut::F32(&mut b0)), (ids[3], ParamDataMut::F32(&mut b3))])
+            .gather_into_many(vec![
+                (ids[0], ParamDataMut::F32(&mut b0)),
+                (ids[3], ParamDataMut::F32(&mut b3)),
+            ])
             .unwrap();
-        assert_eq!(e.stats().unwrap().live_gathered_bytes, (numel(0) * 4) as i64 + (numel(3) * 4) as i64);
+        assert_eq!(
+            e.stats().unwrap().live_gathered_bytes,
+            (numel(0) * 4) as i64 + (numel(3) * 4) as i64
+        );
     }
     assert_eq!(e.stats().unwrap().live_gathered_bytes, 0);
 }

@@ -33,9 +33,15 @@ impl<'c> Engine<'c> {
         for (k, (id, out)) in entries.into_iter().enumerate() {
             self.meta(id)?;
             let (dt, ptr, len, nbytes) = match out {
-                ParamDataMut::F32(v) => (DType::F32, v.as_mut_ptr() as *mut u8, v.len(), v.len() * 4),
-                ParamDataMut::F16(v) => (DType::F16, v.as_mut_ptr() as *mut u8, v.len(), v.len() * 2),
-                ParamDataMut::BF16(v) => (DType::BF16, v.as_mut_ptr() as *mut u8, v.len(), v.len() * 2),
+                ParamDataMut::F32(v) => {
+                    (DType::F32, v.as_mut_ptr() as *mut u8, v.len(), v.len() * 4)
+                }
+                ParamDataMut::F16(v) => {
+                    (DType::F16, v.as_mut_ptr() as *mut u8, v.len(), v.len() * 2)
+                }
+                ParamDataMut::BF16(v) => {
+                    (DType::BF16, v.as_mut_ptr() as *mut u8, v.len(), v.len() * 2)
+                }
             };
             if *dtype.get_or_insert(dt) != dt {
                 return Err(Error::new(
@@ -105,7 +111,9 @@ pub struct GatheredIntoMany<'e, 'b> {
 
 impl std::fmt::Debug for GatheredIntoMany<'_, '_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GatheredIntoMany").field("params", &self.params).finish()
+        f.debug_struct("GatheredIntoMany")
+            .field("params", &self.params)
+            .finish()
     }
 }
 
