@@ -5,6 +5,7 @@
 // gather_many_mpi_np*).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
@@ -53,6 +54,18 @@ TEST(GatherMany, RefusalsOnEveryRank) {
   for (int world : {1, 2, 3}) {
     OnThreads(world, [](zero_comm_t* ca, zero_comm_t*, int) { return Refusals(ca); });
   }
+}
+
+// Off the host (the stand-in for a GPU): each entry is gathered into the
+// engine's buffer and copied to the caller's, the same bits.
+TEST(GatherMany, StandinDevice) {
+  ASSERT_EQ(setenv("ZERO_GPU_STANDIN", "1", 1), 0);
+  for (int world : {2, 3}) {
+    OnThreads(world, [](zero_comm_t* ca, zero_comm_t* cb, int r) {
+      return SideBySide(ca, cb, ZERO_DTYPE_BF16, r, 2, true);
+    });
+  }
+  unsetenv("ZERO_GPU_STANDIN");
 }
 
 TEST(GatherMany, NullEngine) {

@@ -52,13 +52,14 @@ inline Block MakeBlock(const std::vector<int32_t>& ids, const std::vector<ParamD
 }
 
 // Trains A (single calls) and B (batched) for `steps` steps; "" when every
-// gathered param and every master matched bit for bit.
+// gathered param and every master matched bit for bit. `standin`: on the
+// CPU stand-in for a GPU (gathered into the engine's buffers and copied).
 inline std::string SideBySide(zero_comm_t* ca, zero_comm_t* cb, zero_dtype dtype, int rank,
-                              int steps) {
+                              int steps, bool standin = false) {
   zero_engine_t* a = nullptr;
   zero_engine_t* b = nullptr;
-  std::string err = MakeEngine(ca, Config(dtype, "", ""), false, &a);
-  if (err.empty()) err = MakeEngine(cb, Config(dtype, "", ""), false, &b);
+  std::string err = MakeEngine(ca, Config(dtype, "", ""), standin, &a);
+  if (err.empty()) err = MakeEngine(cb, Config(dtype, "", ""), standin, &b);
   const std::vector<ParamDef> defs = Params();
   // Blocks of the working dtype's params (the frozen one is fp32: in the
   // fp32 model it joins the first block); the persistent "bias" among them.
