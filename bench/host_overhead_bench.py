@@ -9,7 +9,7 @@ launch and wait), not arithmetic.
     tools/install_current_torch.sh        # the peers' torch (once, cached)
     /usr/bin/python3 bench/host_overhead_bench.py [--layers 200] [--width 16]
         [--ranks 2] [--steps 30] [--warmup 5] [--repeat 2] [--bucket 500000000]
-        [--modes zero0,zero1,zero2,zero3,fsdp2,ds0,ds1,ds2,torch]
+        [--modes zero0,zero1,zero2,zero3,zero3_per_param,fsdp2,ds0,ds1,ds2,torch]
         [--venv /opt/zero-venvs/torch-current]
 
 Every framework gets the same ds_config, ``reduce_bucket_size`` and
@@ -34,7 +34,11 @@ per mode from its fastest round (by the slowest rank's median step):
 ``threads_cpu_us`` (every other thread of the process by name: the
 runtime's, gloo's, torch's pools), each also ``_per_module`` (over the
 Linear modules) and ``_per_param`` (over the param tensors); then the ratios
-``zero3 / fsdp2`` and ``zeroN / dsN`` (N = 0-2) on each of those figures.
+``zero3 / fsdp2``, ``zeroN / dsN`` (N = 0-2) and ``zero3 / zero3_per_param``
+on each of those figures. ``zero3_per_param`` is stage 3 with one runtime
+call per param for each gather and release (``ZERO_TORCH_PER_PARAM_CALLS=1``,
+as zero.torch was before C ABI 1.15's batched calls); ``zero3`` makes one per
+module.
 Compute is negligible, so the machine's other load moves ``step_us``; the
 CPU figures are steadier.
 """
@@ -58,7 +62,8 @@ from torch_gpt_bench import threads_cpu_s  # noqa: E402
 import torch_peers  # noqa: E402
 
 VENV = os.environ.get("ZERO_TORCH_CURRENT_VENV", "/opt/zero-venvs/torch-current")
-MODES = ["zero0", "zero1", "zero2", "zero3", "fsdp2", "ds0", "ds1", "ds2", "torch"]
+MODES = ["zero0", "zero1", "zero2", "zero3", "zero3_per_param", "fsdp2", "ds0", "ds1", "ds2",
+         "torch"]
 LR = 1e-3
 
 
@@ -99,6 +104,8 @@ def worker(args: argparse.Namespace) -> None:
             for _ in range(args.warmup + args.steps)]
 
     if mode.startswith("zero"):
+        if mode == "zero3_per_param":  # one runtime call per param, as before C ABI 1.15
+            os.environ["ZERO_TORCH_PER_PARAM_CALLS"] = "1"
         import zero.torch as zt
         engine, _, _, _ = zt.initialize(model=model, model_parameters=model.parameters(),
                                         config=ds_config(int(mode[4]), world, args.bucket))
@@ -306,7 +313,8 @@ def main() -> int:
     summary = {m: summarize(m, r) for m, r in results.items() if r}
     for s in summary.values():
         print(json.dumps(s), flush=True)
-    pairs = [("zero3", "fsdp2")] + [(f"zero{n}", f"ds{n}") for n in range(3)]
+    pairs = ([("zero3", "fsdp2"), ("zero3_per_param", "fsdp2"), ("zero3", "zero3_per_param")]
+             + [(f"zero{n}", f"ds{n}") for n in range(3)])
     for a, b in pairs:
         if a in summary and b in summary:
             print(json.dumps({"ratio": f"{a}/{b}",

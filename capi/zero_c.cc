@@ -278,6 +278,32 @@ zero_status zero_engine_release(zero_engine_t* engine, int32_t id) {
   return Guard([&] { return Report(engine->engine->Release(id)); });
 }
 
+zero_status zero_engine_gather_into_many(zero_engine_t* engine, const int32_t* ids, size_t count,
+                                         zero_dtype dtype, void* const* dsts,
+                                         const size_t* bytes) {
+  static constexpr char kCall[] = "zero_engine_gather_into_many";
+  ZERO_CHECK_ARG(kCall, engine);
+  if (count > 0) {
+    ZERO_CHECK_ARG(kCall, ids);
+    ZERO_CHECK_ARG(kCall, dsts);
+    ZERO_CHECK_ARG(kCall, bytes);
+  }
+  const int64_t dt = EnumValue(dtype);
+  if (!ValidDType(dt)) {
+    LastError() = absl::StrCat(kCall, ": dtype ", dt, " is not a zero_dtype");
+    return ZERO_INVALID_ARGUMENT;
+  }
+  return Guard([&] {
+    return Report(engine->engine->GatherIntoMany(ids, count, ToDType(dt), dsts, bytes));
+  });
+}
+
+zero_status zero_engine_release_many(zero_engine_t* engine, const int32_t* ids, size_t count) {
+  ZERO_CHECK_ARG("zero_engine_release_many", engine);
+  if (count > 0) ZERO_CHECK_ARG("zero_engine_release_many", ids);
+  return Guard([&] { return Report(engine->engine->ReleaseMany(ids, count)); });
+}
+
 zero_status zero_engine_grad_buffer(zero_engine_t* engine, int32_t id, void** grad) {
   ZERO_CHECK_ARG("zero_engine_grad_buffer", engine);
   ZERO_CHECK_ARG("zero_engine_grad_buffer", grad);

@@ -93,6 +93,20 @@ int main(void) {
              names(kBad[i]));
     }
   }
+  /* zero_engine_gather_into_many's (1.15), refused before any entry is. */
+  {
+    float dst[4];
+    void* dsts[1];
+    size_t bytes[1];
+    dsts[0] = dst;
+    bytes[0] = sizeof dst;
+    for (i = 0; i < COUNT(kBad); ++i) {
+      EXPECT(is_error(zero_engine_gather_into_many(engine, &id, 1, (zero_dtype)kBad[i], dsts,
+                                                   bytes),
+                      ZERO_INVALID_ARGUMENT, "zero_engine_gather_into_many: dtype") &&
+             names(kBad[i]));
+    }
+  }
   zero_engine_destroy(engine);
 
   /* The export's dtype is refused before any file is opened. */

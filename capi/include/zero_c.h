@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 14
+#define ZERO_VERSION_MINOR 15
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -1007,6 +1007,36 @@ ZERO_API zero_status zero_engine_set_preemption(zero_engine_t* engine,
  * asked, taken or not. A negative step is ZERO_INVALID_ARGUMENT. */
 ZERO_API zero_status zero_engine_lr_for_step(const zero_engine_t* engine, int64_t step,
                                              double* lr);
+
+/* ---- 1.15: a block's params in one call -------------------------------- */
+
+/* COLLECTIVE as zero_engine_gather_into (1.15): the gathers of `count`
+ * params in one call, as zero_engine_gather_into(engine, ids[k], dtype,
+ * dsts[k], bytes[k]) for k = 0 .. count-1 in that order (every rank passes
+ * the same ids in the same order) -- for a binding whose module hook gathers
+ * a module's or a block's params together, one crossing instead of one per
+ * param. Every entry is checked before anything moves: an unknown id, a
+ * dtype other than the param's, a wrong size or a NULL dsts[k] is
+ * ZERO_INVALID_ARGUMENT naming the entry ("gather_into_many, entry K: ...")
+ * and its param, and nothing is gathered. A failure of the gathers
+ * themselves (stage3_max_live_parameters, a collective, the device) names
+ * the entry too, and the gathers this call made are released first, so the
+ * caller holds none of the list either way. An id may appear more than once
+ * (nested gathers, each ended by its own release). Each entry is a gather
+ * in every other way (the prefetch trace, zero_stats, the flight record).
+ * count 0 does nothing (ids, dsts and bytes may then be NULL). */
+ZERO_API zero_status zero_engine_gather_into_many(zero_engine_t* engine, const int32_t* ids,
+                                                  size_t count, zero_dtype dtype,
+                                                  void* const* dsts, const size_t* bytes);
+
+/* Not collective, as zero_engine_release (1.15): zero_engine_release of
+ * ids[0 .. count-1] in that order. Refused with ZERO_FAILED_PRECONDITION
+ * naming the entry and its param, before any is released, when a param is
+ * not gathered as many times as the list names it (a release too many);
+ * an unknown id is ZERO_INVALID_ARGUMENT, also before any is released.
+ * count 0 does nothing (ids may then be NULL). */
+ZERO_API zero_status zero_engine_release_many(zero_engine_t* engine, const int32_t* ids,
+                                              size_t count);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -299,21 +299,9 @@ absl::StatusOr<void*> Engine::Gather(int id) {
 absl::Status Engine::GatherInto(int id, DType dtype, void* dst, size_t bytes) {
   RETURN_IF_ERROR(Check(true, "gather_into"));
   auto site = Site(ApiCall::kGatherInto);
-  RETURN_IF_ERROR(params_.CheckId(id, "gather_into"));
+  RETURN_IF_ERROR(CheckGatherIntoArgs(id, dtype, dst, bytes));
   ParamRecord& p = params_.at(id);
-  // fp16 and bf16 are both 2 bytes: the dtype is checked, not just the size,
-  // so a caller expecting the other never reads the wrong bits silently.
-  if (dtype != p.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gather_into '", p.name, "': the param is ", DTypeName(p.dtype), ", not ",
-        DTypeName(dtype), " (no conversion: the working copy's bits are copied)"));
-  }
-  const size_t want = static_cast<size_t>(p.numel) * DTypeSize(p.dtype);
-  if (bytes != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gather_into '", p.name, "': ", bytes, " bytes given; its ", p.numel, " ",
-        DTypeName(p.dtype), " elements (shape ", ShapeText(p.shape), ") take ", want));
-  }
+  const size_t want = bytes;
   if (ctx_.recorder) ctx_.recorder->OnCall(false);
   if (!p.trainable) {
     device_->Copy(dst, sharded_->Frozen(id), want);

@@ -78,6 +78,15 @@ class Engine {
   // the resident working copy.
   absl::Status GatherInto(int id, DType dtype, void* dst, size_t bytes);
   absl::Status Release(int id);
+  // A block's params in one call (docs/ARCHITECTURE.md, "Stage 3", batched
+  // gathers): GatherInto(ids[k], dtype, dsts[k], bytes[k]) for k in order,
+  // every id, dtype, size and dst checked before any moves (an error names
+  // the entry and its param); one failing partway releases what this call
+  // gathered. ReleaseMany: Release of each, refused before any is released
+  // when one is not gathered as often as the list names it.
+  absl::Status GatherIntoMany(const int32_t* ids, size_t count, DType dtype,
+                              void* const* dsts, const size_t* bytes);
+  absl::Status ReleaseMany(const int32_t* ids, size_t count);
   absl::StatusOr<void*> GradBuffer(int id);
   absl::Status GradReady(int id);
   absl::StatusOr<StepInfo> Step();
@@ -165,6 +174,9 @@ class Engine {
   // Step at the boundary: no trainable param gathered as a copy
   // (ParamRecord::gathered_copies), else an error naming them.
   absl::Status CheckNoStaleCopies() const;
+  // What GatherInto refuses of its arguments (id, dtype, size, dst), naming
+  // the param; GatherIntoMany checks every entry with it first.
+  absl::Status CheckGatherIntoArgs(int id, DType dtype, const void* dst, size_t bytes) const;
   // Waits for the device's queued work; its sticky error, if any, fails the
   // engine naming `call` and the device.
   absl::Status DeviceReady(const char* call);

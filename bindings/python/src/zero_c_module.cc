@@ -180,6 +180,29 @@ class Engine {
     });
   }
 
+  // 1.15: gather_into of `count` params in one call: ids (int32), dsts
+  // (addresses) and bytes (size_t) are arrays of `count` at those host
+  // addresses, which the caller keeps (zero.torch fills them once per
+  // module: no Python object per param or per call).
+  void GatherIntoMany(uintptr_t ids, size_t count, int32_t dtype, uintptr_t dsts,
+                      uintptr_t bytes) {
+    zero_engine_t* e = get();
+    CheckNoGil([&] {
+      return zero_engine_gather_into_many(e, reinterpret_cast<const int32_t*>(ids), count,
+                                          static_cast<zero_dtype>(dtype),
+                                          reinterpret_cast<void* const*>(dsts),
+                                          reinterpret_cast<const size_t*>(bytes));
+    });
+  }
+
+  // 1.15: release of `count` params whose int32 ids are at host address `ids`.
+  void ReleaseMany(uintptr_t ids, size_t count) {
+    zero_engine_t* e = get();
+    CheckNoGil([&] {
+      return zero_engine_release_many(e, reinterpret_cast<const int32_t*>(ids), count);
+    });
+  }
+
   // 1.8: this micro-step's gradient from `bytes` at host `src` of `dtype`
   // (rounded to the param's dtype inside), handed over.
   void SetGrad(int32_t id, int32_t dtype, uintptr_t src, size_t bytes) {
@@ -560,6 +583,9 @@ PYBIND11_MODULE(_zero_c, m) {
       .def("gather_into", &Engine::GatherInto, py::arg("id"), py::arg("dtype"), py::arg("dst"),
            py::arg("bytes"))
       .def("release", &Engine::Release, py::arg("id"))
+      .def("gather_into_many", &Engine::GatherIntoMany, py::arg("ids"), py::arg("count"),
+           py::arg("dtype"), py::arg("dsts"), py::arg("bytes"))
+      .def("release_many", &Engine::ReleaseMany, py::arg("ids"), py::arg("count"))
       .def("set_grad", &Engine::SetGrad, py::arg("id"), py::arg("dtype"), py::arg("src"),
            py::arg("bytes"))
       .def("grad_buffer", &Engine::GradBuffer, py::arg("id"))

@@ -257,11 +257,7 @@ class ZeroTorchEngine(_ParamStorage, _Stage3Params, _ModuleHooks, _StateDicts,
             if self._trainable[i] and not self._handed[i]:
                 self._hand_in(i)
         if self.stage == 3:
-            # Modules whose inputs needed no gradient never ran the
-            # _ModuleBackward around them.
-            for i in range(len(self._params)):
-                while self._gather_count[i] > 0:
-                    self._release_param(i)
+            self._release_leftovers()
         self.micro_steps += 1
 
     def _finish_plain_backward(self) -> None:

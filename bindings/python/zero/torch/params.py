@@ -106,6 +106,13 @@ class _ParamStorage:
         # 1.7) unless torch computes in another dtype (fp16 on the CPU).
         self._gather_into = self._gather_pool is not None and not self._upcast
         self._runtime_dtype = int(self.zero.dtype)
+        # ... a unit's params in one runtime call per gather and release
+        # (C ABI 1.15; stage3._Block). ZERO_TORCH_PER_PARAM_CALLS=1: one call
+        # per param, as before (host_overhead_bench.py compares the two).
+        self._batched_calls = (self._gather_into and
+                               os.environ.get("ZERO_TORCH_PER_PARAM_CALLS", "") != "1")
+        self._blocks: Dict[int, Any] = {}  # id(unit module) -> stage3._Block
+        self._gather_element_size = torch.empty((), dtype=self.compute_dtype).element_size()
         # Stage 3: each param's placeholder, made once (a release is then
         # one ``p.data =``, no allocation), and its shape as a tuple (the
         # GatherPool's key, read at every gather).

@@ -3,8 +3,9 @@ into torch-owned copies (GatherPool buffers on the host) and releases, and
 Linear weight gradients computed straight into the runtime's buffer."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, List, Optional, Sequence
 
+import numpy as np
 import torch
 
 from .launch import _owner_of
@@ -74,6 +75,31 @@ def _hand_in_weight_grad(weight: torch.Tensor, g2: torch.Tensor, x2: torch.Tenso
     return True
 
 
+class _Block:
+    """A gather unit's params as the runtime's batched calls take them
+    (zero_engine_gather_into_many / zero_engine_release_many, C ABI 1.15):
+    their ids, sizes and (filled at each gather) destinations in arrays made
+    once, so a module's gather and release are one call each with no Python
+    object per param or per call beyond the pool's buffers. Rebuilt when the
+    unit's list grows (an external param joins it)."""
+
+    __slots__ = ("n", "ids", "dsts", "nbytes", "ids_addr", "dsts_addr", "bytes_addr",
+                 "taken")
+
+    def __init__(self, idx: List[int], ids: List[int], shapes: List[tuple],
+                 element_size: int) -> None:
+        self.n = len(idx)
+        self.ids = np.array([ids[i] for i in idx], dtype=np.int32)
+        self.nbytes = np.array([int(np.prod(shapes[i], dtype=np.int64)) * element_size
+                                for i in idx], dtype=np.uintp)
+        self.dsts = np.zeros(self.n, dtype=np.uintp)
+        self.ids_addr = int(self.ids.ctypes.data)
+        self.dsts_addr = int(self.dsts.ctypes.data)
+        self.bytes_addr = int(self.nbytes.ctypes.data)
+        #: Per entry during a gather: the pool's tensor a first gather took.
+        self.taken: List[Optional[torch.Tensor]] = [None] * self.n
+
+
 class _Stage3Params:
     """ZeroTorchEngine's part: gathering and releasing stage-3 params."""
 
@@ -132,16 +158,19 @@ class _Stage3Params:
             for i in idx:
                 self._gather_param(i)
             return
-        # The host's steady state, the whole module in one loop over bound
-        # locals (_gather_param's first branch, param by param in order):
-        # twice per module and step, so its per-param Python is the
-        # host overhead that stage 3 adds.
+        # Inside a Join the runtime calls go through zero.Engine, where the
+        # Join records them for its shadow micro-steps (join.py).
+        joined = getattr(self, "_join", None) is not None
+        if self._batched_calls and not joined:
+            self._gather_block(self._block_of(id(module), idx), idx)
+            return
+        # One call per param: the host's steady state, the whole module in
+        # one loop over bound locals (_gather_param's first branch, param by
+        # param in order).
         counts, ids, params, shapes = (self._gather_count, self._ids, self._params,
                                        self._shapes)
         pool, dtype = self._gather_pool, self._runtime_dtype
-        # Inside a Join the runtime calls go through zero.Engine, where the
-        # Join records them for its shadow micro-steps (join.py).
-        gather_into = (self.zero._c.gather_into if getattr(self, "_join", None) is None
+        gather_into = (self.zero._c.gather_into if not joined
                        else self.zero._gather_into_address)
         for i in idx:
             if counts[i] == 0:
@@ -156,10 +185,58 @@ class _Stage3Params:
             else:
                 self._gather_param(i)
 
+    def _block_of(self, key: int, idx: List[int]) -> _Block:
+        """The _Block of the unit whose id() is ``key`` (params ``idx``)."""
+        block = self._blocks.get(key)
+        if block is None or block.n != len(idx):
+            block = _Block(idx, self._ids, self._shapes, self._gather_element_size)
+            self._blocks[key] = block
+        return block
+
+    def _gather_block(self, block: _Block, idx: List[int]) -> None:
+        """The host's steady state: a unit's params gathered by one runtime
+        call (every rank gathers the same list in the same order, as the
+        single calls did). A param's first gather takes a pool buffer; a
+        nested one (held already, or named twice) is written again into the
+        buffer it holds, as _gather_param does."""
+        counts, params, shapes = self._gather_count, self._params, self._shapes
+        pool, dsts, taken = self._gather_pool, block.dsts, block.taken
+        k = 0
+        try:
+            for i in idx:
+                n = counts[i]
+                if n == 0:
+                    t, dsts[k], _ = pool.take(i, shapes[i])
+                    taken[k] = t
+                else:
+                    dsts[k] = pool.held(i)[0]
+                counts[i] = n + 1
+                k += 1
+            self.zero._c.gather_into_many(block.ids_addr, block.n, self._runtime_dtype,
+                                          block.dsts_addr, block.bytes_addr)
+        except BaseException:
+            # The runtime gathered none of the list: every count and buffer
+            # taken above goes back.
+            for j in range(k):
+                i = idx[j]
+                counts[i] -= 1
+                if taken[j] is not None:
+                    taken[j] = None
+                    pool.give_back(i)
+            raise
+        for j, i in enumerate(idx):
+            t = taken[j]
+            if t is not None:
+                taken[j] = None
+                params[i].data = t
+
     def _release_module(self, module: torch.nn.Module, backward: bool = False) -> None:
         idx = self._module_params.get(id(module))
         if not idx:
             return
+        if self._batched_calls and getattr(self, "_join", None) is None:
+            if self._release_if_held(id(module), idx):
+                return
         # As _release_param for each gathered param, in one loop (the guard
         # stood back once for the module).
         counts, ids, params, holders = (self._gather_count, self._ids, self._params,
@@ -181,6 +258,53 @@ class _Stage3Params:
                         pool.give_back(i)
         finally:
             self._busy -= 1
+
+    def _release_if_held(self, key: int, idx: List[int]) -> bool:
+        """_release_module's steady state: when every param of the unit
+        (id() ``key``) is gathered, one runtime call releases them all (or,
+        failing, none), then each one's last release puts its placeholder
+        back. False: some param is not gathered; nothing was done."""
+        # Counted down as checked (a param the list names twice must be
+        # held twice), and back up if any is not held or the call fails.
+        counts = self._gather_count
+        k = 0
+        for i in idx:
+            if counts[i] <= 0:
+                break
+            counts[i] -= 1
+            k += 1
+        try:
+            if k < len(idx):
+                return False
+            block = self._block_of(key, idx)
+            self.zero._c.release_many(block.ids_addr, block.n)
+            k = 0
+        finally:
+            for j in range(k):
+                counts[idx[j]] += 1
+        params, holders, pool = self._params, self._placeholders, self._gather_pool
+        self._busy += 1
+        try:
+            for i in idx:
+                if counts[i] == 0:
+                    params[i].data = holders[i]
+                    pool.give_back(i)
+        finally:
+            self._busy -= 1
+        return True
+
+    def _release_leftovers(self) -> None:
+        """After a backward: what the hooks left gathered (the modules whose
+        inputs needed no gradient never ran the _ModuleBackward around
+        them), a unit at a time where it is held whole, else param by
+        param, until nothing is."""
+        if self._batched_calls and getattr(self, "_join", None) is None:
+            for key, idx in self._module_params.items():
+                if idx:
+                    self._release_if_held(key, idx)
+        for i in range(len(self._params)):
+            while self._gather_count[i] > 0:
+                self._release_param(i)
 
     def _release_param(self, i: int) -> None:
         self._gather_count[i] -= 1

@@ -11,6 +11,7 @@ use crate::error::{check, Error, Result, Status};
 
 mod fill;
 mod gather;
+mod gather_many;
 mod grads;
 mod observe;
 mod param_desc;
@@ -18,6 +19,7 @@ mod pretrained;
 
 use fill::{fill_trampoline, FillState};
 pub use gather::{Gathered, GatheredInto, ParamData, ParamDataMut};
+pub use gather_many::GatheredIntoMany;
 pub use grads::GradBuffer;
 pub use param_desc::{InitSpec, ParamDesc, ParamId, ParamInfo};
 pub use pretrained::LoadSafetensorsOptions;

@@ -51,7 +51,7 @@ pub use config::{Config, ConfigBuilder, DType, Optimizer};
 pub use device::{DeviceInfo, DeviceKind, DeviceSlice, DeviceSliceMut, Element};
 pub use engine::{CommLogEntry, StepBreakdown};
 pub use engine::{
-    Engine, Gathered, GatheredInto, GradBuffer, InitSpec, LoadSafetensorsOptions, ParamData,
+    Engine, Gathered, GatheredInto, GatheredIntoMany, GradBuffer, InitSpec, LoadSafetensorsOptions, ParamData,
     ParamDataMut, ParamDesc, ParamId, ParamInfo, Stats, StepInfo,
 };
 pub use error::{Error, Result, Status};
