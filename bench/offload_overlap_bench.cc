@@ -7,10 +7,11 @@
 //   delayed  the same with offload_optimizer.delayed_update: the host
 //            update runs behind the next step's compute.
 // The link: each host<->device Copy takes bytes / link_gbps (one link per
-// direction: concurrent copies in one direction queue), slept, so it costs
-// no CPU, as a DMA engine does not. The compute: forward and backward are
-// `compute_ms` slept on the calling thread (the caller waiting for the
-// GPU). The host Adam is real: cpu::OptimizerStep over the owned arrays.
+// direction: concurrent copies in one direction queue): a memcpy on the
+// copying thread after the stream's queued work, the rest of the time
+// slept, so only the memcpy costs CPU (a DMA engine's costs none). The
+// compute: forward and backward are `compute_ms` slept on the calling
+// thread (the caller waiting for the GPU). The host Adam is real: cpu::OptimizerStep over the owned arrays.
 // The none mode's device Adam runs on the stand-in's worker, on the CPU,
 // where a GPU's would take a millisecond: none is slower here than there.
 //
@@ -23,14 +24,16 @@
 // the stand-in the step also holds the norm and casts a GPU does in
 // microseconds, run here on the CPU) and `update_vs_max_adam_copy` its
 // update phase alone (wall_clock_breakdown: gradients down, host Adam,
-// params up); beside them the step's copies as the stand-in ran them
-// (`memcpy_ms`: memcpys on its worker, CPU the host Adam also wants, where
-// a GPU's DMA engines take none) and at the model (`link_model_ms`), and
-// the step's CPU time over the Adam's (`step_cpu_vs_adam_cpu`, all
-// threads: on a loaded machine the wall clock is mostly waiting). With compute (default 1.5 x adam_ms, so the host Adam fits
-// behind it on an idle machine): none, exact and delayed engines stepped in
-// turn, `exact_vs_no_offload` and `delayed_vs_no_offload` (target <= 1.1
-// for delayed). Then the test MLP's evaluation loss after 10 / 50 / 200
+// params up); beside them the step's copies as run (`memcpy_ms` wall,
+// `memcpy_cpu_ms`: memcpys, CPU the host Adam also wants, where a GPU's
+// DMA engines take none) and as modelled (`link_model_ms`), `memcpy_bound`
+// = (Adam CPU + memcpy CPU) / Adam CPU, the least update / Adam the cores
+// allow, and the step's CPU time over the Adam's (`step_cpu_vs_adam_cpu`,
+// all threads: on a loaded machine the wall clock is mostly waiting). With
+// compute (default 1.5 x adam_ms, so the host Adam fits behind it on an
+// idle machine): none, exact and delayed engines stepped in turn,
+// `exact_vs_no_offload` and `delayed_vs_no_offload` (target <= 1.1 for
+// delayed). Then the test MLP's evaluation loss after 10 / 50 / 200
 // steps, exact and delayed (convergence).
 //
 // Usage: offload_overlap_bench [params=8e6] [steps=8] [link_gbps=8]
@@ -44,6 +47,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -72,6 +76,11 @@ double CpuNow() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+double ThreadCpuNow() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 void Check(const absl::Status& s, const char* what) {
   if (!s.ok()) {
@@ -93,7 +102,14 @@ class ModelledLinkDevice : public zero::testing::ForwardingDevice {
     if (to_dev == from_dev) return inner()->Copy(dst, src, b);
     std::lock_guard<std::mutex> l(to_dev ? up_ : down_);
     const double t0 = Now();
-    inner()->Copy(dst, src, b);
+    // After the device work queued before it, as a copy on the stream is;
+    // then the bytes move on this thread: one engine per direction, as a
+    // GPU has, each copy's CPU measured on its own (the stand-in's Copy
+    // would run both directions on its one worker).
+    inner()->Synchronize();
+    const double c0 = ThreadCpuNow();
+    std::memcpy(Bytes(dst), Bytes(src), b);
+    memcpy_cpu_ns_ += static_cast<int64_t>((ThreadCpuNow() - c0) * 1e9);
     const double took = Now() - t0, model = static_cast<double>(b) / bytes_per_s_;
     memcpy_ns_ += static_cast<int64_t>(took * 1e9);
     model_ns_ += static_cast<int64_t>(model * 1e9);
@@ -121,9 +137,10 @@ class ModelledLinkDevice : public zero::testing::ForwardingDevice {
   }
   // Since the last call: ms the link's copies took as memcpys (the
   // stand-in's worker, on the CPU) and ms the model gives them.
-  void TakeCopyMs(double* memcpy_ms, double* model_ms) {
+  void TakeCopyMs(double* memcpy_ms, double* model_ms, double* memcpy_cpu_ms) {
     *memcpy_ms = memcpy_ns_.exchange(0) / 1e6;
     *model_ms = model_ns_.exchange(0) / 1e6;
+    *memcpy_cpu_ms = memcpy_cpu_ns_.exchange(0) / 1e6;
   }
   absl::Status status() const override { return inner()->status(); }
   void* stream_handle() const override { return inner()->stream_handle(); }
@@ -136,7 +153,13 @@ class ModelledLinkDevice : public zero::testing::ForwardingDevice {
  private:
   const double bytes_per_s_;
   std::mutex up_, down_;
-  std::atomic<int64_t> memcpy_ns_{0}, model_ns_{0};
+  // Device memory through its alias (the stand-in's bytes), host as it is.
+  static void* Bytes(const void* p) {
+    void* a = zero::GuardedDevice::Alias(p);
+    return a != nullptr ? a : const_cast<void*>(p);
+  }
+
+  std::atomic<int64_t> memcpy_ns_{0}, model_ns_{0}, memcpy_cpu_ns_{0};
   std::atomic<bool> trace_{false};
   std::mutex trace_mu_;
   std::vector<Traced> copies_;
@@ -276,15 +299,15 @@ int main(int argc, char** argv) {
     {
       Runner exact(stage, "exact", params, gbps);
       std::vector<double> step_r, update_r, step_ms, update_ms, adam_v, memcpy_v, model_v,
-          cpu_r, step_cpu_v, adam_cpu_v;
+          cpu_r, step_cpu_v, adam_cpu_v, memcpy_cpu_v, bound_v;
       for (int s = 0; s < steps + 2; ++s) {
-        double update = 0, a_cpu = 0, s_cpu = 0, memcpy_ms = 0, model_ms = 0;
+        double update = 0, a_cpu = 0, s_cpu = 0, memcpy_ms = 0, model_ms = 0, memcpy_cpu = 0;
         const double a = adam.Ms(&a_cpu);
-        exact.link()->TakeCopyMs(&memcpy_ms, &model_ms);
+        exact.link()->TakeCopyMs(&memcpy_ms, &model_ms, &memcpy_cpu);
         exact.link()->Trace(trace && s == steps + 1);
         const double t0 = Now();
         const double ms = exact.Step(0.0, &update, &s_cpu);
-        exact.link()->TakeCopyMs(&memcpy_ms, &model_ms);
+        exact.link()->TakeCopyMs(&memcpy_ms, &model_ms, &memcpy_cpu);
         // The last step's copies, ms from the step's start: the update's
         // pieces are the down/up pairs (a down's memcpy waits behind the
         // device work queued before it; an up starts when its piece's
@@ -308,6 +331,10 @@ int main(int argc, char** argv) {
         step_cpu_v.push_back(s_cpu);
         adam_cpu_v.push_back(a_cpu);
         cpu_r.push_back(s_cpu / a_cpu);
+        memcpy_cpu_v.push_back(memcpy_cpu);
+        // The least update / Adam wall the cores allow when the copies are
+        // memcpys: their CPU shares the cores the Adam's threads use.
+        bound_v.push_back((a_cpu + memcpy_cpu) / a_cpu);
       }
       // memcpy_ms: the step's host<->device copies as the stand-in ran them
       // (memcpys on its worker thread, CPU the host Adam also wants);
@@ -315,12 +342,13 @@ int main(int argc, char** argv) {
       // directions, summed; copy_ms is the slower direction alone).
       std::printf("{\"bench\":\"offload_overlap\",\"stage\":%d,\"mode\":\"exact\","
                   "\"compute_ms\":0,\"step_ms\":%.3f,\"update_ms\":%.3f,\"adam_ms\":%.3f,"
-                  "\"memcpy_ms\":%.3f,\"link_model_ms\":%.3f,\"step_cpu_ms\":%.3f,"
+                  "\"memcpy_ms\":%.3f,\"memcpy_cpu_ms\":%.3f,\"link_model_ms\":%.3f,"
+                  "\"memcpy_bound\":%.3f,\"step_cpu_ms\":%.3f,"
                   "\"adam_cpu_ms\":%.3f,\"step_cpu_vs_adam_cpu\":%.3f,"
                   "\"vs_max_adam_copy\":%.3f,\"update_vs_max_adam_copy\":%.3f}\n",
                   stage, Median(step_ms), Median(update_ms), Median(adam_v), Median(memcpy_v),
-                  Median(model_v), Median(step_cpu_v), Median(adam_cpu_v), Median(cpu_r),
-                  Median(step_r), Median(update_r));
+                  Median(memcpy_cpu_v), Median(model_v), Median(bound_v), Median(step_cpu_v),
+                  Median(adam_cpu_v), Median(cpu_r), Median(step_r), Median(update_r));
       std::fflush(stdout);
     }
     // The three modes with compute, a step of each in turn.
