@@ -7,10 +7,11 @@
 //   delayed  the same with offload_optimizer.delayed_update: the host
 //            update runs behind the next step's compute.
 // The link: each host<->device Copy takes bytes / link_gbps (one link per
-// direction: concurrent copies in one direction queue), slept, so it costs
-// no CPU, as a DMA engine does not. The compute: forward and backward are
-// `compute_ms` slept on the calling thread (the caller waiting for the
-// GPU). The host Adam is real: cpu::OptimizerStep over the owned arrays.
+// direction: concurrent copies in one direction queue): a memcpy on the
+// copying thread after the stream's queued work, the rest of the time
+// slept, so only the memcpy costs CPU (a DMA engine's costs none). The
+// compute: forward and backward are `compute_ms` slept on the calling
+// thread (the caller waiting for the GPU). The host Adam is real: cpu::OptimizerStep over the owned arrays.
 // The none mode's device Adam runs on the stand-in's worker, on the CPU,
 // where a GPU's would take a millisecond: none is slower here than there.
 //
@@ -23,18 +24,30 @@
 // the stand-in the step also holds the norm and casts a GPU does in
 // microseconds, run here on the CPU) and `update_vs_max_adam_copy` its
 // update phase alone (wall_clock_breakdown: gradients down, host Adam,
-// params up). With compute (default 1.5 x adam_ms, so the host Adam fits
-// behind it on an idle machine): none, exact and delayed engines stepped in
-// turn, `exact_vs_no_offload` and `delayed_vs_no_offload` (target <= 1.1
-// for delayed). Then the test MLP's evaluation loss after 10 / 50 / 200
+// params up); beside them the step's copies as run (`memcpy_ms` wall,
+// `memcpy_cpu_ms`: memcpys, CPU the host Adam also wants, where a GPU's
+// DMA engines take none) and as modelled (`link_model_ms`), `memcpy_bound`
+// = (Adam CPU + memcpy CPU) / Adam CPU, the least update / Adam the cores
+// allow, and the step's CPU time over the Adam's (`step_cpu_vs_adam_cpu`,
+// all threads: on a loaded machine the wall clock is mostly waiting). With
+// compute (default 1.5 x adam_ms, so the host Adam fits behind it on an
+// idle machine): none, exact and delayed engines stepped in turn,
+// `exact_vs_no_offload` and `delayed_vs_no_offload` (target <= 1.1 for
+// delayed). Then the test MLP's evaluation loss after 10 / 50 / 200
 // steps, exact and delayed (convergence).
 //
 // Usage: offload_overlap_bench [params=8e6] [steps=8] [link_gbps=8]
 //                              [compute_ms=auto: 1.5 x adam_ms]
+// OFFLOAD_OVERLAP_TRACE=1 adds the timeline of each stage's last exact
+// step: one line per host<->device copy.
+#include <time.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -54,6 +67,19 @@ namespace {
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The process's CPU seconds, every thread's: on a loaded machine the wall
+// clock is mostly waiting for a core, the CPU time is the work.
+double CpuNow() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+double ThreadCpuNow() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 void Check(const absl::Status& s, const char* what) {
@@ -76,9 +102,45 @@ class ModelledLinkDevice : public zero::testing::ForwardingDevice {
     if (to_dev == from_dev) return inner()->Copy(dst, src, b);
     std::lock_guard<std::mutex> l(to_dev ? up_ : down_);
     const double t0 = Now();
-    inner()->Copy(dst, src, b);
-    const double left = static_cast<double>(b) / bytes_per_s_ - (Now() - t0);
-    if (left > 0) std::this_thread::sleep_for(std::chrono::duration<double>(left));
+    // After the device work queued before it, as a copy on the stream is;
+    // then the bytes move on this thread: one engine per direction, as a
+    // GPU has, each copy's CPU measured on its own (the stand-in's Copy
+    // would run both directions on its one worker).
+    inner()->Synchronize();
+    const double c0 = ThreadCpuNow();
+    std::memcpy(Bytes(dst), Bytes(src), b);
+    memcpy_cpu_ns_ += static_cast<int64_t>((ThreadCpuNow() - c0) * 1e9);
+    const double took = Now() - t0, model = static_cast<double>(b) / bytes_per_s_;
+    memcpy_ns_ += static_cast<int64_t>(took * 1e9);
+    model_ns_ += static_cast<int64_t>(model * 1e9);
+    if (model > took) std::this_thread::sleep_for(std::chrono::duration<double>(model - took));
+    if (trace_) {
+      std::lock_guard<std::mutex> t(trace_mu_);
+      copies_.push_back({to_dev, b, t0, t0 + took, Now()});
+    }
+  }
+  // One copy of the timeline: direction, bytes, when it started, when its
+  // memcpy ended and when the modelled link let it return.
+  struct Traced {
+    bool up;
+    size_t bytes;
+    double start, memcpy_end, end;
+  };
+  void Trace(bool on) {
+    std::lock_guard<std::mutex> t(trace_mu_);
+    trace_ = on;
+    copies_.clear();
+  }
+  std::vector<Traced> Copies() {
+    std::lock_guard<std::mutex> t(trace_mu_);
+    return copies_;
+  }
+  // Since the last call: ms the link's copies took as memcpys (the
+  // stand-in's worker, on the CPU) and ms the model gives them.
+  void TakeCopyMs(double* memcpy_ms, double* model_ms, double* memcpy_cpu_ms) {
+    *memcpy_ms = memcpy_ns_.exchange(0) / 1e6;
+    *model_ms = model_ns_.exchange(0) / 1e6;
+    *memcpy_cpu_ms = memcpy_cpu_ns_.exchange(0) / 1e6;
   }
   absl::Status status() const override { return inner()->status(); }
   void* stream_handle() const override { return inner()->stream_handle(); }
@@ -91,6 +153,16 @@ class ModelledLinkDevice : public zero::testing::ForwardingDevice {
  private:
   const double bytes_per_s_;
   std::mutex up_, down_;
+  // Device memory through its alias (the stand-in's bytes), host as it is.
+  static void* Bytes(const void* p) {
+    void* a = zero::GuardedDevice::Alias(p);
+    return a != nullptr ? a : const_cast<void*>(p);
+  }
+
+  std::atomic<int64_t> memcpy_ns_{0}, model_ns_{0}, memcpy_cpu_ns_{0};
+  std::atomic<bool> trace_{false};
+  std::mutex trace_mu_;
+  std::vector<Traced> copies_;
 };
 
 // The host Adam alone over n elements (fp32 gradients in, bf16 working
@@ -101,11 +173,13 @@ class HostAdam {
   explicit HostAdam(int64_t n) : n_(n), g_(n, 1e-3f), p_(n, 0.5f), m_(n), v_(n), w_(n) {
     opt_ = zero::MakeOptimizer(zero::Config());
   }
-  double Ms() {
-    const double t0 = Now();
+  // Its CPU ms (all threads) in *cpu_ms.
+  double Ms(double* cpu_ms = nullptr) {
+    const double t0 = Now(), c0 = CpuNow();
     zero::cpu::OptimizerStep(opt_->Scalars(1e-3, ++step_, 1.0f), g_.data(), zero::DType::kF32,
                              p_.data(), m_.data(), v_.data(), n_, w_.data(),
                              zero::DType::kBF16, false);
+    if (cpu_ms != nullptr) *cpu_ms = (CpuNow() - c0) * 1e3;
     return (Now() - t0) * 1e3;
   }
 
@@ -141,7 +215,9 @@ class Runner {
     auto e = zero::Engine::Create(c, comms_[0].get());
     Check(e.status(), "create");
     e_ = std::move(*e);
-    Check(e_->SetDevice(std::make_unique<ModelledLinkDevice>(gbps)), "set_device");
+    auto link = std::make_unique<ModelledLinkDevice>(gbps);
+    link_ = link.get();
+    Check(e_->SetDevice(std::move(link)), "set_device");
     for (int i = 0; i < 4; ++i) {
       zero::ParamSpec p;
       p.name = "p" + std::to_string(i);
@@ -153,9 +229,11 @@ class Runner {
     }
     Check(e_->Finalize(), "finalize");
   }
+  ModelledLinkDevice* link() const { return link_; }
   // One step with `compute_ms` of modelled forward and backward: its wall
-  // ms, and the boundary's update phase in *update_ms.
-  double Step(double compute_ms, double* update_ms) {
+  // ms, the boundary's update phase in *update_ms and Engine::Step's CPU
+  // ms (all threads) in *step_cpu_ms.
+  double Step(double compute_ms, double* update_ms, double* step_cpu_ms = nullptr) {
     const double t0 = Now();
     if (stage_ == 3) {
       for (int id : ids_) {
@@ -168,8 +246,10 @@ class Runner {
       Check(e_->GradBuffer(*it).status(), "grad_buffer");
       Check(e_->GradReady(*it), "grad_ready");
     }
+    const double c0 = CpuNow();
     Check(e_->Step().status(), "step");
     e_->device()->Synchronize();
+    if (step_cpu_ms != nullptr) *step_cpu_ms = (CpuNow() - c0) * 1e3;
     if (update_ms != nullptr) *update_ms = e_->recorder()->last().at(zero::Phase::kUpdate);
     return (Now() - t0) * 1e3;
   }
@@ -179,6 +259,7 @@ class Runner {
   std::vector<std::unique_ptr<zero::Communicator>> comms_;
   std::unique_ptr<zero::Engine> e_;
   std::vector<int> ids_;
+  ModelledLinkDevice* link_ = nullptr;  // owned by e_
 };
 
 // The test MLP (tests/testing/mlp_harness.h) on the stand-in, one rank:
@@ -202,6 +283,7 @@ int main(int argc, char** argv) {
   const int64_t params = argc > 1 ? static_cast<int64_t>(std::atof(argv[1])) : 8000000;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 8;
   const double gbps = argc > 3 ? std::atof(argv[3]) : 8.0;
+  const bool trace = std::getenv("OFFLOAD_OVERLAP_TRACE") != nullptr;
   HostAdam adam(params);
   std::vector<double> alone;
   for (int i = 0; i < 3; ++i) alone.push_back(adam.Ms());
@@ -216,22 +298,57 @@ int main(int argc, char** argv) {
     // Exact mode with no compute, each step beside one host Adam alone.
     {
       Runner exact(stage, "exact", params, gbps);
-      std::vector<double> step_r, update_r, step_ms, adam_v;
+      std::vector<double> step_r, update_r, step_ms, update_ms, adam_v, memcpy_v, model_v,
+          cpu_r, step_cpu_v, adam_cpu_v, memcpy_cpu_v, bound_v;
       for (int s = 0; s < steps + 2; ++s) {
-        double update = 0;
-        const double a = adam.Ms();
-        const double ms = exact.Step(0.0, &update);
+        double update = 0, a_cpu = 0, s_cpu = 0, memcpy_ms = 0, model_ms = 0, memcpy_cpu = 0;
+        const double a = adam.Ms(&a_cpu);
+        exact.link()->TakeCopyMs(&memcpy_ms, &model_ms, &memcpy_cpu);
+        exact.link()->Trace(trace && s == steps + 1);
+        const double t0 = Now();
+        const double ms = exact.Step(0.0, &update, &s_cpu);
+        exact.link()->TakeCopyMs(&memcpy_ms, &model_ms, &memcpy_cpu);
+        // The last step's copies, ms from the step's start: the update's
+        // pieces are the down/up pairs (a down's memcpy waits behind the
+        // device work queued before it; an up starts when its piece's
+        // host Adam ended).
+        for (const ModelledLinkDevice::Traced& c : exact.link()->Copies()) {
+          std::printf("{\"bench\":\"offload_overlap\",\"what\":\"copy\",\"stage\":%d,"
+                      "\"dir\":\"%s\",\"mb\":%.2f,\"start_ms\":%.2f,\"memcpy_end_ms\":%.2f,"
+                      "\"end_ms\":%.2f}\n",
+                      stage, c.up ? "up" : "down", c.bytes / 1e6, (c.start - t0) * 1e3,
+                      (c.memcpy_end - t0) * 1e3, (c.end - t0) * 1e3);
+        }
         if (s < 2) continue;  // warm-up
         const double floor = std::max(a, copy_ms);
         step_r.push_back(ms / floor);
         update_r.push_back(update / floor);
         step_ms.push_back(ms);
+        update_ms.push_back(update);
         adam_v.push_back(a);
+        memcpy_v.push_back(memcpy_ms);
+        model_v.push_back(model_ms);
+        step_cpu_v.push_back(s_cpu);
+        adam_cpu_v.push_back(a_cpu);
+        cpu_r.push_back(s_cpu / a_cpu);
+        memcpy_cpu_v.push_back(memcpy_cpu);
+        // The least update / Adam wall the cores allow when the copies are
+        // memcpys: their CPU shares the cores the Adam's threads use.
+        bound_v.push_back((a_cpu + memcpy_cpu) / a_cpu);
       }
+      // memcpy_ms: the step's host<->device copies as the stand-in ran them
+      // (memcpys on its worker thread, CPU the host Adam also wants);
+      // link_model_ms: the same copies at the modelled link (both
+      // directions, summed; copy_ms is the slower direction alone).
       std::printf("{\"bench\":\"offload_overlap\",\"stage\":%d,\"mode\":\"exact\","
-                  "\"compute_ms\":0,\"step_ms\":%.3f,\"adam_ms\":%.3f,"
+                  "\"compute_ms\":0,\"step_ms\":%.3f,\"update_ms\":%.3f,\"adam_ms\":%.3f,"
+                  "\"memcpy_ms\":%.3f,\"memcpy_cpu_ms\":%.3f,\"link_model_ms\":%.3f,"
+                  "\"memcpy_bound\":%.3f,\"step_cpu_ms\":%.3f,"
+                  "\"adam_cpu_ms\":%.3f,\"step_cpu_vs_adam_cpu\":%.3f,"
                   "\"vs_max_adam_copy\":%.3f,\"update_vs_max_adam_copy\":%.3f}\n",
-                  stage, Median(step_ms), Median(adam_v), Median(step_r), Median(update_r));
+                  stage, Median(step_ms), Median(update_ms), Median(adam_v), Median(memcpy_v),
+                  Median(memcpy_cpu_v), Median(model_v), Median(bound_v), Median(step_cpu_v),
+                  Median(adam_cpu_v), Median(cpu_r), Median(step_r), Median(update_r));
       std::fflush(stdout);
     }
     // The three modes with compute, a step of each in turn.

@@ -1,10 +1,10 @@
 #include "core/engine/host_state_store.h"
 
 #include <algorithm>
-#include <future>
 #include <vector>
 
 #include "core/common/status_macros.h"
+#include "core/engine/copy_lane.h"
 #include "core/engine/sharded_state.h"
 
 namespace zero {
@@ -12,22 +12,51 @@ namespace {
 
 // At least about 8 pieces over the owned range (of 64K elements or more):
 // with one piece the copy down, the update and the copy up run one after
-// another; with k, all but about 2/k of the copies overlap the update.
+// another; with k, all but about 2/k of the copies overlap the update. A
+// multiple of 64 (8-bit moments' blocks) where sub_group_size allows.
 int64_t HostPieceCap(const Config& c, const std::vector<int64_t>& owned) {
   int64_t total = 0;
   for (int64_t len : owned) total += len;
-  return std::max<int64_t>(1, std::min<int64_t>({c.sub_group_size, int64_t{1} << 22,
-                                                 std::max<int64_t>(int64_t{1} << 16,
-                                                                   (total + 7) / 8)}));
+  int64_t cap = std::max<int64_t>(int64_t{1} << 16, (total + 7) / 8) / 64 * 64;
+  return std::max<int64_t>(1, std::min<int64_t>({c.sub_group_size, int64_t{1} << 22, cap}));
 }
 
 }  // namespace
 
 int64_t HostUpdatePieceElems(const Config& c, const std::vector<int64_t>& owned) {
-  const int64_t cap = HostPieceCap(c, owned);
   int64_t piece = 0;
-  for (int64_t len : owned) piece = std::max(piece, std::min(cap, len));
+  for (const HostPiece& p : HostUpdatePieces(c, owned)) piece = std::max(piece, p.len);
   return piece;
+}
+
+std::vector<HostPiece> HostUpdatePieces(const Config& c, const std::vector<int64_t>& owned) {
+  const int64_t cap = HostPieceCap(c, owned);
+  std::vector<HostPiece> pieces;
+  for (size_t g = 0; g < owned.size(); ++g) {
+    for (int64_t b = 0; b < owned[g]; b += cap) {
+      pieces.push_back({static_cast<int>(g), b, std::min(cap, owned[g] - b)});
+    }
+  }
+  // The pipeline's fill (the first piece's copy down) and drain (the last
+  // one's copy up) overlap nothing: the first and last pieces are cut to a
+  // quarter (on a multiple of 64), so they cost a quarter of a piece's copy.
+  auto quarter = [](int64_t len) { return (len / 4 + 63) / 64 * 64; };
+  if (pieces.size() >= 2 && quarter(pieces.front().len) < pieces.front().len) {
+    HostPiece& f = pieces.front();
+    const int64_t q = quarter(f.len);
+    pieces.insert(pieces.begin() + 1, {f.g, f.begin + q, f.len - q});
+    pieces.front().len = q;
+  }
+  if (pieces.size() >= 3) {
+    HostPiece& l = pieces.back();
+    const int64_t keep = (l.len - quarter(l.len)) / 64 * 64;
+    if (keep > 0 && keep < l.len) {
+      const HostPiece tail{l.g, l.begin + keep, l.len - keep};
+      l.len = keep;
+      pieces.push_back(tail);
+    }
+  }
+  return pieces;
 }
 
 absl::Status HostStateStore::Update(const OptimizerUpdate& u) {
@@ -76,71 +105,88 @@ float* HostStateStore::InMemory(int g, int array) {
   return DeviceStateStore::InMemory(g, array);
 }
 
+absl::Status HostStateStore::EnsurePipeline(int64_t largest) {
+  if (down_ == nullptr) {
+    down_ = std::make_unique<CopyLane>();
+    up_ = std::make_unique<CopyLane>();
+  }
+  if (largest <= buffer_elems_) return absl::OkStatus();
+  FreeBuffers();
+  Device* device = ctx_->device;
+  const bool pin = ctx_->config.offload_optimizer.pin_memory;
+  for (int i = 0; i < 2; ++i) {
+    ASSIGN_OR_RETURN(void* g, device->AllocateHost(largest * sizeof(float), pin));
+    gbuf_[i] = static_cast<float*>(g);
+    ASSIGN_OR_RETURN(void* w, device->AllocateHost(largest * ctx_->es(), pin));
+    wbuf_[i] = static_cast<char*>(w);
+  }
+  buffer_elems_ = largest;
+  return absl::OkStatus();
+}
+
+void HostStateStore::FreeBuffers() {
+  const bool pin = ctx_->config.offload_optimizer.pin_memory;
+  for (int i = 0; i < 2; ++i) {
+    if (gbuf_[i] != nullptr) ctx_->device->FreeHost(gbuf_[i], pin);
+    if (wbuf_[i] != nullptr) ctx_->device->FreeHost(wbuf_[i], pin);
+    gbuf_[i] = nullptr;
+    wbuf_[i] = nullptr;
+  }
+  buffer_elems_ = 0;
+}
+
+HostStateStore::~HostStateStore() {
+  JoinDelayed();
+  down_.reset();  // every copy ran before the buffers go
+  up_.reset();
+  FreeBuffers();
+}
+
 absl::Status HostStateStore::UpdatePipelined(const OptimizerUpdate& u) {
   Device* device = ctx_->device;
   Device* host = ctx_->host;
   const DType t = ctx_->dtype();
   const size_t es = ctx_->es();
-  const bool pin = ctx_->config.offload_optimizer.pin_memory;
-  struct Piece {
-    int g;
-    int64_t begin, len;
-  };
-  std::vector<Piece> pieces;
   std::vector<int64_t> owned;
   for (const Arrays& a : groups_) owned.push_back(a.len);
-  const int64_t cap = HostPieceCap(ctx_->config, owned);
-  int64_t largest = 0;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    for (int64_t b = 0; b < groups_[g].len; b += cap) {
-      pieces.push_back({static_cast<int>(g), b, std::min(cap, groups_[g].len - b)});
-      largest = std::max(largest, pieces.back().len);
-    }
-  }
+  const std::vector<HostPiece> pieces = HostUpdatePieces(ctx_->config, owned);
   if (pieces.empty()) return absl::OkStatus();
-  // Two grad buffers and two working-copy buffers, freed on every path.
-  std::vector<void*> bufs;
-  auto free_all = [&] {
-    for (void* p : bufs) device->FreeHost(p, pin);
-  };
-  for (int i = 0; i < 4; ++i) {
-    auto p = device->AllocateHost(largest * (i < 2 ? sizeof(float) : es), pin);
-    if (!p.ok()) {
-      free_all();
-      return p.status();
-    }
-    bufs.push_back(*p);
-  }
-  float* gbuf[2] = {static_cast<float*>(bufs[0]), static_cast<float*>(bufs[1])};
-  char* wbuf[2] = {static_cast<char*>(bufs[2]), static_cast<char*>(bufs[3])};
+  int64_t largest = 0;
+  for (const HostPiece& p : pieces) largest = std::max(largest, p.len);
+  RETURN_IF_ERROR(EnsurePipeline(largest));
   const std::vector<float*>& g32 = *u.grads;
+  // Piece k's gradients land in gbuf_[k % 2], its working copy is cast into
+  // wbuf_[k % 2]. The copy down of piece k+1 is queued before the update of
+  // piece k starts and the copy up of piece k right after it ends: the CPU
+  // waits for a copy only when the update needs its buffer.
   auto down = [&](size_t k) {
-    const Piece& p = pieces[k];
-    return std::async(std::launch::async, [device, p, dst = gbuf[k % 2], src = g32[p.g]] {
+    const HostPiece& p = pieces[k];
+    return down_->Submit([device, p, dst = gbuf_[k % 2], src = g32[p.g]] {
       device->Copy(dst, src + p.begin, p.len * sizeof(float));
     });
   };
-  std::future<void> next = down(0), up;
+  int64_t next = down(0);
+  int64_t up[2] = {0, 0};  // the copy up last queued from each wbuf_
   for (size_t k = 0; k < pieces.size(); ++k) {
-    const Piece& p = pieces[k];
+    const HostPiece& p = pieces[k];
     Arrays& s = groups_[p.g];
-    next.wait();
+    down_->Wait(next);
     if (k + 1 < pieces.size()) next = down(k + 1);
     float* s1 = s.a[1].data<float>();
     float* s2 = s.a[2].data<float>();
-    // Packed moments: 8-bit pieces start on a block (cap is a multiple of 64).
+    // Packed moments: 8-bit pieces start on a block (pieces start on a
+    // multiple of 64).
     s1 = packed_ ? Packed(p.g, p.begin) : s1 ? s1 + p.begin : nullptr;
-    host->OptimizerStep(u.scalars, gbuf[k % 2], DType::kF32, s.a[0].data<float>() + p.begin,
-                        s1, s2 ? s2 + p.begin : nullptr, p.len,
-                        wbuf[k % 2], t, /*zero_grad=*/false);
-    if (up.valid()) up.wait();
+    if (up[k % 2] > 0) up_->Wait(up[k % 2]);  // piece k-2's copy up read wbuf_[k % 2]
+    host->OptimizerStep(u.scalars, gbuf_[k % 2], DType::kF32, s.a[0].data<float>() + p.begin,
+                        s1, s2 ? s2 + p.begin : nullptr, p.len, wbuf_[k % 2], t,
+                        /*zero_grad=*/false);
     char* work = sharded_->OwnedWorking(p.g, p.begin);
-    up = std::async(std::launch::async, [device, work, src = wbuf[k % 2], bytes = p.len * es] {
+    up[k % 2] = up_->Submit([device, work, src = wbuf_[k % 2], bytes = p.len * es] {
       device->Copy(work, src, bytes);
     });
   }
-  up.wait();
-  free_all();
+  up_->Drain();
   return absl::OkStatus();
 }
 
