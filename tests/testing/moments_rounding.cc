@@ -9,25 +9,28 @@
 namespace zero {
 namespace testing {
 
-std::vector<double> DynamicMap(bool is_signed) {
-  const int decades = is_signed ? 7 : 8;
-  std::vector<double> map = {0.0};
-  for (int i = 0; i < decades; ++i) {
-    const int points = 1 << i;
-    for (int j = 1; j <= points; ++j) {
-      const double x = std::pow(10.0, i - decades + 1) * (0.1 + 0.9 * j / points);
-      map.push_back(static_cast<float>(x));
-    }
+std::vector<double> MinifloatMap(bool is_signed) {
+  const int binades = is_signed ? 15 : 31;
+  std::vector<double> map;
+  // Binades [2^e, 2^(e+1)) for e = 1 - binades .. -1, below them 8 steps
+  // of 2^(1 - binades - 3) from 0 (together `binades` runs of 8 values).
+  const double step = std::ldexp(1.0, -binades - 2);
+  for (int k = 0; k < 8; ++k) map.push_back(k * step);
+  for (int b = 0; b + 1 < binades; ++b) {
+    for (int j = 0; j < 8; ++j) map.push_back(std::ldexp(1.0 + j / 8.0, 1 - binades + b));
   }
+  map.push_back(1.0);
   return map;
 }
 
-double NearestInMap(const std::vector<double>& map, double x) {
+int NearestCode(const std::vector<double>& map, double x) {
   auto hi = std::upper_bound(map.begin(), map.end(), x);
-  if (hi == map.begin()) return map.front();
-  if (hi == map.end()) return map.back();
-  const double lo = *(hi - 1);
-  return *hi - x < x - lo ? *hi : lo;
+  if (hi == map.begin()) return 0;
+  const int h = static_cast<int>(hi - map.begin());
+  if (hi == map.end()) return h - 1;
+  const double up = *hi - x, down = x - *(hi - 1);
+  if (up != down) return up < down ? h : h - 1;
+  return h % 2 == 0 ? h : h - 1;
 }
 
 double RoundBf16(double x) {
@@ -84,7 +87,7 @@ void RoundMoments(const Config& c, const std::vector<bool>& trainable,
       g[b].push_back({index[i], k});
     }
   }
-  const std::vector<double> smap = DynamicMap(true), umap = DynamicMap(false);
+  const std::vector<double> smap = MinifloatMap(true), umap = MinifloatMap(false);
   for (auto& g : blocks) {
     for (const std::vector<Ref>& block : g) {
       double mmax = 0, vmax = 0;
@@ -98,9 +101,9 @@ void RoundMoments(const Config& c, const std::vector<bool>& trainable,
       for (const Ref& r : block) {
         double& x = (*m)[r.param][r.k];
         double& y = (*v)[r.param][r.k];
-        const double mag = mmax > 0 ? NearestInMap(smap, std::fabs(x) / mmax) : 0.0;
+        const double mag = mmax > 0 ? smap[NearestCode(smap, std::fabs(x) / mmax)] : 0.0;
         x = std::copysign(mag * mmax, x);
-        y = vmax > 0 ? NearestInMap(umap, y / vmax) * vmax : 0.0;
+        y = vmax > 0 ? umap[NearestCode(umap, y / vmax)] * vmax : 0.0;
       }
     }
   }
