@@ -94,8 +94,9 @@ ZERO_HD uint8_t Q8EncodeSigned(float x, float inv) {
   return (uint8_t)(((FloatBits(x) >> 24) & 0x80u) | Q8MagCode(x * inv, kQ8MBinades));
 }
 ZERO_HD float Q8DecodeSigned(uint8_t c, float absmax) {
-  // The signed value times the absmax (the same bits as negating the
-  // product, NaN included, which an infinite absmax gives code 0).
+  // The signed value times the absmax: as SIMD lanes compute it (negating
+  // the product instead differs in the sign of the NaN that code 0 times
+  // an infinite absmax gives).
   const uint32_t sign = (uint32_t)(c & 0x80u) << 24;
   return BitsFloat(FloatBits(Q8MagValue(c & 0x7fu, kQ8MBinades)) | sign) * absmax;
 }

@@ -132,7 +132,9 @@ TEST(MomentsFormatMath, MinifloatCodesAreTheNearestMapValues) {
       if (got != want && ++wrong < 10) {
         ADD_FAILURE() << (is_signed ? "m" : "v") << " ratio " << a << ": " << got << " want " << want;
       }
-      if (is_signed) EXPECT_EQ(math::Q8EncodeSigned(-a, 1.0f), 128 + want) << a;
+      if (is_signed) {
+        EXPECT_EQ(math::Q8EncodeSigned(-a, 1.0f), 128 + want) << a;
+      }
     }
   }
   EXPECT_EQ(wrong, 0);
@@ -467,11 +469,15 @@ TEST(MomentsFormatCheckpoint, LoadsIntoAnotherFormat) {
       const MlpResult got = TrainAt(FormatConfig(to, 1, DType::kF32), 1, load);
       MlpSpec all;
       all.steps = 8;
-      // Bounds: the run all in `from`'s and all in `to`'s format.
+      // Bounds: the run all in `from`'s and all in `to`'s format. Into 8-bit
+      // twice that spread: its round-to-nearest codes (1/16 of a value's
+      // magnitude) are discontinuous in the moments, so the moments loaded
+      // at step 4 take other codes than the all-8-bit run's and the two
+      // runs part further (measured 1.5 spreads with the minifloat codes).
       const MlpResult ref_from = TrainMlpReference(FormatConfig(from, 1, DType::kF32), all);
       const MlpResult ref_to = TrainMlpReference(FormatConfig(to, 1, DType::kF32), all);
       const double spread = MaxRelDiff(ref_from, ref_to);
-      EXPECT_LE(MaxRelDiff(got, ref_to), spread + 2e-4);
+      EXPECT_LE(MaxRelDiff(got, ref_to), (to == "8bit" ? 2 : 1) * spread + 2e-4);
     }
   }
 }

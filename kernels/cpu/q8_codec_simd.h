@@ -18,6 +18,12 @@ void Q8DecodeTile(const math::Q8Block* blocks, int64_t len, float* m, float* v);
 // Each block's absmax over its elements of m and v, then their codes:
 // elements [0, len) from a block start; codes past len stay as they are.
 void Q8EncodeTile(const float* m, const float* v, int64_t len, math::Q8Block* blocks);
+// Adam over elements [0, len) of the q8 blocks from `blocks` (a block
+// start), g fp32: each block decoded, updated (the Adam of
+// kernels/cpu/adam_vec-inl.h) and encoded in one pass over registers and an
+// L1 copy of its 64 moments: bitwise math::AdamUpdateQ8Block.
+void AdamTileQ8Moments(const math::AdamScalars& s, const float* g, float* p,
+                       math::Q8Block* blocks, int64_t len);
 
 }  // namespace cpu
 }  // namespace zero
