@@ -31,9 +31,11 @@ HELD_OUT = (b"Data parallel training keeps a full copy of the model on every "
             b"replicated as many times as there are devices. ") * 2
 FORMATS = ("fp32", "bf16", "8bit")
 # The 8-bit codes (kernels/moments_format_math.h): exp_avg sign + E4M3,
-# exp_avg_sq E5M3, relative to each 64-element block's absmax (before
-# 2026-12-07 19:45 UTC: bitsandbytes-style base-10 dynamic maps).
-Q8_MAP = "minifloat_e4m3_e5m3"
+# exp_avg_sq 3-bit binades with 5 mantissa bits over the top 3, relative to
+# each 64-element block's absmax. Earlier figures: "minifloat_e4m3_e5m3"
+# (exp_avg_sq 3 mantissa bits throughout); rows without q8_map: the
+# bitsandbytes-style base-10 dynamic maps.
+Q8_MAP = "minifloat_e4m3_v_e5m3_top3_m5"
 
 
 def held_out_batches(n: int = 8) -> List[Tuple[torch.Tensor, torch.Tensor]]:

@@ -17,27 +17,43 @@ namespace cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// math::Q8MagValue of each lane's code k (kBinades: the map's).
-template <int kBinades, class D, class DI, class VI>
+// math::Q8MagValue<Map> of each lane's code k.
+template <class Map, class D, class DI, class VI>
 HWY_INLINE hn::Vec<D> MagValue(D d, DI di, VI k) {
-  const auto normal = hn::BitCast(d, hn::ShiftLeft<20>(hn::Add(k, hn::Set(di, 8 * (127 - kBinades)))));
-  const auto linear =
-      hn::Mul(hn::ConvertTo(d, k), hn::BitCast(d, hn::Set(di, (125 - kBinades) << 23)));
-  return hn::IfThenElse(hn::RebindMask(d, hn::Lt(k, hn::Set(di, 8))), linear, normal);
+  constexpr int kE = 1 - Map::kLo - Map::kTop;
+  const auto low = hn::BitCast(d, hn::ShiftLeft<20>(hn::Add(k, hn::Set(di, 8 * (126 + kE)))));
+  const auto linear = hn::Mul(hn::ConvertTo(d, k), hn::BitCast(d, hn::Set(di, (124 + kE) << 23)));
+  auto value = hn::IfThenElse(hn::RebindMask(d, hn::Lt(k, hn::Set(di, 8))), linear, low);
+  if constexpr (Map::kTop > 0) {
+    const auto top = hn::BitCast(
+        d, hn::ShiftLeft<23 - Map::kBits>(hn::Add(
+               k, hn::Set(di, ((127 - Map::kTop) << Map::kBits) - 8 * Map::kLo))));
+    value = hn::IfThenElse(hn::RebindMask(d, hn::Lt(k, hn::Set(di, 8 * Map::kLo))), value, top);
+  }
+  return value;
 }
 
-// math::Q8MagCode of each lane of a (= x * inv).
-template <int kBinades, class D, class DI>
+// math::Q8MagCode<Map> of each lane of a (= x * inv).
+template <class Map, class D, class DI>
 HWY_INLINE hn::Vec<DI> MagCode(D d, DI di, hn::Vec<D> a) {
+  constexpr int kE = 1 - Map::kLo - Map::kTop;
   const auto u = hn::And(hn::BitCast(di, a), hn::Set(di, 0x7fffffff));
   const auto is_nan = hn::Gt(u, hn::Set(di, 0x7f800000));
   const auto c = hn::Min(u, hn::Set(di, 0x3f800000));
-  const auto magic = hn::Set(di, (148 - kBinades) << 23);
+  const auto magic = hn::Set(di, (147 + kE) << 23);
   const auto linear = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(d, c), hn::BitCast(d, magic))), magic);
   const auto lsb = hn::And(hn::ShiftRight<20>(c), hn::Set(di, 1));
-  const auto normal = hn::Sub(hn::ShiftRight<20>(hn::Add(c, hn::Add(hn::Set(di, 0x7ffff), lsb))),
-                              hn::Set(di, 8 * (127 - kBinades)));
-  const auto code = hn::IfThenElse(hn::Lt(c, hn::Set(di, (128 - kBinades) << 23)), linear, normal);
+  const auto low = hn::Sub(hn::ShiftRight<20>(hn::Add(c, hn::Add(hn::Set(di, 0x7ffff), lsb))),
+                           hn::Set(di, 8 * (126 + kE)));
+  auto code = hn::IfThenElse(hn::Lt(c, hn::Set(di, (127 + kE) << 23)), linear, low);
+  if constexpr (Map::kTop > 0) {
+    constexpr int kShift = 23 - Map::kBits;
+    const auto top_lsb = hn::And(hn::ShiftRight<kShift>(c), hn::Set(di, 1));
+    const auto top = hn::Add(
+        hn::ShiftRight<kShift>(hn::Add(c, hn::Add(hn::Set(di, (1 << (kShift - 1)) - 1), top_lsb))),
+        hn::Set(di, 8 * Map::kLo - ((127 - Map::kTop) << Map::kBits)));
+    code = hn::IfThenElse(hn::Lt(c, hn::Set(di, (127 - Map::kTop) << 23)), code, top);
+  }
   return hn::IfThenZeroElse(is_nan, code);
 }
 
@@ -48,10 +64,10 @@ HWY_INLINE void DecodeVec(D d, const math::Q8Block& b, int64_t i, hn::Vec<D>* m,
   const hn::Rebind<uint8_t, decltype(di)> d8;
   const auto cm = hn::PromoteTo(di, hn::LoadU(d8, b.m + i));
   const auto cv = hn::PromoteTo(di, hn::LoadU(d8, b.v + i));
-  const auto mag = MagValue<math::kQ8MBinades>(d, di, hn::And(cm, hn::Set(di, 0x7f)));
+  const auto mag = MagValue<math::Q8MMap>(d, di, hn::And(cm, hn::Set(di, 0x7f)));
   const auto sign = hn::BitCast(d, hn::ShiftLeft<24>(hn::And(cm, hn::Set(di, 0x80))));
   *m = hn::Mul(hn::Or(mag, sign), hn::Set(d, b.m_absmax));
-  *v = hn::Mul(MagValue<math::kQ8VBinades>(d, di, cv), hn::Set(d, b.v_absmax));
+  *v = hn::Mul(MagValue<math::Q8VMap>(d, di, cv), hn::Set(d, b.v_absmax));
 }
 
 // One block's n <= kQ8Block elements as fp32.
@@ -103,8 +119,8 @@ HWY_INLINE void EncodeCodes(const float* m, const float* v, int64_t n, float m_m
   for (; i + N <= n; i += N) {
     const auto x = hn::LoadU(d, m + i);
     const auto sign = hn::And(hn::ShiftRight<24>(hn::BitCast(di, x)), hn::Set(di, 0x80));
-    const auto cm = hn::Or(MagCode<math::kQ8MBinades>(d, di, hn::Mul(x, vm_inv)), sign);
-    const auto cv = MagCode<math::kQ8VBinades>(d, di, hn::Mul(hn::LoadU(d, v + i), vv_inv));
+    const auto cm = hn::Or(MagCode<math::Q8MMap>(d, di, hn::Mul(x, vm_inv)), sign);
+    const auto cv = MagCode<math::Q8VMap>(d, di, hn::Mul(hn::LoadU(d, v + i), vv_inv));
     hn::StoreU(hn::DemoteTo(d8, cm), d8, b->m + i);
     hn::StoreU(hn::DemoteTo(d8, cv), d8, b->v + i);
   }

@@ -10,14 +10,17 @@ namespace zero {
 namespace testing {
 
 std::vector<double> MinifloatMap(bool is_signed) {
-  const int binades = is_signed ? 15 : 31;
+  // exp_avg: 15 runs of 8 values; exp_avg_sq: 19 runs of 8, then 32 values
+  // in each of the 3 binades below 1.
+  const int low_runs = is_signed ? 15 : 19, top_binades = is_signed ? 0 : 3, top_values = 32;
+  const int e = 1 - low_runs - top_binades;  // the smallest binade 2^e
   std::vector<double> map;
-  // Binades [2^e, 2^(e+1)) for e = 1 - binades .. -1, below them 8 steps
-  // of 2^(1 - binades - 3) from 0 (together `binades` runs of 8 values).
-  const double step = std::ldexp(1.0, -binades - 2);
-  for (int k = 0; k < 8; ++k) map.push_back(k * step);
-  for (int b = 0; b + 1 < binades; ++b) {
-    for (int j = 0; j < 8; ++j) map.push_back(std::ldexp(1.0 + j / 8.0, 1 - binades + b));
+  for (int k = 0; k < 8; ++k) map.push_back(std::ldexp(k / 8.0, e));
+  for (int b = e; b < -top_binades; ++b) {
+    for (int j = 0; j < 8; ++j) map.push_back(std::ldexp(1.0 + j / 8.0, b));
+  }
+  for (int b = -top_binades; b < 0; ++b) {
+    for (int j = 0; j < top_values; ++j) map.push_back(std::ldexp(1.0 + j / double(top_values), b));
   }
   map.push_back(1.0);
   return map;

@@ -17,9 +17,9 @@ namespace zero {
 namespace testing {
 
 // The 8-bit map's magnitudes relative to the absmax, ascending, index =
-// magnitude code: 8 linear steps from 0, then 8 values per binade up to
-// exactly 1; exp_avg's (signed) spans 15 binades below 1 (121 values),
-// exp_avg_sq's 31 (249 values).
+// magnitude code: 8 linear steps from 0, 8 values per binade, and for
+// exp_avg_sq 32 per binade over the 3 binades below 1, then exactly 1;
+// exp_avg's (signed) spans 15 binades (121 values), exp_avg_sq's 22 (249).
 std::vector<double> MinifloatMap(bool is_signed);
 
 // The index of the entry of `map` nearest to x >= 0 (past the last entry:
