@@ -7,9 +7,9 @@
 //   q8    blocks of kQ8Block elements: one 8-bit code per moment per
 //         element, a binary minifloat (log-spaced like bitsandbytes'
 //         dynamic map, but bit arithmetic) times the block's fp32
-//         absmax: 2 + 8/kQ8Block bytes per element. kQ8Block is the layout's shard alignment, so a block never
-//         straddles two ranks and sits at the same group offset whatever the
-//         world size.
+//         absmax: 2 + 8/kQ8Block bytes per element. kQ8Block is the
+//         layout's shard alignment, so a block never straddles two ranks
+//         and sits at the same group offset whatever the world size.
 #ifndef ZERO_KERNELS_MOMENTS_FORMAT_MATH_H_
 #define ZERO_KERNELS_MOMENTS_FORMAT_MATH_H_
 

@@ -132,7 +132,8 @@ TEST(MomentsFormatMath, MinifloatCodesAreTheNearestMapValues) {
       const int want = BruteForceNearest(map, a);
       const int got = is_signed ? math::Q8EncodeSigned(a, 1.0f) : math::Q8EncodeUnsigned(a, 1.0f);
       if (got != want && ++wrong < 10) {
-        ADD_FAILURE() << (is_signed ? "m" : "v") << " ratio " << a << ": " << got << " want " << want;
+        ADD_FAILURE() << (is_signed ? "m" : "v") << " ratio " << a << ": " << got << " want "
+                      << want;
       }
       if (is_signed) {
         EXPECT_EQ(math::Q8EncodeSigned(-a, 1.0f), 128 + want) << a;
@@ -165,7 +166,8 @@ TEST(MomentsFormatMath, RoundTripErrorIsHalfAStep) {
     const float inv = math::Q8Inverse(absmax);
     const double dm = math::Q8DecodeSigned(math::Q8EncodeSigned(-x, inv), absmax);
     const double dv = math::Q8DecodeUnsigned(math::Q8EncodeUnsigned(x, inv), absmax);
-    const double tol_m = std::max(x / 16.0, std::ldexp(static_cast<double>(absmax), -18)) * (1 + 1e-6);
+    const double tol_m =
+        std::max(x / 16.0, std::ldexp(static_cast<double>(absmax), -18)) * (1 + 1e-6);
     const double tol_v = (x >= absmax / 8.0f ? x / 64.0
                           : std::max(x / 16.0, std::ldexp(static_cast<double>(absmax), -25))) *
                          (1 + 1e-6);

@@ -41,7 +41,8 @@ HWY_INLINE hn::Vec<DI> MagCode(D d, DI di, hn::Vec<D> a) {
   const auto is_nan = hn::Gt(u, hn::Set(di, 0x7f800000));
   const auto c = hn::Min(u, hn::Set(di, 0x3f800000));
   const auto magic = hn::Set(di, (147 + kE) << 23);
-  const auto linear = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(d, c), hn::BitCast(d, magic))), magic);
+  const auto sum = hn::Add(hn::BitCast(d, c), hn::BitCast(d, magic));
+  const auto linear = hn::Sub(hn::BitCast(di, sum), magic);
   const auto lsb = hn::And(hn::ShiftRight<20>(c), hn::Set(di, 1));
   const auto low = hn::Sub(hn::ShiftRight<20>(hn::Add(c, hn::Add(hn::Set(di, 0x7ffff), lsb))),
                            hn::Set(di, 8 * (126 + kE)));
