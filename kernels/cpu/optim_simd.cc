@@ -7,6 +7,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/cast_math.h"
+#include "kernels/cpu/adam_vec-inl.h"
 #include "kernels/cpu/widen-inl.h"
 #include "kernels/moments_format_math.h"
 
@@ -25,9 +26,9 @@ HWY_INLINE VU Bf16Bits(DU du, VU u) {
   return hn::IfThenElse(is_nan, hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u)), rounded);
 }
 
-// Every line mirrors one line of math::AdamUpdate (kernels/adam_math.h).
-// kBf16Moments: m points at the bf16 format's packed words (exp_avg low
-// half, exp_avg_sq high half), widened and rounded in registers: bitwise
+// AdamVec (kernels/cpu/adam_vec-inl.h) over the tile. kBf16Moments: m
+// points at the bf16 format's packed words (exp_avg low half, exp_avg_sq
+// high half), widened and rounded in registers: bitwise
 // math::AdamUpdateBf16 (kernels/moments_format_math.h); v is unused.
 template <bool kL2, bool kDecoupledWd, int kG = kGradF32, bool kBf16Moments = false>
 HWY_INLINE void AdamLoop(const math::AdamScalars& s, const void* g, float* p,
@@ -36,36 +37,20 @@ HWY_INLINE void AdamLoop(const math::AdamScalars& s, const void* g, float* p,
   const hn::RebindToUnsigned<decltype(d)> du;
   uint32_t* mv = reinterpret_cast<uint32_t*>(m);
   const size_t N = hn::Lanes(d);
-  const auto gs = hn::Set(d, s.grad_scale);
-  const auto wd = hn::Set(d, s.weight_decay);
-  const auto b1 = hn::Set(d, s.beta1);
-  const auto one_b1 = hn::Set(d, 1.0f - s.beta1);
-  const auto b2 = hn::Set(d, s.beta2);
-  const auto one_b2 = hn::Set(d, 1.0f - s.beta2);
-  const auto isb2 = hn::Set(d, s.inv_sqrt_bias_correction2);
-  const auto eps = hn::Set(d, s.eps);
-  const auto bc1 = hn::Set(d, s.bias_correction1);
-  const auto lr = hn::Set(d, s.lr);
+  const AdamVecScalars<decltype(d)> c(d, s);
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    auto grad = hn::Mul(LoadGrad<kG>(d, g, i), gs);
     const auto param = hn::LoadU(d, p + i);
-    if (kL2) grad = hn::Add(grad, hn::Mul(wd, param));
-    hn::Vec<decltype(d)> m_old, v_old;
+    hn::Vec<decltype(d)> mm, vv;
     if constexpr (kBf16Moments) {
       const auto word = hn::LoadU(du, mv + i);
-      m_old = hn::BitCast(d, hn::ShiftLeft<16>(word));
-      v_old = hn::BitCast(d, hn::And(word, hn::Set(du, 0xffff0000u)));
+      mm = hn::BitCast(d, hn::ShiftLeft<16>(word));
+      vv = hn::BitCast(d, hn::And(word, hn::Set(du, 0xffff0000u)));
     } else {
-      m_old = hn::LoadU(d, m + i);
-      v_old = hn::LoadU(d, v + i);
+      mm = hn::LoadU(d, m + i);
+      vv = hn::LoadU(d, v + i);
     }
-    const auto mm = hn::Add(hn::Mul(b1, m_old), hn::Mul(one_b1, grad));
-    const auto vv = hn::Add(hn::Mul(b2, v_old), hn::Mul(hn::Mul(one_b2, grad), grad));
-    const auto denom = hn::Add(hn::Mul(hn::Sqrt(vv), isb2), eps);
-    auto update = hn::Div(hn::Div(mm, bc1), denom);
-    if (kDecoupledWd) update = hn::Add(update, hn::Mul(wd, param));
-    const auto np = hn::Sub(param, hn::Mul(lr, update));
+    const auto np = AdamVec<kL2, kDecoupledWd>(c, LoadGrad<kG>(d, g, i), param, &mm, &vv);
     hn::StoreU(np, d, p + i);
     if constexpr (kBf16Moments) {
       const auto lo = Bf16Bits(du, hn::BitCast(du, mm));

@@ -1,16 +1,8 @@
 // The 8-bit moments' codes (kernels/moments_format_math.h, q8) decoded and
 // encoded with Highway SIMD, dynamic dispatch: bitwise Q8DecodeSigned /
-// Q8DecodeUnsigned and the encoding half of math::AdamUpdateQ8Block.
-//
-// Decoding reads 256-entry fp32 tables (scalar loads: AVX2 gathers measured
-// slower on the CPU of bench/README.md). Encoding: Q8Nearest is a
-// monotone step function of a in [0, 1], so it is the count of its step
-// points (each the smallest float that reaches the next code, found once by
-// bisection over float bits with Q8Nearest itself). Indexed by a's top 17
-// bits, one int32 per bucket holds the code at the bucket's start and the
-// low 15 bits of the one step point inside it (the maps' entries lie far
-// enough apart that no bucket holds two): one table load and one compare
-// per moment, the rest in SIMD lanes. Lanes outside [0, 1] (NaN) take the scalar math.
+// Q8DecodeUnsigned and the encoding half of math::AdamUpdateQ8Block. The
+// codes are minifloats, so both directions are bit arithmetic in the lanes
+// (no table loads).
 #ifndef ZERO_KERNELS_CPU_Q8_CODEC_SIMD_H_
 #define ZERO_KERNELS_CPU_Q8_CODEC_SIMD_H_
 
@@ -26,9 +18,12 @@ void Q8DecodeTile(const math::Q8Block* blocks, int64_t len, float* m, float* v);
 // Each block's absmax over its elements of m and v, then their codes:
 // elements [0, len) from a block start; codes past len stay as they are.
 void Q8EncodeTile(const float* m, const float* v, int64_t len, math::Q8Block* blocks);
-// Whether the bucket tables hold (at most one step point per bucket); when
-// not, encoding takes the scalar math (same bits, slower).
-bool Q8EncoderTablesHold();
+// Adam over elements [0, len) of the q8 blocks from `blocks` (a block
+// start), g fp32: each block decoded, updated (the Adam of
+// kernels/cpu/adam_vec-inl.h) and encoded in one pass over registers and an
+// L1 copy of its 64 moments: bitwise math::AdamUpdateQ8Block.
+void AdamTileQ8Moments(const math::AdamScalars& s, const float* g, float* p,
+                       math::Q8Block* blocks, int64_t len);
 
 }  // namespace cpu
 }  // namespace zero

@@ -25,8 +25,8 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class G, class W>
 __global__ void __launch_bounds__(kThreads)
-    AdamQ8Kernel(math::AdamScalars s, math::Q8Maps q, const typename G::T* g, float* p,
-                 math::Q8Block* blocks, typename W::T* work, int64_t n) {
+    AdamQ8Kernel(math::AdamScalars s, const typename G::T* g, float* p, math::Q8Block* blocks,
+                 typename W::T* work, int64_t n) {
   const int64_t nblocks = (n + math::kQ8Block - 1) / math::kQ8Block;
   const int64_t stride = (int64_t)gridDim.x * kThreads;
   for (int64_t b = (int64_t)blockIdx.x * kThreads + threadIdx.x; b < nblocks; b += stride) {
@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(kThreads)
     const int len = (int)(n - a < math::kQ8Block ? n - a : math::kQ8Block);
     float gf[math::kQ8Block];
     for (int i = 0; i < len; ++i) gf[i] = G::Load(g[a + i]);
-    math::AdamUpdateQ8Block(s, q, gf, p + a, blocks + b, len);
+    math::AdamUpdateQ8Block(s, gf, p + a, blocks + b, len);
     if (work != nullptr) {
       for (int i = 0; i < len; ++i) work[a + i] = W::Store(p[a + i]);
     }
@@ -47,7 +47,6 @@ int LaunchAdamPacked(const math::AdamScalars& s, int format, const void* grad, D
                      float* param, void* moments, void* working, DType working_type, int64_t n,
                      Stream stream) {
   if (n <= 0) return 0;
-  static const math::Q8Maps maps = math::MakeQ8Maps();
   const int64_t items =
       format == math::kMomentsBf16 ? n : (n + math::kQ8Block - 1) / math::kQ8Block;
   int64_t blocks = (items + kThreads - 1) / kThreads;
@@ -63,7 +62,7 @@ int LaunchAdamPacked(const math::AdamScalars& s, int format, const void* grad, D
             s, gp, param, static_cast<uint32_t*>(moments), wp, n);
       } else {
         AdamQ8Kernel<G, W><<<(int)blocks, kThreads, 0, AsStream(stream)>>>(
-            s, maps, gp, param, static_cast<math::Q8Block*>(moments), wp, n);
+            s, gp, param, static_cast<math::Q8Block*>(moments), wp, n);
       }
       return LastError();
     });

@@ -9,25 +9,31 @@
 namespace zero {
 namespace testing {
 
-std::vector<double> DynamicMap(bool is_signed) {
-  const int decades = is_signed ? 7 : 8;
-  std::vector<double> map = {0.0};
-  for (int i = 0; i < decades; ++i) {
-    const int points = 1 << i;
-    for (int j = 1; j <= points; ++j) {
-      const double x = std::pow(10.0, i - decades + 1) * (0.1 + 0.9 * j / points);
-      map.push_back(static_cast<float>(x));
-    }
+std::vector<double> MinifloatMap(bool is_signed) {
+  // exp_avg: 15 runs of 8 values; exp_avg_sq: 19 runs of 8, then 32 values
+  // in each of the 3 binades below 1.
+  const int low_runs = is_signed ? 15 : 19, top_binades = is_signed ? 0 : 3, top_values = 32;
+  const int e = 1 - low_runs - top_binades;  // the smallest binade 2^e
+  std::vector<double> map;
+  for (int k = 0; k < 8; ++k) map.push_back(std::ldexp(k / 8.0, e));
+  for (int b = e; b < -top_binades; ++b) {
+    for (int j = 0; j < 8; ++j) map.push_back(std::ldexp(1.0 + j / 8.0, b));
   }
+  for (int b = -top_binades; b < 0; ++b) {
+    for (int j = 0; j < top_values; ++j) map.push_back(std::ldexp(1.0 + j / double(top_values), b));
+  }
+  map.push_back(1.0);
   return map;
 }
 
-double NearestInMap(const std::vector<double>& map, double x) {
+int NearestCode(const std::vector<double>& map, double x) {
   auto hi = std::upper_bound(map.begin(), map.end(), x);
-  if (hi == map.begin()) return map.front();
-  if (hi == map.end()) return map.back();
-  const double lo = *(hi - 1);
-  return *hi - x < x - lo ? *hi : lo;
+  if (hi == map.begin()) return 0;
+  const int h = static_cast<int>(hi - map.begin());
+  if (hi == map.end()) return h - 1;
+  const double up = *hi - x, down = x - *(hi - 1);
+  if (up != down) return up < down ? h : h - 1;
+  return h % 2 == 0 ? h : h - 1;
 }
 
 double RoundBf16(double x) {
@@ -84,7 +90,7 @@ void RoundMoments(const Config& c, const std::vector<bool>& trainable,
       g[b].push_back({index[i], k});
     }
   }
-  const std::vector<double> smap = DynamicMap(true), umap = DynamicMap(false);
+  const std::vector<double> smap = MinifloatMap(true), umap = MinifloatMap(false);
   for (auto& g : blocks) {
     for (const std::vector<Ref>& block : g) {
       double mmax = 0, vmax = 0;
@@ -98,9 +104,9 @@ void RoundMoments(const Config& c, const std::vector<bool>& trainable,
       for (const Ref& r : block) {
         double& x = (*m)[r.param][r.k];
         double& y = (*v)[r.param][r.k];
-        const double mag = mmax > 0 ? NearestInMap(smap, std::fabs(x) / mmax) : 0.0;
+        const double mag = mmax > 0 ? smap[NearestCode(smap, std::fabs(x) / mmax)] : 0.0;
         x = std::copysign(mag * mmax, x);
-        y = vmax > 0 ? NearestInMap(umap, y / vmax) * vmax : 0.0;
+        y = vmax > 0 ? umap[NearestCode(umap, y / vmax)] * vmax : 0.0;
       }
     }
   }

@@ -2,8 +2,9 @@
 // (optimizer.moments_format, docs/ARCHITECTURE.md "Optimizer state
 // formats"), written out here independently of kernels/: after each step
 // the stored moments are rounded as the format stores them: bf16 to nearest
-// even, 8-bit to the nearest entry of the dynamic map times the absmax of
-// their 64-element block of the flat group layout.
+// even, 8-bit to the nearest value of a minifloat map (3 mantissa bits,
+// linear steps below the smallest binade) times the absmax of their
+// 64-element block of the flat group layout.
 #ifndef ZERO_TESTS_TESTING_MOMENTS_ROUNDING_H_
 #define ZERO_TESTS_TESTING_MOMENTS_ROUNDING_H_
 
@@ -15,12 +16,15 @@
 namespace zero {
 namespace testing {
 
-// The dynamic map's magnitudes (signed: 7 decades, 128 entries; unsigned:
-// 8 decades, 256 entries) as the fp32 values a store holds, ascending.
-std::vector<double> DynamicMap(bool is_signed);
+// The 8-bit map's magnitudes relative to the absmax, ascending, index =
+// magnitude code: 8 linear steps from 0, 8 values per binade, and for
+// exp_avg_sq 32 per binade over the 3 binades below 1, then exactly 1;
+// exp_avg's (signed) spans 15 binades (121 values), exp_avg_sq's 22 (249).
+std::vector<double> MinifloatMap(bool is_signed);
 
-// x (>= 0 relative to absmax 1) to the nearest entry of `map`; ties low.
-double NearestInMap(const std::vector<double>& map, double x);
+// The index of the entry of `map` nearest to x >= 0 (past the last entry:
+// the last); ties to the even index.
+int NearestCode(const std::vector<double>& map, double x);
 
 // x rounded to bf16, nearest even.
 double RoundBf16(double x);
