@@ -37,9 +37,12 @@ class _Counting:
         return counted
 
 
-def _train(batched, rank=0, world=1, comm=None, policy=None, counting=False):
-    model = torch_model.make_model()
-    data = torch_model.make_data(torch_model.STEPS)
+def _train(batched, rank=0, world=1, comm=None, policy=None, counting=False, model=None,
+           data=None):
+    # Thread ranks build their model and data before starting: make_model
+    # seeds torch's one global generator, which concurrent ranks would share.
+    model = torch_model.make_model() if model is None else model
+    data = torch_model.make_data(torch_model.STEPS) if data is None else data
     cfg = torch_model.ds_config(3, 1, world)
     cfg["zero_optimization"]["stage3_param_persistence_threshold"] = 0
     with zt.initialize(model, cfg, comm=comm, wrap_policy=policy) as engine:
@@ -68,9 +71,12 @@ def test_block_calls_train_bitwise_like_per_param_calls(policy):
 
 
 def test_block_calls_on_three_thread_ranks():
+    models = [[torch_model.make_model() for _ in range(3)] for _ in range(2)]
+    data = torch_model.make_data(torch_model.STEPS)
+
     def rank_main(r, comm):
-        want, _, _ = _train(False, r, 3, comm)
-        got, _, _ = _train(True, r, 3, comm)
+        want, _, _ = _train(False, r, 3, comm, model=models[0][r], data=data)
+        got, _, _ = _train(True, r, 3, comm, model=models[1][r], data=data)
         return all(torch.equal(got[n], want[n]) for n in want)
 
     assert on_ranks(3, rank_main) == [True] * 3
