@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "core/comm/thread_communicator.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
@@ -48,19 +49,10 @@
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// CPU time of the calling thread: at world 1 with one kernel thread every
-// pass runs on it, so this is what the passes cost, whatever else the
-// machine runs (wall time on a loaded machine mostly measures waiting).
-double ThreadCpu() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+// Thread CPU time: at world 1 with one kernel thread every pass runs on the
+// calling thread, so it is what the passes cost whatever else the machine runs.
+using zero::bench::ThreadCpuSeconds;
+using zero::bench::WallSeconds;
 
 void Check(const absl::Status& s, const char* what) {
   if (!s.ok()) {
@@ -122,8 +114,8 @@ double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu
   for (size_t r = 0; r < ranks.size(); ++r) {
     th.emplace_back([&, r] {
       zero::Engine& e = *ranks[r].engine;
-      const double b_c0 = ThreadCpu();
-      const double b_t0 = Now();
+      const double b_c0 = ThreadCpuSeconds();
+      const double b_t0 = WallSeconds();
       for (int id : ranks[r].ids) {
         auto buf = e.GradBuffer(id);
         Check(buf.status(), "grad_buffer");
@@ -137,12 +129,12 @@ double OneStep(std::vector<Rank>& ranks, zero::DType t, int64_t per, double* cpu
         }
         Check(e.GradReady(id), "grad_ready");
       }
-      bwds[r] = {Now() - b_t0, ThreadCpu() - b_c0};
-      const double c0 = ThreadCpu();
-      const double t0 = Now();
+      bwds[r] = {WallSeconds() - b_t0, ThreadCpuSeconds() - b_c0};
+      const double c0 = ThreadCpuSeconds();
+      const double t0 = WallSeconds();
       auto info = e.Step();
-      secs[r] = Now() - t0;
-      cpus[r] = ThreadCpu() - c0;
+      secs[r] = WallSeconds() - t0;
+      cpus[r] = ThreadCpuSeconds() - c0;
       Check(info.status(), "step");
     });
   }
@@ -212,17 +204,17 @@ int main(int argc, char** argv) {
         Backward bwd;
         const double a = OneStep(fused, t, per, &a_cpu, &pieces, &bwd);
         const double b = OneStep(separate, t, per, &b_cpu);
-        const double c0 = ThreadCpu();
-        const double t0 = Now();
+        const double c0 = ThreadCpuSeconds();
+        const double t0 = WallSeconds();
         zero::cpu::AdamStep(as, g.data(), p.data(), m.data(), v.data(), owned, w.data(), t);
-        const double k_s = Now() - t0;
-        const double k_cpu = ThreadCpu() - c0;
+        const double k_s = WallSeconds() - t0;
+        const double k_cpu = ThreadCpuSeconds() - c0;
         // Pass 1's kernel alone: the sum of squares over the owned shard in
         // the working dtype (the working copy Adam just wrote).
-        const double n0 = ThreadCpu();
+        const double n0 = ThreadCpuSeconds();
         volatile double sink = zero::cpu::SumSquares(w.data(), t, owned);
         (void)sink;
-        const double n_cpu = ThreadCpu() - n0;
+        const double n_cpu = ThreadCpuSeconds() - n0;
         if (k < 2) continue;  // warm-up
         if (a < best_fused) {
           best_fused = a;

@@ -24,22 +24,15 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "core/comm/thread_communicator.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double ThreadCpu() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+using zero::bench::ThreadCpuSeconds;
+using zero::bench::WallSeconds;
 
 void Check(const absl::Status& s, const char* what) {
   if (!s.ok()) {
@@ -120,9 +113,9 @@ Timing MedianStep(const zero::Config& c, int world, const std::vector<Shape>& mo
           Check(e->GradReady(ids[k]), "grad_ready");
           Check(e->Release(ids[k]), "release");
         }
-        const double t0 = Now(), c0 = ThreadCpu();
+        const double t0 = WallSeconds(), c0 = ThreadCpuSeconds();
         Check(e->Step().status(), "step");
-        const double dt = Now() - t0, dc = ThreadCpu() - c0;
+        const double dt = WallSeconds() - t0, dc = ThreadCpuSeconds() - c0;
         if (r == 0 && step > 0) {
           std::lock_guard<std::mutex> l(mu);
           times.push_back(dt);

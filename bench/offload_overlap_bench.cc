@@ -53,6 +53,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "core/comm/thread_communicator.h"
 #include "core/device/guarded_device.h"
 #include "core/engine/engine.h"
@@ -64,23 +65,9 @@
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// The process's CPU seconds, every thread's: on a loaded machine the wall
-// clock is mostly waiting for a core, the CPU time is the work.
-double CpuNow() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-double ThreadCpuNow() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+using zero::bench::ProcessCpuSeconds;
+using zero::bench::ThreadCpuSeconds;
+using zero::bench::WallSeconds;
 
 void Check(const absl::Status& s, const char* what) {
   if (!s.ok()) {
@@ -101,22 +88,22 @@ class ModelledLinkDevice : public zero::testing::ForwardingDevice {
     const bool from_dev = zero::GuardedDevice::IsDeviceMemory(src);
     if (to_dev == from_dev) return inner()->Copy(dst, src, b);
     std::lock_guard<std::mutex> l(to_dev ? up_ : down_);
-    const double t0 = Now();
+    const double t0 = WallSeconds();
     // After the device work queued before it, as a copy on the stream is;
     // then the bytes move on this thread: one engine per direction, as a
     // GPU has, each copy's CPU measured on its own (the stand-in's Copy
     // would run both directions on its one worker).
     inner()->Synchronize();
-    const double c0 = ThreadCpuNow();
+    const double c0 = ThreadCpuSeconds();
     std::memcpy(Bytes(dst), Bytes(src), b);
-    memcpy_cpu_ns_ += static_cast<int64_t>((ThreadCpuNow() - c0) * 1e9);
-    const double took = Now() - t0, model = static_cast<double>(b) / bytes_per_s_;
+    memcpy_cpu_ns_ += static_cast<int64_t>((ThreadCpuSeconds() - c0) * 1e9);
+    const double took = WallSeconds() - t0, model = static_cast<double>(b) / bytes_per_s_;
     memcpy_ns_ += static_cast<int64_t>(took * 1e9);
     model_ns_ += static_cast<int64_t>(model * 1e9);
     if (model > took) std::this_thread::sleep_for(std::chrono::duration<double>(model - took));
     if (trace_) {
       std::lock_guard<std::mutex> t(trace_mu_);
-      copies_.push_back({to_dev, b, t0, t0 + took, Now()});
+      copies_.push_back({to_dev, b, t0, t0 + took, WallSeconds()});
     }
   }
   // One copy of the timeline: direction, bytes, when it started, when its
@@ -175,12 +162,12 @@ class HostAdam {
   }
   // Its CPU ms (all threads) in *cpu_ms.
   double Ms(double* cpu_ms = nullptr) {
-    const double t0 = Now(), c0 = CpuNow();
+    const double t0 = WallSeconds(), c0 = ProcessCpuSeconds();
     zero::cpu::OptimizerStep(opt_->Scalars(1e-3, ++step_, 1.0f), g_.data(), zero::DType::kF32,
                              p_.data(), m_.data(), v_.data(), n_, w_.data(),
                              zero::DType::kBF16, false);
-    if (cpu_ms != nullptr) *cpu_ms = (CpuNow() - c0) * 1e3;
-    return (Now() - t0) * 1e3;
+    if (cpu_ms != nullptr) *cpu_ms = (ProcessCpuSeconds() - c0) * 1e3;
+    return (WallSeconds() - t0) * 1e3;
   }
 
  private:
@@ -234,7 +221,7 @@ class Runner {
   // ms, the boundary's update phase in *update_ms and Engine::Step's CPU
   // ms (all threads) in *step_cpu_ms.
   double Step(double compute_ms, double* update_ms, double* step_cpu_ms = nullptr) {
-    const double t0 = Now();
+    const double t0 = WallSeconds();
     if (stage_ == 3) {
       for (int id : ids_) {
         Check(e_->Gather(id).status(), "gather");
@@ -246,12 +233,12 @@ class Runner {
       Check(e_->GradBuffer(*it).status(), "grad_buffer");
       Check(e_->GradReady(*it), "grad_ready");
     }
-    const double c0 = CpuNow();
+    const double c0 = ProcessCpuSeconds();
     Check(e_->Step().status(), "step");
     e_->device()->Synchronize();
-    if (step_cpu_ms != nullptr) *step_cpu_ms = (CpuNow() - c0) * 1e3;
+    if (step_cpu_ms != nullptr) *step_cpu_ms = (ProcessCpuSeconds() - c0) * 1e3;
     if (update_ms != nullptr) *update_ms = e_->recorder()->last().at(zero::Phase::kUpdate);
-    return (Now() - t0) * 1e3;
+    return (WallSeconds() - t0) * 1e3;
   }
 
  private:
@@ -305,7 +292,7 @@ int main(int argc, char** argv) {
         const double a = adam.Ms(&a_cpu);
         exact.link()->TakeCopyMs(&memcpy_ms, &model_ms, &memcpy_cpu);
         exact.link()->Trace(trace && s == steps + 1);
-        const double t0 = Now();
+        const double t0 = WallSeconds();
         const double ms = exact.Step(0.0, &update, &s_cpu);
         exact.link()->TakeCopyMs(&memcpy_ms, &model_ms, &memcpy_cpu);
         // The last step's copies, ms from the step's start: the update's
