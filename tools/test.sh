@@ -26,18 +26,27 @@
 # them: `total: N passed, N failed, N skipped` (bazel, asan and fuzz count
 # targets, cuda, pytest and torch-current count test cases). A part that fails without a
 # failed test to its name (a build error) counts as one failure.
+# Each line of a part that ran ends with the part's wall time, `[T s]`, after
+# its counts; the total line with the whole script's and, of that, what
+# tools/install_deps.sh took (the rest is the parts').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
+deps_s=$SECONDS
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rc=0
 parts=()
 total_p=0 total_f=0 total_s=0
 
+# The part that runs began at $started (bash's SECONDS); timed LINE adds
+# its wall time since then to the summary.
+started=$SECONDS
+begin() { started=$SECONDS; }
+timed() { parts+=("$1 [$((SECONDS - started)) s]"); }
 # part NAME PASSED FAILED SKIPPED [NOTE]
 part() {
-  parts+=("$1: $2 passed, $3 failed, $4 skipped${5:+ ($5)}")
+  timed "$1: $2 passed, $3 failed, $4 skipped${5:+ ($5)}"
   total_p=$((total_p + $2)) total_f=$((total_f + $3)) total_s=$((total_s + $4))
 }
 not_run() { parts+=("$1: not run ($2)"); }
@@ -72,12 +81,15 @@ bazel_part() {
 }
 
 # ---- bazel ----
+begin
 read -r -a targets <<<"${ZERO_TEST_TARGETS:-//...}"
 run bazel "$tmp/bazel" bazel test "${targets[@]}" "$@"
 bazel_part bazel "$tmp/bazel" "$last"
 
 # ---- pytest's skips inside the py_tests that ran ----
 # pytest -q ends its log with "N passed, M skipped in Ts" (or "=== ... ===").
+# Its time is the reading of the logs: the cases ran in the bazel part's.
+begin
 flags=()
 for a in "$@"; do [ "${a#-}" = "$a" ] || flags+=("$a"); done
 testlogs=$(bazel info "${flags[@]}" bazel-testlogs 2>/dev/null || echo bazel-testlogs)
@@ -100,7 +112,7 @@ if [ "$py_targets" -gt 0 ]; then
   # failures are counted by their targets above).
   where=""
   [ ${#skipped_in[@]} -eq 0 ] || where="; skipped in: $(IFS=,; echo "${skipped_in[*]}")"
-  parts+=("pytest: $py_s skipped in $py_targets pytest targets ($py_p cases passed, $py_f failed)$where")
+  timed "pytest: $py_s skipped in $py_targets pytest targets ($py_p cases passed, $py_f failed)$where"
   total_s=$((total_s + py_s))
 else
   not_run pytest "no py_test ran in this bazel run"
@@ -108,6 +120,7 @@ fi
 
 # ---- zero.torch on current torch (PyPI) ----
 if [ "${ZERO_TEST_TORCH_CURRENT:-1}" != 0 ]; then
+  begin
   run torch-current "$tmp/torch_current" bash tools/torch_current_tests.sh "${flags[@]}"
   line=$(grep -E '^torch_current_tests: [0-9]+ passed' "$tmp/torch_current" | tail -1 || true)
   if [ -n "$line" ]; then
@@ -125,6 +138,7 @@ fi
 
 # ---- the CUDA build (no GPU needed) ----
 if [ "${ZERO_TEST_CUDA:-1}" != 0 ]; then
+  begin
   run cuda "$tmp/cuda" bash tools/cuda_build_check.sh
   line=$(grep -E '^cuda_build_check: OK: ' "$tmp/cuda" | tail -1 || true)
   if [ "$last" -eq 0 ] && [ -n "$line" ]; then
@@ -140,6 +154,7 @@ fi
 
 # ---- ASan + UBSan ----
 if [ "${ZERO_TEST_ASAN:-1}" != 0 ]; then
+  begin
   read -r -a asan_targets <<<"${ZERO_TEST_ASAN_TARGETS:-cc}"
   run asan "$tmp/asan" bash tools/san_run.sh asan "${asan_targets[@]}"
   bazel_part asan "$tmp/asan" "$last"
@@ -149,6 +164,7 @@ fi
 
 # ---- fuzzing ----
 if [ "${ZERO_TEST_FUZZ:-1}" != 0 ]; then
+  begin
   run fuzz "$tmp/fuzz" bash tools/fuzz.sh run "${ZERO_TEST_FUZZ_SECONDS:-10}"
   p=$(grep -c '"ok": true' "$tmp/fuzz" || true)
   f=$(grep -c '"ok": false' "$tmp/fuzz" || true)
@@ -163,6 +179,6 @@ else
 fi
 
 printf '%s\n' "${parts[@]}"
-echo "total: $total_p passed, $total_f failed, $total_s skipped"
+echo "total: $total_p passed, $total_f failed, $total_s skipped [$SECONDS s; tools/install_deps.sh $deps_s s of it]"
 [ "$total_f" -eq 0 ] || [ "$rc" -ne 0 ] || rc=1
 exit "$rc"
