@@ -13,7 +13,6 @@
 //
 //   async_ckpt_bench --params 100000000 --world 2 --saves 3 --dir /tmp/ck
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -21,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "core/ckpt/file_util.h"
 #include "core/comm/thread_communicator.h"
 #include "core/config/config.h"
@@ -37,10 +37,7 @@ void Check(const absl::Status& s, const char* what) {
   }
 }
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using zero::bench::WallSeconds;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -102,14 +99,14 @@ int main(int argc, char** argv) {
         o.async = async;
         o.keep_last = 2;
         const std::string tag = "t" + std::to_string(i);
-        const double t0 = Now();
+        const double t0 = WallSeconds();
         Check(e.Save(dir, tag, o), "save");
-        const double blocked = Now() - t0;
+        const double blocked = WallSeconds() - t0;
         const zero::ckpt::SaveTiming after_save = e.LastCheckpointTiming();
         // Training goes on while the background write runs.
-        const double s0 = Now();
+        const double s0 = WallSeconds();
         Step(e, ids, per);
-        const double step = Now() - s0;
+        const double step = WallSeconds() - s0;
         Check(e.WaitForCheckpoint(), "wait");
         const zero::ckpt::SaveTiming t = e.LastCheckpointTiming();
         if (r != 0) continue;

@@ -8,20 +8,17 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "core/comm/checked_communicator.h"
 #include "core/comm/mpi_communicator.h"
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using zero::bench::WallSeconds;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -48,13 +45,13 @@ int main() {
         for (int k = 0; k < 2; ++k) {
           const int which = (i + k) % 2;
           MPI_Barrier(MPI_COMM_WORLD);
-          const double t0 = Now();
+          const double t0 = WallSeconds();
           absl::Status s = op == 0 ? c[which]->AllReduce(buf.data(), n, ReduceOp::kSum)
                                    : c[which]->ReduceScatterV(
                                          buf.data(), out.data(),
                                          std::vector<int64_t>(world, n / world));
           if (!s.ok()) return 1;
-          double dt = Now() - t0;
+          double dt = WallSeconds() - t0;
           MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
           if (i >= 2) t[which].push_back(dt);
         }

@@ -11,18 +11,16 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "core/comm/mpi_communicator.h"
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using zero::bench::WallSeconds;
 
 // Median times of `reps` runs of a, b and c, alternating, all ranks
 // synchronized before each; a run's time is the slowest rank's. The order
@@ -38,7 +36,7 @@ Times Time(A a, B b, C c, int reps) {
     for (int k = 0; k < 3; ++k) {
       const int which = (i + k) % 3;
       MPI_Barrier(MPI_COMM_WORLD);
-      double t0 = Now();
+      double t0 = WallSeconds();
       if (which == 0) {
         a();
       } else if (which == 1) {
@@ -46,7 +44,7 @@ Times Time(A a, B b, C c, int reps) {
       } else {
         c();
       }
-      double dt = Now() - t0;
+      double dt = WallSeconds() - t0;
       MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       if (i >= 2) v[which].push_back(dt);
     }

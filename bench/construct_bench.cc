@@ -14,7 +14,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/bench_clock.h"
 #include "core/comm/mpi_communicator.h"
 #include "core/engine/engine.h"
 #include "core/engine/pretrained_loader.h"
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
   c.stage3_param_persistence_threshold_auto = true;
   MPI_Barrier(MPI_COMM_WORLD);
   const int64_t base_kb = StatusKb("VmRSS:");
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = zero::bench::WallSeconds();
   auto e = zero::Engine::Create(c, comm->get());
   if (!e.ok()) return 1;
   // Under an address-space limit (construct_bench.sh's RANK_AS_LIMIT) a mode
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", f.ToString().c_str());
     return 1;
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = zero::bench::WallSeconds() - t0;
   const int64_t peak = (StatusKb("VmHWM:") - base_kb) * 1024;
   const int64_t vm_peak = StatusKb("VmPeak:") * 1024;  // for sizing RANK_AS_LIMIT
   const zero::EngineStats s = (*e)->Stats();

@@ -18,30 +18,22 @@
 //
 // Usage: device_step_bench [device=cuda] [params=16e6] [steps=5] [dtype=bf16]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <vector>
 
+#include "bench/bench_clock.h"
+#include "bench/four_param_engine.h"
 #include "core/backend/device_factory.h"
-#include "core/comm/thread_communicator.h"
 #include "core/config/config.h"
-#include "core/engine/engine.h"
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using zero::bench::WallSeconds;
 
 void Check(const absl::Status& s, const char* what) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "device_step_bench: %s: %s\n", what, s.ToString().c_str());
-    std::exit(1);
-  }
+  zero::bench::CheckOk(s, "device_step_bench", what);
 }
 
 // GB/s (1e9 bytes) of the device's Copy between pinned host and device
@@ -55,11 +47,11 @@ void CopyBandwidth(const std::string& kind, size_t bytes, double* h2d, double* d
   Check(host.status(), "allocate host");
   double best_up = 1e30, best_down = 1e30;
   for (int i = 0; i < 5; ++i) {
-    double t0 = Now();
+    double t0 = WallSeconds();
     (*d)->Copy(*dev, *host, bytes);
-    double t1 = Now();
+    double t1 = WallSeconds();
     (*d)->Copy(*host, *dev, bytes);
-    double t2 = Now();
+    double t2 = WallSeconds();
     best_up = std::min(best_up, t1 - t0);
     best_down = std::min(best_down, t2 - t1);
   }
@@ -94,18 +86,13 @@ int main(int argc, char** argv) {
   std::printf("{\"bench\":\"device_copy\",\"device\":\"%s\",\"bytes\":%lld,\"h2d_gbs\":%.3f,"
               "\"d2h_gbs\":%.3f}\n",
               kind.c_str(), static_cast<long long>(params * es), h2d, d2h);
-  // Four params of a quarter each (a transformer block's shapes, roughly).
-  const int64_t per = params / 4;
+  const int64_t per = params / 4;  // each of the four params
   struct Mode { int stage; const char* offload; };
   const Mode modes[] = {{0, "none"}, {1, "none"}, {2, "none"}, {3, "none"},
                         {1, "optimizer_cpu"}, {2, "optimizer_cpu"}, {3, "optimizer_cpu"},
                         {3, "param_cpu"}};
   for (const Mode& m : modes) {
-    zero::Config c;
-    c.stage = m.stage;
-    c.dtype = t;
-    c.steps_per_print = 0;
-    c.stage3_param_persistence_threshold = 0;
+    zero::Config c = zero::bench::FourParamConfig(m.stage, t);
     c.loss_scale = t == zero::DType::kF16 ? 1024.0 : 0.0;
     const std::string off = m.offload;
     if (off == "optimizer_cpu") {
@@ -116,40 +103,16 @@ int main(int argc, char** argv) {
       c.offload_param.device = zero::OffloadDevice::kCpu;
       c.offload_param.pin_memory = true;
     }
-    auto comms = zero::MakeThreadCommunicators(1);
-    auto e = zero::Engine::Create(c, comms[0].get());
-    Check(e.status(), "create");
     auto d = zero::MakeDevice(kind, 0);
     Check(d.status(), "device");
-    Check((*e)->SetDevice(std::move(*d)), "set_device");
-    std::vector<int> ids;
-    for (int i = 0; i < 4; ++i) {
-      zero::ParamSpec p;
-      p.name = "p" + std::to_string(i);
-      p.shape = {per};
-      p.dtype = t;
-      auto id = (*e)->RegisterParam(p);
-      Check(id.status(), "register");
-      ids.push_back(*id);
-    }
-    Check((*e)->Finalize(), "finalize");
+    zero::bench::FourParamEngine e(c, std::move(*d), params, "device_step_bench");
     double best = 1e30;
     for (int s = 0; s < steps; ++s) {
-      const double t0 = Now();
-      if (m.stage == 3) {
-        for (int id : ids) {
-          Check((*e)->Gather(id).status(), "gather");
-          Check((*e)->Release(id), "release");
-        }
-      }
-      for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
-        Check((*e)->GradBuffer(*it).status(), "grad_buffer");
-        Check((*e)->GradReady(*it), "grad_ready");
-      }
-      Check((*e)->Step().status(), "step");
-      // Step returns with the update queued on the device: time it done.
-      (*e)->device()->Synchronize();
-      best = std::min(best, Now() - t0);
+      const double t0 = WallSeconds();
+      e.Forward();
+      e.Backward();
+      e.Step();
+      best = std::min(best, WallSeconds() - t0);
     }
     const double moved = off == "none" ? 0.0 : 2.0 * per * 4 * es;
     const double floor_s = off == "none" ? 0.0 : (per * 4 * es) / (h2d * 1e9) +

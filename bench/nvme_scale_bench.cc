@@ -7,13 +7,13 @@
 // Usage: nvme_scale_bench DIR [params=1e9] [steps=3] [sub_group=2e7]
 #include <sys/resource.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "core/comm/thread_communicator.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
@@ -21,9 +21,7 @@
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using zero::bench::WallSeconds;
 
 double PeakRssGiB() {
   struct rusage ru;
@@ -73,16 +71,16 @@ int main(int argc, char** argv) {
     Check(id.status(), "register");
     ids.push_back(*id);
   }
-  double t0 = Now();
+  double t0 = WallSeconds();
   Check(engine.Finalize(), "finalize");
-  const double fin = Now() - t0;
+  const double fin = WallSeconds() - t0;
   std::printf("{\"bench\":\"nvme_scale\",\"phase\":\"finalize\",\"params\":%lld,\"seconds\":%.2f,"
               "\"peak_rss_gib\":%.2f}\n", static_cast<long long>(total), fin, PeakRssGiB());
   std::fflush(stdout);
   const uint16_t g = zero::math::FloatToBf16(1e-3f);
   double sum = 0;
   for (int k = 0; k < steps; ++k) {
-    t0 = Now();
+    t0 = WallSeconds();
     for (int id : ids) {
       auto buf = engine.GradBuffer(id);
       Check(buf.status(), "grad_buffer");
@@ -91,10 +89,10 @@ int main(int argc, char** argv) {
       for (int64_t i = 0; i < *n; ++i) d[i] = g;
       Check(engine.GradReady(id), "grad_ready");
     }
-    const double t1 = Now();
+    const double t1 = WallSeconds();
     auto info = engine.Step();
     Check(info.status(), "step");
-    const double t2 = Now();
+    const double t2 = WallSeconds();
     sum += t2 - t0;
     std::printf("{\"bench\":\"nvme_scale\",\"phase\":\"step\",\"step\":%d,\"seconds\":%.2f,"
                 "\"grads_s\":%.2f,\"optimizer_step_s\":%.2f,\"peak_rss_gib\":%.2f}\n",

@@ -9,13 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "core/offload/aio.h"
 #include "core/offload/nvme_tier.h"
 #include "kernels/adam_math.h"
@@ -23,9 +23,7 @@
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using zero::bench::WallSeconds;
 
 void Die(const std::string& what) {
   std::fprintf(stderr, "nvme_step_bench: %s\n", what.c_str());
@@ -45,20 +43,20 @@ void RawIo(const std::string& dir, int64_t bytes, const zero::offload::AioOption
   std::memset(buf, 1, piece);
   auto aio = zero::offload::Aio::Create(ao);
   std::vector<zero::offload::Aio::Ticket> t;
-  double t0 = Now();
+  double t0 = WallSeconds();
   for (int64_t off = 0; off < bytes; off += piece) {
     t.push_back(aio->Write(fd, buf, std::min(piece, bytes - off), off, path));
   }
   for (auto x : t) if (!aio->Wait(x).ok()) Die("raw write failed");
   ::fdatasync(fd);
-  *write_s = Now() - t0;
+  *write_s = WallSeconds() - t0;
   t.clear();
-  t0 = Now();
+  t0 = WallSeconds();
   for (int64_t off = 0; off < bytes; off += piece) {
     t.push_back(aio->Read(fd, buf, std::min(piece, bytes - off), off, path));
   }
   for (auto x : t) if (!aio->Wait(x).ok()) Die("raw read failed");
-  *read_s = Now() - t0;
+  *read_s = WallSeconds() - t0;
   aio.reset();
   ::close(fd);
   ::unlink(path.c_str());
@@ -99,17 +97,17 @@ int main(int argc, char** argv) {
   for (int k = 1; k <= steps; ++k) {
     const auto sc = zero::math::MakeAdamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, k, 1.0f);
     const auto before = (*tier)->stats();
-    const double t0 = Now();
+    const double t0 = WallSeconds();
     s = (*tier)->Update(
         [&](const zero::offload::NvmeTier::Chunk& c, float* const* a) {
-          const double c0 = Now();
+          const double c0 = WallSeconds();
           zero::cpu::AdamStep(sc, grad.data() + c.begin, a[0], a[1], a[2], c.len,
                               work.data() + c.begin, zero::DType::kBF16);
-          compute += Now() - c0;
+          compute += WallSeconds() - c0;
           return absl::OkStatus();
         },
         [](bool ok) -> absl::StatusOr<bool> { return ok; });
-    const double dt = Now() - t0;
+    const double dt = WallSeconds() - t0;
     if (!s.ok()) Die(std::string(s.message()));
     const auto after = (*tier)->stats();
     moved = after.bytes_read - before.bytes_read + after.bytes_written - before.bytes_written;

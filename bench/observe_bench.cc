@@ -14,10 +14,8 @@
 // Prints one JSON line per configuration: median step time off and on, the
 // median of the per-pair ratios on/off and its interquartile range.
 #include <sys/stat.h>
-#include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -26,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "core/comm/thread_communicator.h"
 #include "core/engine/engine.h"
 #include "core/profile/comm_log.h"
@@ -33,15 +32,16 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using zero::bench::ProcessCpuSeconds;
+using zero::bench::WallSeconds;
 using zero::Config;
 using zero::Engine;
 
 void Compute(double ms) {
   if (ms <= 0) return;
-  const auto end = Clock::now() + std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+  const double end = WallSeconds() + ms * 1e-3;
   volatile double x = 1;
-  while (Clock::now() < end) x = x * 1.0000001 + 1e-9;
+  while (WallSeconds() < end) x = x * 1.0000001 + 1e-9;
 }
 
 double Quantile(std::vector<double> v, double q) {
@@ -71,15 +71,9 @@ std::unique_ptr<Engine> Make(const Config& c, zero::Communicator* comm, int laye
   return std::move(*e);
 }
 
-double CpuMs() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 // One micro-step (the config has one per optimizer step).
 double Step(Engine* e, double compute_ms) {
-  const auto t0 = Clock::now();
+  const double t0 = WallSeconds();
   const int n = e->num_params();
   for (int id = 0; id < n; ++id) {
     (void)e->Gather(id);
@@ -94,7 +88,7 @@ double Step(Engine* e, double compute_ms) {
     (void)e->Release(id);
   }
   (void)e->Step();
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  return (WallSeconds() - t0) * 1e3;
 }
 
 }  // namespace
@@ -143,16 +137,16 @@ int main(int argc, char** argv) {
     zero::CommLog log(0, world, {});
     for (int round = 0; round < 5; ++round) {
       const int n = 200000;
-      auto t0 = Clock::now();
+      const double t0 = WallSeconds();
       for (int i = 0; i < n; ++i) zero::ScopedPhase p(&rec, zero::Phase::kReduce);
-      auto t1 = Clock::now();
+      const double t1 = WallSeconds();
       for (int i = 0; i < n; ++i) {
         log.Record(zero::CollectiveOp::kAllReduce, zero::CollectiveKind::kAllReduce, 4096, 4096,
                    1e-6);
       }
-      auto t2 = Clock::now();
-      scope_ns = std::min(scope_ns, std::chrono::duration<double, std::nano>(t1 - t0).count() / n);
-      record_ns = std::min(record_ns, std::chrono::duration<double, std::nano>(t2 - t1).count() / n);
+      const double t2 = WallSeconds();
+      scope_ns = std::min(scope_ns, (t1 - t0) * 1e9 / n);
+      record_ns = std::min(record_ns, (t2 - t1) * 1e9 / n);
     }
   }
   int64_t collectives = 0;
@@ -170,17 +164,17 @@ int main(int argc, char** argv) {
         // Process CPU time over both ranks' threads (all run the same
         // engine at a time: the collectives keep them in step): less
         // sensitive to other load than wall time.
-        double x, y, cx, cy, c0 = CpuMs();
+        double x, y, cx, cy, c0 = ProcessCpuSeconds();
         if (s % 2 == 0) {
           x = Step(a.get(), compute_ms);
-          const double c1 = CpuMs();
+          const double c1 = ProcessCpuSeconds();
           y = Step(b.get(), compute_ms);
-          cx = c1 - c0, cy = CpuMs() - c1;
+          cx = (c1 - c0) * 1e3, cy = (ProcessCpuSeconds() - c1) * 1e3;
         } else {
           y = Step(b.get(), compute_ms);
-          const double c1 = CpuMs();
+          const double c1 = ProcessCpuSeconds();
           x = Step(a.get(), compute_ms);
-          cy = c1 - c0, cx = CpuMs() - c1;
+          cy = (c1 - c0) * 1e3, cx = (ProcessCpuSeconds() - c1) * 1e3;
         }
         if (r == 0) {
           std::lock_guard<std::mutex> l(mu);

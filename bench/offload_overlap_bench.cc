@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "bench/bench_clock.h"
+#include "bench/four_param_engine.h"
 #include "core/comm/thread_communicator.h"
 #include "core/device/guarded_device.h"
 #include "core/engine/engine.h"
@@ -70,10 +71,7 @@ using zero::bench::ThreadCpuSeconds;
 using zero::bench::WallSeconds;
 
 void Check(const absl::Status& s, const char* what) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "offload_overlap_bench: %s: %s\n", what, s.ToString().c_str());
-    std::exit(1);
-  }
+  zero::bench::CheckOk(s, "offload_overlap_bench", what);
 }
 
 // The stand-in whose host<->device copies take the modelled link's time.
@@ -186,35 +184,18 @@ double Median(std::vector<double> v) {
 // One engine of a mode, stepped one step at a time.
 class Runner {
  public:
-  Runner(int stage, const std::string& mode, int64_t params, double gbps) : stage_(stage) {
-    zero::Config c;
-    c.stage = stage;
-    c.dtype = zero::DType::kBF16;
-    c.steps_per_print = 0;
-    c.stage3_param_persistence_threshold = 0;
+  Runner(int stage, const std::string& mode, int64_t params, double gbps) {
+    zero::Config c = zero::bench::FourParamConfig(stage, zero::DType::kBF16);
     c.observe.wall_clock_breakdown = true;
     if (mode != "none") {
       c.offload_optimizer.device = zero::OffloadDevice::kCpu;
       c.offload_optimizer.pin_memory = true;
       c.offload_optimizer.delayed_update = mode == "delayed";
     }
-    comms_ = zero::MakeThreadCommunicators(1);
-    auto e = zero::Engine::Create(c, comms_[0].get());
-    Check(e.status(), "create");
-    e_ = std::move(*e);
     auto link = std::make_unique<ModelledLinkDevice>(gbps);
     link_ = link.get();
-    Check(e_->SetDevice(std::move(link)), "set_device");
-    for (int i = 0; i < 4; ++i) {
-      zero::ParamSpec p;
-      p.name = "p" + std::to_string(i);
-      p.shape = {params / 4};
-      p.dtype = c.dtype;
-      auto id = e_->RegisterParam(p);
-      Check(id.status(), "register");
-      ids_.push_back(*id);
-    }
-    Check(e_->Finalize(), "finalize");
+    e_ = std::make_unique<zero::bench::FourParamEngine>(c, std::move(link), params,
+                                                        "offload_overlap_bench");
   }
   ModelledLinkDevice* link() const { return link_; }
   // One step with `compute_ms` of modelled forward and backward: its wall
@@ -222,31 +203,21 @@ class Runner {
   // ms (all threads) in *step_cpu_ms.
   double Step(double compute_ms, double* update_ms, double* step_cpu_ms = nullptr) {
     const double t0 = WallSeconds();
-    if (stage_ == 3) {
-      for (int id : ids_) {
-        Check(e_->Gather(id).status(), "gather");
-        Check(e_->Release(id), "release");
-      }
-    }
+    e_->Forward();
     std::this_thread::sleep_for(std::chrono::duration<double>(compute_ms * 1e-3));
-    for (auto it = ids_.rbegin(); it != ids_.rend(); ++it) {
-      Check(e_->GradBuffer(*it).status(), "grad_buffer");
-      Check(e_->GradReady(*it), "grad_ready");
-    }
+    e_->Backward();
     const double c0 = ProcessCpuSeconds();
-    Check(e_->Step().status(), "step");
-    e_->device()->Synchronize();
+    e_->Step();
     if (step_cpu_ms != nullptr) *step_cpu_ms = (ProcessCpuSeconds() - c0) * 1e3;
-    if (update_ms != nullptr) *update_ms = e_->recorder()->last().at(zero::Phase::kUpdate);
+    if (update_ms != nullptr) {
+      *update_ms = e_->engine()->recorder()->last().at(zero::Phase::kUpdate);
+    }
     return (WallSeconds() - t0) * 1e3;
   }
 
  private:
-  int stage_;
-  std::vector<std::unique_ptr<zero::Communicator>> comms_;
-  std::unique_ptr<zero::Engine> e_;
-  std::vector<int> ids_;
-  ModelledLinkDevice* link_ = nullptr;  // owned by e_
+  std::unique_ptr<zero::bench::FourParamEngine> e_;
+  ModelledLinkDevice* link_ = nullptr;  // owned by e_'s engine
 };
 
 // The test MLP (tests/testing/mlp_harness.h) on the stand-in, one rank:
