@@ -3,6 +3,8 @@
 //! engine only, params iterate, global_step, a dropped GradBuffer fails the
 //! next step as its docs say, fp32 gradients into a bf16/fp16 model equal the
 //! caller's rounding bit for bit, and the conversions round as the runtime.
+mod common;
+
 use zero::{convert, Communicator, Config, DType, Engine, ParamDataMut, ParamDesc, Status};
 
 fn config(stage: u32, precision: &str) -> Config {
@@ -121,39 +123,29 @@ fn dropped_grad_buffer_fails_the_next_step_as_documented() {
 fn fp32_gradient_equals_caller_rounding_then_grad_buffer() {
     for precision in ["bf16", "fp16"] {
         for stage in 0..=3 {
-            let cfg = config(stage, precision);
-            let comms_a = Communicator::threads(2).unwrap();
-            let comms_b = Communicator::threads(2).unwrap();
-            std::thread::scope(|s| {
-                for (rank, (ca, cb)) in comms_a.into_iter().zip(comms_b).enumerate() {
-                    let cfg = &cfg;
-                    s.spawn(move || {
-                        let mut a = Engine::new(cfg, &ca).unwrap();
-                        let mut b = Engine::new(cfg, &cb).unwrap();
-                        let dtype = a.dtype().unwrap();
-                        let wa = a.register_param(ParamDesc::new("w", &[40, 30]).dtype(dtype).init(&init())).unwrap();
-                        let wb = b.register_param(ParamDesc::new("w", &[40, 30]).dtype(dtype).init(&init())).unwrap();
-                        a.finalize().unwrap();
-                        b.finalize().unwrap();
-                        for t in 0..3 {
-                            let g = grad(rank, t);
-                            a.set_grad(wa, &g).unwrap();
-                            let mut buf = b.grad_buffer(wb).unwrap();
-                            buf.as_u16_mut().unwrap().copy_from_slice(&convert::from_f32(dtype, &g).unwrap());
-                            buf.ready().unwrap();
-                            a.step().unwrap();
-                            b.step().unwrap();
-                            let va = a.gather(wa).unwrap().as_u16().unwrap().to_vec();
-                            let vb = b.gather(wb).unwrap().as_u16().unwrap().to_vec();
-                            assert_eq!(va, vb, "{precision} stage {stage} step {t}");
-                        }
-                        assert_eq!(a.master(wa).unwrap(), b.master(wb).unwrap());
-                        // 16-bit gradients in the other half dtype are converted too.
-                        let other = if dtype == DType::BF16 { DType::F16 } else { DType::BF16 };
-                        a.set_grad_u16(wa, other, &convert::from_f32(other, &grad(rank, 9)).unwrap()).unwrap();
-                        a.step().unwrap();
-                    });
+            common::side_by_side(2, &config(stage, precision), |rank, a, b| {
+                let dtype = a.dtype().unwrap();
+                let wa = a.register_param(ParamDesc::new("w", &[40, 30]).dtype(dtype).init(&init())).unwrap();
+                let wb = b.register_param(ParamDesc::new("w", &[40, 30]).dtype(dtype).init(&init())).unwrap();
+                a.finalize().unwrap();
+                b.finalize().unwrap();
+                for t in 0..3 {
+                    let g = grad(rank, t);
+                    a.set_grad(wa, &g).unwrap();
+                    let mut buf = b.grad_buffer(wb).unwrap();
+                    buf.as_u16_mut().unwrap().copy_from_slice(&convert::from_f32(dtype, &g).unwrap());
+                    buf.ready().unwrap();
+                    a.step().unwrap();
+                    b.step().unwrap();
+                    let va = a.gather(wa).unwrap().as_u16().unwrap().to_vec();
+                    let vb = b.gather(wb).unwrap().as_u16().unwrap().to_vec();
+                    assert_eq!(va, vb, "{precision} stage {stage} step {t}");
                 }
+                assert_eq!(a.master(wa).unwrap(), b.master(wb).unwrap());
+                // 16-bit gradients in the other half dtype are converted too.
+                let other = if dtype == DType::BF16 { DType::F16 } else { DType::BF16 };
+                a.set_grad_u16(wa, other, &convert::from_f32(other, &grad(rank, 9)).unwrap()).unwrap();
+                a.step().unwrap();
             });
         }
     }

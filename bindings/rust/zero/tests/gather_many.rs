@@ -3,6 +3,8 @@
 //! shards), trained side by side at stage 3; a bad entry in the middle names
 //! the entry and gathers nothing; buffers of two dtypes or a param twice are
 //! refused before the call; the guard releases every gather when dropped.
+mod common;
+
 use zero::{Communicator, Config, Engine, ParamData, ParamDataMut, ParamDesc, ParamId, Status};
 
 fn config() -> Config {
@@ -38,61 +40,50 @@ fn numel(k: usize) -> usize {
 
 #[test]
 fn gather_into_many_equals_gather_into_on_three_ranks() {
-    let cfg = config();
-    let comms_a = Communicator::threads(3).unwrap();
-    let comms_b = Communicator::threads(3).unwrap();
-    std::thread::scope(|s| {
-        for (rank, (ca, cb)) in comms_a.into_iter().zip(comms_b).enumerate() {
-            let cfg = &cfg;
-            s.spawn(move || {
-                let mut a = Engine::new(cfg, &ca).unwrap();
-                let mut b = Engine::new(cfg, &cb).unwrap();
-                let ia = register(&mut a);
-                let ib = register(&mut b);
-                for t in 0..3 {
-                    // Entries in the caller's order: the last param first.
-                    let order = [3usize, 0, 2, 1];
-                    let mut bufs_a: Vec<Vec<f32>> =
-                        order.iter().map(|&k| vec![0.0; numel(k)]).collect();
-                    let mut bufs_b = bufs_a.clone();
-                    {
-                        let guards: Vec<_> = order
-                            .iter()
-                            .zip(bufs_a.iter_mut())
-                            .map(|(&k, buf)| a.gather_into(ia[k], ParamDataMut::F32(buf)).unwrap())
-                            .collect();
-                        let entries = order
-                            .iter()
-                            .zip(bufs_b.iter_mut())
-                            .map(|(&k, buf)| (ib[k], ParamDataMut::F32(buf)))
-                            .collect();
-                        let many = b.gather_into_many(entries).unwrap();
-                        assert_eq!(many.len(), 4);
-                        for (j, g) in guards.iter().enumerate() {
-                            assert_eq!(many.id(j), ib[order[j]]);
-                            match (g.data(), many.data(j)) {
-                                (ParamData::F32(x), ParamData::F32(y)) => {
-                                    assert_eq!(x, y, "rank {rank} step {t} entry {j}")
-                                }
-                                _ => panic!("fp32 params"),
-                            }
+    common::side_by_side(3, &config(), |rank, a, b| {
+        let ia = register(a);
+        let ib = register(b);
+        for t in 0..3 {
+            // Entries in the caller's order: the last param first.
+            let order = [3usize, 0, 2, 1];
+            let mut bufs_a: Vec<Vec<f32>> = order.iter().map(|&k| vec![0.0; numel(k)]).collect();
+            let mut bufs_b = bufs_a.clone();
+            {
+                let guards: Vec<_> = order
+                    .iter()
+                    .zip(bufs_a.iter_mut())
+                    .map(|(&k, buf)| a.gather_into(ia[k], ParamDataMut::F32(buf)).unwrap())
+                    .collect();
+                let entries = order
+                    .iter()
+                    .zip(bufs_b.iter_mut())
+                    .map(|(&k, buf)| (ib[k], ParamDataMut::F32(buf)))
+                    .collect();
+                let many = b.gather_into_many(entries).unwrap();
+                assert_eq!(many.len(), 4);
+                for (j, g) in guards.iter().enumerate() {
+                    assert_eq!(many.id(j), ib[order[j]]);
+                    match (g.data(), many.data(j)) {
+                        (ParamData::F32(x), ParamData::F32(y)) => {
+                            assert_eq!(x, y, "rank {rank} step {t} entry {j}")
                         }
-                        many.release().unwrap();
+                        _ => panic!("fp32 params"),
                     }
-                    for k in 0..4 {
-                        let g: Vec<f32> = (0..numel(k))
-                            .map(|i| ((i * 13 + t * 7 + rank * 3) % 17) as f32 / 32.0 - 0.25)
-                            .collect();
-                        a.set_grad(ia[k], &g).unwrap();
-                        b.set_grad(ib[k], &g).unwrap();
-                    }
-                    a.step().unwrap();
-                    b.step().unwrap();
                 }
-                for k in 0..4 {
-                    assert_eq!(a.master(ia[k]).unwrap(), b.master(ib[k]).unwrap(), "p{k}");
-                }
-            });
+                many.release().unwrap();
+            }
+            for k in 0..4 {
+                let g: Vec<f32> = (0..numel(k))
+                    .map(|i| ((i * 13 + t * 7 + rank * 3) % 17) as f32 / 32.0 - 0.25)
+                    .collect();
+                a.set_grad(ia[k], &g).unwrap();
+                b.set_grad(ib[k], &g).unwrap();
+            }
+            a.step().unwrap();
+            b.step().unwrap();
+        }
+        for k in 0..4 {
+            assert_eq!(a.master(ia[k]).unwrap(), b.master(ib[k]).unwrap(), "p{k}");
         }
     });
 }
