@@ -27,8 +27,9 @@
 # targets, cuda, pytest and torch-current count test cases). A part that fails without a
 # failed test to its name (a build error) counts as one failure.
 # Each line of a part that ran ends with the part's wall time, `[T s]`, after
-# its counts; the total line with the whole script's and, of that, what
-# tools/install_deps.sh took (the rest is the parts').
+# its counts; a `wall:` line before the total gives the whole script's and,
+# of that, what tools/install_deps.sh took (the rest is the parts'). The
+# total line keeps its format: it is the last line, counts only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
@@ -179,6 +180,7 @@ else
 fi
 
 printf '%s\n' "${parts[@]}"
-echo "total: $total_p passed, $total_f failed, $total_s skipped [$SECONDS s; tools/install_deps.sh $deps_s s of it]"
+echo "wall: $SECONDS s (tools/install_deps.sh $deps_s s of it)"
+echo "total: $total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ] || [ "$rc" -ne 0 ] || rc=1
 exit "$rc"
