@@ -157,7 +157,11 @@ pub fn estimate_memory_params(
         sys::zero_estimate_memory_params(
             json.as_ptr(),
             count,
-            if raw.is_empty() { ptr::null() } else { raw.as_ptr() },
+            if raw.is_empty() {
+                ptr::null()
+            } else {
+                raw.as_ptr()
+            },
             rpn,
             nodes,
             topology.gpu as i32,
@@ -180,12 +184,8 @@ fn json_of<'c>(config: &'c Config, call: &str) -> Result<&'c CStr> {
 }
 
 fn ranks_of(topology: Topology, call: &str) -> Result<(i32, i32)> {
-    let too_big = |what: &str| {
-        Error::new(
-            Status::InvalidArgument,
-            format!("{call}: {what} too large"),
-        )
-    };
+    let too_big =
+        |what: &str| Error::new(Status::InvalidArgument, format!("{call}: {what} too large"));
     Ok((
         i32::try_from(topology.ranks_per_node).map_err(|_| too_big("ranks_per_node"))?,
         i32::try_from(topology.nodes).map_err(|_| too_big("nodes"))?,

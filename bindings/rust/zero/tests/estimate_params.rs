@@ -84,7 +84,11 @@ fn estimate_of_described_params_matches_an_engine() {
             near2(&what, est.grad_bytes, s.grad_bytes);
             near2(&what, est.master_bytes, s.master_bytes);
             near2(&what, est.optimizer_bytes, s.optimizer_bytes);
-            near2(&what, est.buffer_bytes, s.buffer_bytes - s.live_gathered_bytes);
+            near2(
+                &what,
+                est.buffer_bytes,
+                s.buffer_bytes - s.live_gathered_bytes,
+            );
             // The shapes alone: every param trainable.
             let shapes: Vec<&[usize]> = SHAPES.iter().map(|s| s.1).collect();
             let counted = estimate_memory(&cfg, &shapes, cpu).unwrap();
@@ -102,8 +106,12 @@ fn estimate_of_described_params_matches_an_engine() {
 fn estimate_of_described_params_refuses_as_registration_does() {
     let cfg = config("Muon", 1);
     let topo = Topology::default();
-    let err = estimate_memory_params(&cfg, &[ParamDesc::new("frozen", &[4]).trainable(false)], topo)
-        .unwrap_err();
+    let err = estimate_memory_params(
+        &cfg,
+        &[ParamDesc::new("frozen", &[4]).trainable(false)],
+        topo,
+    )
+    .unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);
     assert!(err.message().contains("'frozen' needs its dtype"), "{err}");
     let twice = [ParamDesc::new("w", &[4, 4]), ParamDesc::new("w", &[4])];
