@@ -64,5 +64,19 @@ void ExpectNear2(const char* what, int64_t estimated, int64_t measured, int rank
       << what << " on rank " << rank << ": estimated " << estimated << ", measured " << measured;
 }
 
+void ExpectNearStats(const EstimatedBytes& e, const EngineStats& s, int rank) {
+  const int64_t buffers = s.buffer_bytes - s.live_gathered_bytes;
+  ExpectNear2("param_bytes", e.param, s.param_bytes, rank);
+  ExpectNear2("grad_bytes", e.grad, s.grad_bytes, rank);
+  ExpectNear2("master_bytes", e.master, s.master_bytes, rank);
+  ExpectNear2("optimizer_bytes", e.optimizer, s.optimizer_bytes, rank);
+  ExpectNear2("frozen_bytes", e.frozen, s.frozen_bytes, rank);
+  ExpectNear2("buffer_bytes", e.buffers, buffers, rank);
+  ExpectNear2("total", e.param + e.grad + e.master + e.optimizer + e.frozen + e.buffers,
+              s.param_bytes + s.grad_bytes + s.master_bytes + s.optimizer_bytes +
+                  s.frozen_bytes + buffers,
+              rank);
+}
+
 }  // namespace testing
 }  // namespace zero

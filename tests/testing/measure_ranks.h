@@ -39,6 +39,17 @@ std::vector<RankRun> MeasureOnThreadRanks(const Config& config, int world, bool 
 // EXPECT that `estimated` is within 2 % of `measured` (both zero together).
 void ExpectNear2(const char* what, int64_t estimated, int64_t measured, int rank);
 
+// An estimate's model-state categories for one rank; `buffers` this rank's
+// (with Muon, its own Muon buffers in place of the busiest rank's).
+struct EstimatedBytes {
+  int64_t param = 0, grad = 0, master = 0, optimizer = 0, frozen = 0, buffers = 0;
+};
+
+// EXPECT each category, and their sum, within 2 % of rank `rank`'s stats
+// (buffers without stage 3's gathered params, which the estimate's live
+// peak counts apart).
+void ExpectNearStats(const EstimatedBytes& e, const EngineStats& s, int rank);
+
 }  // namespace testing
 }  // namespace zero
 
