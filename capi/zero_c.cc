@@ -2,8 +2,9 @@
 // exceptions become zero_status codes plus a thread-local message
 // (capi/call_support.h), the version, and the engine's params, gradients and
 // steps. The other calls live in files named for them: comm_calls.cc,
-// config_calls.cc, device_calls.cc, observe_calls.cc, checkpoint_calls.cc and
-// caller_memory.cc.
+// config_calls.cc, device_calls.cc, observe_calls.cc, checkpoint_calls.cc,
+// estimate_calls.cc and caller_memory.cc; a param description's checks in
+// param_desc.cc.
 #include "zero_c.h"
 
 #include <string>
