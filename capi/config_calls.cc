@@ -1,5 +1,5 @@
 // The C ABI's calls that take a config: an engine from a zero_config or a
-// ds_config JSON text, and the memory estimate of a ds_config.
+// ds_config JSON text (the memory estimate of a ds_config: estimate_calls.cc).
 #include <utility>
 #include <vector>
 
@@ -11,21 +11,17 @@
 #include "core/backend/device_factory.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
-#include "core/estimate/memory_estimate.h"
 #include "zero_c.h"
 
 namespace {
 
 using zero_capi::BadStruct;
-using zero_capi::CheckStructSize;
 using zero_capi::EnumValue;
 using zero_capi::Guard;
 using zero_capi::ReadStruct;
 using zero_capi::Report;
 using zero_capi::ToDType;
 using zero_capi::ValidDType;
-using zero_capi::WriteStruct;
-using zero_capi::ZeroStruct;
 
 constexpr zero_config kConfigDefaults = ZERO_CONFIG_INIT;
 
@@ -139,47 +135,6 @@ zero_status zero_engine_create_json(const char* json_text, zero_comm_t* comm,
     auto k = zero::ParseDsConfig(json_text);
     if (!k.ok()) return Report(k.status());
     return MakeEngine(*k, comm, out);
-  });
-}
-
-zero_status zero_estimate_memory(const char* json_text, int32_t num_params, const int64_t* numel,
-                                 const int32_t* ndim, int32_t ranks_per_node, int32_t nodes,
-                                 int32_t gpu, zero_memory_estimate* out) {
-  ZERO_CHECK_ARG("zero_estimate_memory", json_text);
-  ZERO_CHECK_ARG("zero_estimate_memory", out);
-  if (num_params < 0 || (num_params > 0 && (numel == nullptr || ndim == nullptr))) {
-    return Report(absl::InvalidArgumentError(
-        "zero_estimate_memory: numel or ndim is null, or num_params is negative"));
-  }
-  absl::Status size_ok = CheckStructSize(out);
-  if (!size_ok.ok()) return BadStruct("zero_estimate_memory", size_ok);
-  return Guard([&] {
-    auto cfg = zero::ParseDsConfig(json_text);
-    if (!cfg.ok()) return Report(cfg.status());
-    std::vector<zero::EstimateParam> ps(num_params);
-    for (int32_t i = 0; i < num_params; ++i) {
-      ps[i].numel = numel[i];
-      ps[i].ndim = ndim[i];
-    }
-    auto e = zero::EstimateMemory(ps, *cfg, {ranks_per_node, nodes, gpu != 0});
-    if (!e.ok()) return Report(e.status());
-    zero_memory_estimate o = ZeroStruct<zero_memory_estimate>();
-    o.trainable_numel = e->trainable_numel;
-    o.padded_numel = e->padded_numel;
-    o.param_bytes = e->param_bytes;
-    o.grad_bytes = e->grad_bytes;
-    o.master_bytes = e->master_bytes;
-    o.optimizer_bytes = e->optimizer_bytes;
-    o.frozen_bytes = e->frozen_bytes;
-    o.buffer_bytes = e->buffer_bytes;
-    o.nvme_bytes = e->nvme_bytes;
-    o.live_peak_bytes = e->live_peak_bytes;
-    o.device_bytes = e->device_bytes;
-    o.device_peak_bytes = e->device_peak_bytes;
-    o.host_bytes = e->host_bytes;
-    o.host_bytes_per_node = e->host_bytes_per_node;
-    WriteStruct(o, out);
-    return Report(absl::OkStatus());
   });
 }
 

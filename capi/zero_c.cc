@@ -2,8 +2,9 @@
 // exceptions become zero_status codes plus a thread-local message
 // (capi/call_support.h), the version, and the engine's params, gradients and
 // steps. The other calls live in files named for them: comm_calls.cc,
-// config_calls.cc, device_calls.cc, observe_calls.cc, checkpoint_calls.cc and
-// caller_memory.cc.
+// config_calls.cc, device_calls.cc, observe_calls.cc, checkpoint_calls.cc,
+// estimate_calls.cc and caller_memory.cc; a param description's checks in
+// param_desc.cc.
 #include "zero_c.h"
 
 #include <string>
@@ -13,6 +14,7 @@
 #include "capi/abi_struct.h"
 #include "capi/call_support.h"
 #include "capi/caller_memory.h"
+#include "capi/param_desc.h"
 #include "capi/status_code.h"
 #include "core/engine/engine.h"
 #include "core/estimate/memory_estimate.h"
@@ -54,6 +56,7 @@ using zero_capi::EnumValue;
 using zero_capi::Guard;
 using zero_capi::LastError;
 using zero_capi::Null;
+using zero_capi::ReadParamDesc;
 using zero_capi::ReadStruct;
 using zero_capi::Report;
 using zero_capi::ToDType;
@@ -62,7 +65,6 @@ using zero_capi::WriteStruct;
 using zero_capi::WrapProgress;
 using zero_capi::ZeroStruct;
 
-constexpr zero_param_desc kParamDescDefaults = ZERO_PARAM_DESC_INIT;
 constexpr zero_init_spec kInitSpecDefaults = ZERO_INIT_SPEC_INIT;
 
 }  // namespace
@@ -95,46 +97,23 @@ const char* zero_last_error(void) { return LastError().c_str(); }
 namespace {
 
 zero_status RegisterParam(const char* call, zero_engine_t* engine,
-                          const zero_param_desc* desc_in, const zero::InitSpec* init_spec,
+                          const zero_param_desc* desc, const zero::InitSpec* init_spec,
                           zero_fill_fn fill, void* user, int32_t* out_id) {
   ZERO_CHECK_ARG(call, engine);
-  if (desc_in == nullptr) return Null(call, "desc");
+  if (desc == nullptr) return Null(call, "desc");
   ZERO_CHECK_ARG(call, out_id);
-  auto read = ReadStruct(desc_in, kParamDescDefaults);
-  if (!read.ok()) return BadStruct(call, read.status());
-  const zero_param_desc* desc = &*read;
-  ZERO_CHECK_ARG(call, desc->name);
-  if ((init_spec != nullptr || fill != nullptr) && desc->init != nullptr) {
-    LastError() = absl::StrCat(call, " '", desc->name,
+  zero::ParamSpec spec;
+  const zero_status read = ReadParamDesc(call, desc, &spec);
+  if (read != ZERO_OK) return read;
+  if ((init_spec != nullptr || fill != nullptr) && spec.init != nullptr) {
+    LastError() = absl::StrCat(call, " '", spec.name,
                                 "': desc->init must be NULL (one init source)");
     return ZERO_INVALID_ARGUMENT;
   }
-  if (desc->ndim < 0 || desc->ndim > ZERO_MAX_DIMS || (desc->ndim > 0 && desc->shape == nullptr)) {
-    LastError() = absl::StrCat(call, " '", desc->name, "': ndim ", desc->ndim,
-                                " needs 0..", ZERO_MAX_DIMS, " dims and a non-NULL shape");
-    return ZERO_INVALID_ARGUMENT;
-  }
-  const int64_t dtype = EnumValue(desc->dtype);
-  if (!ValidDType(dtype)) {
-    LastError() = absl::StrCat(call, " '", desc->name, "': dtype ", dtype, " not in 0..2");
-    return ZERO_INVALID_ARGUMENT;
-  }
-  const int64_t use_muon = EnumValue(desc->use_muon);
-  if (use_muon < ZERO_MUON_AUTO || use_muon > ZERO_MUON_OFF) {
-    LastError() = absl::StrCat(call, " '", desc->name, "': use_muon ", use_muon, " not in 0..2");
-    return ZERO_INVALID_ARGUMENT;
-  }
   return Guard([&] {
-    zero::ParamSpec spec;
-    spec.name = desc->name;
-    spec.shape.assign(desc->shape, desc->shape + desc->ndim);
-    spec.dtype = ToDType(dtype);
-    spec.init = desc->init;
     spec.init_spec = init_spec;
     spec.fill = fill;
     spec.fill_user = user;
-    spec.trainable = desc->trainable != 0;
-    spec.use_muon = use_muon == ZERO_MUON_AUTO ? -1 : use_muon == ZERO_MUON_ON ? 1 : 0;
     auto id = engine->engine->RegisterParam(spec);
     if (!id.ok()) return Report(id.status());
     *out_id = *id;

@@ -151,6 +151,24 @@ static void test_param_desc(void) {
   EXPECT(zero_engine_register_param(fresh_engine, &buf.desc, &id) == ZERO_INVALID_ARGUMENT);
   EXPECT(strstr(zero_last_error(), "use_muon") != NULL);
   EXPECT(zero_engine_num_params(fresh_engine, &count) == ZERO_OK && count == 3);
+  /* 1.16: the memory estimate reads the same struct by the same rule. */
+  {
+    zero_memory_estimate e = ZERO_MEMORY_ESTIMATE_INIT;
+    init.name = "p_estimate";
+    init.ndim = 2;
+    init.use_muon = ZERO_MUON_AUTO;
+    fill(&init, size, kFirstDesc, 0, 0);
+    EXPECT(zero_estimate_memory_params("{}", 1, &buf.desc, 1, 1, 0, &e) == ZERO_OK &&
+           e.trainable_numel == 12);
+    fill(&init, size, size + EXTRA, 0, 0);
+    EXPECT(zero_estimate_memory_params("{}", 1, &buf.desc, 1, 1, 0, &e) == ZERO_OK);
+    fill(&init, size, size + EXTRA, 0, 1);
+    EXPECT(refused(zero_estimate_memory_params("{}", 1, &buf.desc, 1, 1, 0, &e),
+                   "zero_param_desc", size + EXTRA));
+    fill(&init, size, kFirstDesc - 1, 0, 0);
+    EXPECT(refused(zero_estimate_memory_params("{}", 1, &buf.desc, 1, 1, 0, &e),
+                   "zero_param_desc", kFirstDesc - 1));
+  }
 }
 
 static void test_init_spec(void) {

@@ -65,6 +65,22 @@ int main(void) {
     EXPECT(is_error(zero_engine_register_param_init(engine, &d, &spec, &id),
                     ZERO_INVALID_ARGUMENT, "'w': dtype") && names(kBad[i]));
   }
+  /* zero_param_desc.dtype and .use_muon in the memory estimate (1.16),
+   * refused as registration refuses them, naming the entry and the param. */
+  for (i = 0; i < COUNT(kBad); ++i) {
+    zero_param_desc d = ZERO_PARAM_DESC_INIT;
+    zero_memory_estimate e = ZERO_MEMORY_ESTIMATE_INIT;
+    d.name = "w";
+    d.ndim = 1;
+    d.shape = shape;
+    d.dtype = (zero_dtype)kBad[i];
+    EXPECT(is_error(zero_estimate_memory_params("{}", 1, &d, 1, 1, 0, &e),
+                    ZERO_INVALID_ARGUMENT, "param 0 'w': dtype") && names(kBad[i]));
+    d.dtype = ZERO_DTYPE_F32;
+    d.use_muon = (zero_muon_use)kBad[i];
+    EXPECT(is_error(zero_estimate_memory_params("{}", 1, &d, 1, 1, 0, &e),
+                    ZERO_INVALID_ARGUMENT, "param 0 'w': use_muon") && names(kBad[i]));
+  }
   /* zero_init_spec.kind. */
   for (i = 0; i < COUNT(kBadKinds); ++i) {
     zero_param_desc d = ZERO_PARAM_DESC_INIT;

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,8 +17,8 @@
 #include "core/common/status_macros.h"
 #include "core/engine/engine.h"
 #include "core/estimate/memory_estimate.h"
+#include "tests/testing/measure_ranks.h"
 #include "tests/testing/mlp_harness.h"
-#include "tests/testing/off_host_device.h"
 
 namespace zero {
 namespace testing {
@@ -70,60 +69,17 @@ std::vector<EstimateParam> EstimateInput(const Model& m, DType frozen_dtype) {
   return out;
 }
 
-struct Measured {
-  EngineStats stats;
-  int64_t device_allocated = -1;  // off-host device only
-};
-
-// One optimizer step on `world` thread ranks; each rank's stats afterwards.
-std::vector<Measured> MeasureStep(const Config& c, int world, bool off_host, const Model& m) {
-  std::vector<Measured> out(world);
-  std::mutex mu;
-  RunThreads(world, [&](int rank, Communicator* comm) {
-    auto run = [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(c, comm));
-      if (off_host) RETURN_IF_ERROR(e->SetDevice(std::make_unique<OffHostDevice>()));
-      for (size_t i = 0; i < m.names.size(); ++i) {
-        ParamSpec ps;
-        ps.name = m.names[i];
-        ps.shape = m.shapes[i];
-        ps.dtype = m.trainable[i] ? c.dtype : DType::kF32;
-        ps.trainable = m.trainable[i];
-        RETURN_IF_ERROR(e->RegisterParam(ps).status());
-      }
-      RETURN_IF_ERROR(e->Finalize());
-      const int n = e->num_params();
-      for (int id = 0; id < n; ++id) {
-        RETURN_IF_ERROR(e->Gather(id).status());
-        RETURN_IF_ERROR(e->Release(id));
-      }
-      for (int id = n - 1; id >= 0; --id) {
-        if (!m.trainable[id]) continue;
-        RETURN_IF_ERROR(e->Gather(id).status());
-        RETURN_IF_ERROR(e->GradBuffer(id).status());
-        RETURN_IF_ERROR(e->GradReady(id));
-        RETURN_IF_ERROR(e->Release(id));
-      }
-      RETURN_IF_ERROR(e->Step().status());
-      Measured r;
-      r.stats = e->Stats();
-      if (off_host) r.device_allocated = static_cast<int64_t>(e->device()->allocated_bytes());
-      std::lock_guard<std::mutex> l(mu);
-      out[rank] = r;
-      return absl::OkStatus();
-    };
-    absl::Status s = run();
-    std::lock_guard<std::mutex> l(mu);
-    EXPECT_TRUE(s.ok()) << "rank " << rank << ": " << s;
-  });
+std::vector<ParamSpec> Specs(const Config& c, const Model& m) {
+  std::vector<ParamSpec> out;
+  for (size_t i = 0; i < m.names.size(); ++i) {
+    ParamSpec ps;
+    ps.name = m.names[i];
+    ps.shape = m.shapes[i];
+    ps.dtype = m.trainable[i] ? c.dtype : DType::kF32;
+    ps.trainable = m.trainable[i];
+    out.push_back(ps);
+  }
   return out;
-}
-
-// Within 2 % (and both zero together).
-void ExpectNear2(const char* what, int64_t estimated, int64_t measured, int rank) {
-  const double tol = 0.02 * static_cast<double>(measured);
-  EXPECT_LE(std::fabs(static_cast<double>(estimated - measured)), tol)
-      << what << " on rank " << rank << ": estimated " << estimated << ", measured " << measured;
 }
 
 enum Offload { kNone = 0, kCpu = 1, kNvme = 2, kNvmeParam = 3, kParamCpu = 4, kCpuDelayed = 5 };
@@ -178,27 +134,20 @@ TEST_P(EstimateTest, MatchesMeasuredBytes) {
   auto est = EstimateMemory(EstimateInput(m, DType::kF32), c, {world, 1, off_host});
   ASSERT_TRUE(est.ok()) << est.status();
   const MemoryEstimate& e = *est;
-  const std::vector<Measured> got = MeasureStep(c, world, off_host, m);
+  const std::vector<RankRun> got = MeasureOnThreadRanks(c, world, off_host, Specs(c, m), 1);
   for (int r = 0; r < world; ++r) {
-    const EngineStats& s = got[r].stats;
+    ASSERT_EQ(got[r].after.size(), 1u) << "rank " << r;
+    const EngineStats& s = got[r].after[0];
     EXPECT_EQ(e.trainable_numel, s.trainable_numel);
     EXPECT_EQ(e.padded_numel, s.padded_numel);
     // DeepSpeed's default reduction dtype (the key unset): the model's,
     // whose 2-byte send/receive buffers the estimate counts.
     EXPECT_EQ(e.comm_dtype, dtype);
     EXPECT_EQ(s.comm_dtype, dtype);
-    ExpectNear2("param_bytes", e.param_bytes, s.param_bytes, r);
-    ExpectNear2("grad_bytes", e.grad_bytes, s.grad_bytes, r);
-    ExpectNear2("master_bytes", e.master_bytes, s.master_bytes, r);
-    ExpectNear2("optimizer_bytes", e.optimizer_bytes, s.optimizer_bytes, r);
-    ExpectNear2("frozen_bytes", e.frozen_bytes, s.frozen_bytes, r);
-    ExpectNear2("buffer_bytes", e.buffer_bytes, s.buffer_bytes - s.live_gathered_bytes, r);
+    ExpectNearStats({e.param_bytes, e.grad_bytes, e.master_bytes, e.optimizer_bytes,
+                     e.frozen_bytes, e.buffer_bytes},
+                    s, r);
     ExpectNear2("nvme_bytes", e.nvme_bytes, s.nvme_bytes, r);
-    const int64_t total_est = e.param_bytes + e.grad_bytes + e.master_bytes +
-                              e.optimizer_bytes + e.frozen_bytes + e.buffer_bytes;
-    const int64_t total = s.param_bytes + s.grad_bytes + s.master_bytes + s.optimizer_bytes +
-                          s.frozen_bytes + s.buffer_bytes - s.live_gathered_bytes;
-    ExpectNear2("total", total_est, total, r);
     if (stage == 3) { EXPECT_LE(s.live_gathered_high_water, e.live_peak_bytes) << "rank " << r; }
     if (off_host) {
       // What the device really holds, apart from the stats' accounting.

@@ -25,8 +25,8 @@
 #include "core/engine/engine.h"
 #include "core/estimate/memory_estimate.h"
 #include "core/optim/muon_owners.h"
+#include "tests/testing/measure_ranks.h"
 #include "tests/testing/mlp_harness.h"
-#include "tests/testing/off_host_device.h"
 
 // Heap allocations while counting is on, every thread (the replaceable
 // global operator new: the engine's libraries allocate through it too).
@@ -145,75 +145,44 @@ Config MuonMemoryConfig(int stage, DType dtype) {
   return c;
 }
 
-struct RankRun {
-  std::vector<EngineStats> after;  // after each step
-  int64_t device_allocated = -1;   // off-host device, after the last step
-  int64_t step_allocations = 0;    // heap allocations in the last steps (all ranks)
+std::vector<ParamSpec> Specs(const Config& c, const std::vector<Param>& model) {
+  std::vector<ParamSpec> out;
+  for (const Param& p : model) {
+    ParamSpec ps;
+    ps.name = p.name;
+    ps.shape = p.shape;
+    ps.dtype = c.dtype;
+    ps.use_muon = p.use_muon;
+    out.push_back(ps);
+  }
+  return out;
+}
+
+struct Trained {
+  std::vector<RankRun> ranks;
+  int64_t step_allocations = 0;  // heap allocations in the last steps (all ranks)
 };
 
 // `steps` optimizer steps on `world` thread ranks; each rank's run. The
 // last `counted` steps count heap allocations (every rank's together).
-std::vector<RankRun> Train(const Config& c, int world, bool off_host,
-                       const std::vector<Param>& model, int steps, int counted = 0) {
-  std::vector<RankRun> out(world);
+Trained Train(const Config& c, int world, bool off_host, const std::vector<Param>& model,
+              int steps, int counted = 0) {
+  Trained t;
   std::mutex mu;
-  RunThreads(world, [&](int rank, Communicator* comm) {
-    auto run = [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(c, comm));
-      if (off_host) RETURN_IF_ERROR(e->SetDevice(std::make_unique<OffHostDevice>()));
-      for (const Param& p : model) {
-        ParamSpec ps;
-        ps.name = p.name;
-        ps.shape = p.shape;
-        ps.dtype = c.dtype;
-        ps.use_muon = p.use_muon;
-        RETURN_IF_ERROR(e->RegisterParam(ps).status());
-      }
-      RETURN_IF_ERROR(e->Finalize());
-      const int n = e->num_params();
-      RankRun r;
-      for (int step = 0; step < steps; ++step) {
-        if (step == steps - counted) {
-          RETURN_IF_ERROR(comm->Barrier());
-          if (rank == 0) {
-            g_allocations = 0;
-            g_counting = true;
-          }
-          RETURN_IF_ERROR(comm->Barrier());
-        }
-        for (int id = 0; id < n; ++id) {
-          RETURN_IF_ERROR(e->Gather(id).status());
-          RETURN_IF_ERROR(e->Release(id));
-        }
-        for (int id = n - 1; id >= 0; --id) {
-          RETURN_IF_ERROR(e->Gather(id).status());
-          RETURN_IF_ERROR(e->GradBuffer(id).status());
-          RETURN_IF_ERROR(e->GradReady(id));
-          RETURN_IF_ERROR(e->Release(id));
-        }
-        RETURN_IF_ERROR(e->Step().status());
-        r.after.push_back(e->Stats());
-      }
-      if (counted > 0) {
-        RETURN_IF_ERROR(comm->Barrier());
-        if (rank == 0) g_counting = false;
-        r.step_allocations = g_allocations.load();
-      }
-      if (off_host) r.device_allocated = static_cast<int64_t>(e->device()->allocated_bytes());
-      std::lock_guard<std::mutex> l(mu);
-      out[rank] = r;
-      return absl::OkStatus();
-    };
-    absl::Status s = run();
+  auto hook = [&](int rank, int step, Communicator* comm) -> absl::Status {
+    if (counted == 0 || (step != steps - counted && step != steps)) return absl::OkStatus();
+    RETURN_IF_ERROR(comm->Barrier());
+    if (rank == 0) {
+      g_counting = step != steps;
+      if (g_counting) g_allocations = 0;
+    }
+    RETURN_IF_ERROR(comm->Barrier());
     std::lock_guard<std::mutex> l(mu);
-    EXPECT_TRUE(s.ok()) << "rank " << rank << ": " << s;
-  });
-  return out;
-}
-
-void ExpectNear2(const char* what, int64_t estimated, int64_t measured, int rank) {
-  EXPECT_LE(std::fabs(static_cast<double>(estimated - measured)), 0.02 * measured)
-      << what << " on rank " << rank << ": estimated " << estimated << ", measured " << measured;
+    if (step == steps) t.step_allocations = g_allocations.load();
+    return absl::OkStatus();
+  };
+  t.ranks = MeasureOnThreadRanks(c, world, off_host, Specs(c, model), steps, hook);
+  return t;
 }
 
 // Newton-Schulz's work bytes for the largest of some matrices, by hand:
@@ -250,7 +219,7 @@ TEST_P(MuonMemoryTest, EstimateMatchesMeasuredPerRank) {
   ASSERT_TRUE(est.ok()) << est.status();
   const MemoryEstimate& e = *est;
   ASSERT_EQ(static_cast<int>(e.muon_rank_bytes.size()), world);
-  const std::vector<RankRun> got = Train(c, world, off_host, model, 2);
+  const std::vector<RankRun> got = Train(c, world, off_host, model, 2).ranks;
   ASSERT_EQ(static_cast<int>(got[0].after.size()), 2);
 
   // The formula by hand: every Muon element three times on the rank that
@@ -288,13 +257,9 @@ TEST_P(MuonMemoryTest, EstimateMatchesMeasuredPerRank) {
     EXPECT_LE(e.muon_rank_bytes[r], e.muon_bytes);
     // The rest of the estimate holds with Muon's buffers in it: this rank's
     // in place of the busiest's.
-    const int64_t buffers = e.buffer_bytes - e.muon_bytes + e.muon_rank_bytes[r];
-    ExpectNear2("buffer_bytes", buffers, s.buffer_bytes - s.live_gathered_bytes, r);
-    const int64_t total_est = e.param_bytes + e.grad_bytes + e.master_bytes +
-                              e.optimizer_bytes + e.frozen_bytes + buffers;
-    const int64_t total = s.param_bytes + s.grad_bytes + s.master_bytes + s.optimizer_bytes +
-                          s.frozen_bytes + s.buffer_bytes - s.live_gathered_bytes;
-    ExpectNear2("total", total_est, total, r);
+    ExpectNearStats({e.param_bytes, e.grad_bytes, e.master_bytes, e.optimizer_bytes,
+                     e.frozen_bytes, e.buffer_bytes - e.muon_bytes + e.muon_rank_bytes[r]},
+                    s, r);
     if (off_host) {
       // Muon's buffers are host memory: the device holds none of them.
       ExpectNear2("device memory", e.device_bytes, got[r].device_allocated, r);
@@ -341,7 +306,9 @@ TEST(MuonMemory, AdamWHasNoMuonBytes) {
   ASSERT_TRUE(est.ok()) << est.status();
   EXPECT_EQ(est->muon_bytes, 0);
   EXPECT_TRUE(est->muon_rank_bytes.empty());
-  for (const RankRun& r : Train(c, 2, false, Model(), 1)) EXPECT_EQ(r.after[0].muon_bytes, 0);
+  for (const RankRun& r : Train(c, 2, false, Model(), 1).ranks) {
+    EXPECT_EQ(r.after[0].muon_bytes, 0);
+  }
 }
 
 // Steady state: the heap allocations of a Muon step, less an AdamW step's
@@ -356,8 +323,8 @@ TEST(MuonMemory, NoPerStepAllocationsThatGrowWithTheMatrices) {
         Config muon = MuonMemoryConfig(stage, DType::kF32);
         Config adamw = muon;
         adamw.optimizer = OptimizerType::kAdamW;
-        const int64_t m = Train(muon, world, false, model, 5, 3)[0].step_allocations;
-        const int64_t a = Train(adamw, world, false, model, 5, 3)[0].step_allocations;
+        const int64_t m = Train(muon, world, false, model, 5, 3).step_allocations;
+        const int64_t a = Train(adamw, world, false, model, 5, 3).step_allocations;
         extra[k] = m - a;
         std::printf("world %d stage %d, %zu params: %lld allocations in 3 Muon steps, %lld "
                     "in 3 AdamW steps\n",

@@ -62,7 +62,7 @@ extern "C" {
 /* Version of this header. zero_version() returns the library's; a program
  * should refuse to run when the majors differ. */
 #define ZERO_VERSION_MAJOR 1
-#define ZERO_VERSION_MINOR 15
+#define ZERO_VERSION_MINOR 16
 #define ZERO_VERSION_PATCH 0
 #define ZERO_VERSION_CODE \
   (ZERO_VERSION_MAJOR * 10000 + ZERO_VERSION_MINOR * 100 + ZERO_VERSION_PATCH)
@@ -759,7 +759,10 @@ typedef struct zero_memory_estimate {
  * `json_text` (stage, precision, offload, bucket sizes) over `num_params`
  * params (numel[i] elements, ndim[i] dimensions: 2-D ones size the "auto"
  * buckets; all trainable) on ranks_per_node x nodes ranks; gpu 1: device
- * memory apart from host memory, 0: the CPU device. */
+ * memory apart from host memory, 0: the CPU device. Without names it cannot
+ * apply Muon's name rule (every param of 2 or more dimensions counts as on
+ * Muon, embeddings and heads too) nor describe frozen params:
+ * zero_estimate_memory_params (1.16) can. */
 ZERO_API zero_status zero_estimate_memory(const char* json_text, int32_t num_params,
                                           const int64_t* numel, const int32_t* ndim,
                                           int32_t ranks_per_node, int32_t nodes,
@@ -1037,6 +1040,33 @@ ZERO_API zero_status zero_engine_gather_into_many(zero_engine_t* engine, const i
  * count 0 does nothing (ids may then be NULL). */
 ZERO_API zero_status zero_engine_release_many(zero_engine_t* engine, const int32_t* ids,
                                               size_t count);
+
+/* ---- 1.16: the memory estimate of described params ---------------------- */
+
+/* NOT collective; no engine. zero_estimate_memory over the params an engine
+ * would be given: params[0 .. num_params-1] are the descriptions a caller
+ * passes to zero_engine_register_param, in registration order (the order the
+ * engine lays them out in). Each is checked and read as registration does
+ * it -- the same code -- so the estimate counts what that engine would
+ * hold: `trainable` 0 is a frozen param (its numel x its dtype's bytes on
+ * every rank, no gradient or optimizer state); with optimizer Muon,
+ * `use_muon` picks each param's half, ZERO_MUON_AUTO by DeepSpeed's rule
+ * (at least 2-D, the name holds neither "embed" nor "lm_head"), so
+ * embeddings and the LM head are estimated on AdamW. `init` is not read,
+ * nor a trainable param's dtype (the engine holds those in the config's
+ * working dtype); a frozen param's dtype is its bytes per element.
+ * Refused with ZERO_INVALID_ARGUMENT as registration refuses, the message
+ * naming the entry and its param ("zero_estimate_memory_params, param K
+ * 'name': ..."): params NULL (num_params > 0) or num_params < 0; a
+ * struct_size outside convention 3; name NULL or empty; a name given twice;
+ * ndim outside 0..ZERO_MAX_DIMS, shape NULL with ndim > 0, a dimension < 1;
+ * a dtype or use_muon outside its enum; ZERO_MUON_ON on a param of fewer
+ * than 2 dimensions. The config, ranks_per_node, nodes, gpu and out as
+ * zero_estimate_memory. */
+ZERO_API zero_status zero_estimate_memory_params(const char* json_text, int32_t num_params,
+                                                 const zero_param_desc* params,
+                                                 int32_t ranks_per_node, int32_t nodes,
+                                                 int32_t gpu, zero_memory_estimate* out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -49,6 +49,28 @@ using zero_py::ErrorFactory;
 using zero_py::PyProgress;
 using zero_py::Raise;
 
+// A zero_param_desc pointing into `name` and `shape` (which must outlive it);
+// use_muon: 0 auto, 1 on, 2 off (zero_muon_use, 1.13).
+zero_param_desc Desc(const std::string& name, const std::vector<int64_t>& shape, int32_t dtype,
+                     bool trainable, int32_t use_muon) {
+  zero_param_desc desc = ZERO_PARAM_DESC_INIT;
+  desc.name = name.c_str();
+  desc.ndim = static_cast<int32_t>(shape.size());
+  desc.shape = shape.data();
+  desc.dtype = static_cast<zero_dtype>(dtype);
+  desc.trainable = trainable ? 1 : 0;
+  desc.use_muon = static_cast<zero_muon_use>(use_muon);
+  return desc;
+}
+
+py::dict EstimateDict(const zero_memory_estimate& e) {
+  py::dict d;
+#define ZERO_FIELD(f) d[#f] = e.f;
+  ZERO_MEMORY_ESTIMATE_FIELDS(ZERO_FIELD)
+#undef ZERO_FIELD
+  return d;
+}
+
 class Engine {
  public:
   Engine(const std::string& json_text, const Comm& comm)
@@ -495,18 +517,6 @@ class Engine {
     }
   };
 
-  static zero_param_desc Desc(const std::string& name, const std::vector<int64_t>& shape,
-                              int32_t dtype, bool trainable, int32_t use_muon) {
-    zero_param_desc desc = ZERO_PARAM_DESC_INIT;
-    desc.name = name.c_str();
-    desc.ndim = static_cast<int32_t>(shape.size());
-    desc.shape = shape.data();
-    desc.dtype = static_cast<zero_dtype>(dtype);
-    desc.trainable = trainable ? 1 : 0;
-    desc.use_muon = static_cast<zero_muon_use>(use_muon);  // 1.13
-    return desc;
-  }
-
   std::vector<std::unique_ptr<PyFill>> fills_;
   zero_engine_t* engine_ = nullptr;
   std::shared_ptr<CommHandle> comm_;  // keeps the C comm alive
@@ -525,11 +535,31 @@ PYBIND11_MODULE(_zero_c, m) {
           Check(zero_estimate_memory(json.c_str(), static_cast<int32_t>(numel.size()),
                                      numel.data(), ndim.data(), ranks_per_node, nodes,
                                      gpu ? 1 : 0, &e));
-          py::dict d;
-#define ZERO_FIELD(f) d[#f] = e.f;
-          ZERO_MEMORY_ESTIMATE_FIELDS(ZERO_FIELD)
-#undef ZERO_FIELD
-          return d;
+          return EstimateDict(e);
+        });
+  // 1.16: params as registration describes them (names, frozen, use_muon).
+  m.def("estimate_memory_params",
+        [](const std::string& json, const std::vector<std::string>& names,
+           const std::vector<std::vector<int64_t>>& shapes, const std::vector<int32_t>& dtypes,
+           const std::vector<bool>& trainable, const std::vector<int32_t>& use_muon,
+           int32_t ranks_per_node, int32_t nodes, bool gpu) {
+          const size_t n = names.size();
+          if (shapes.size() != n || dtypes.size() != n || trainable.size() != n ||
+              use_muon.size() != n) {
+            throw py::value_error(
+                "estimate_memory_params: names, shapes, dtypes, trainable and use_muon differ "
+                "in length");
+          }
+          std::vector<zero_param_desc> descs;
+          descs.reserve(n);
+          for (size_t i = 0; i < n; ++i) {
+            descs.push_back(Desc(names[i], shapes[i], dtypes[i], trainable[i], use_muon[i]));
+          }
+          zero_memory_estimate e = ZERO_MEMORY_ESTIMATE_INIT;
+          Check(zero_estimate_memory_params(json.c_str(), static_cast<int32_t>(n),
+                                            descs.empty() ? nullptr : descs.data(),
+                                            ranks_per_node, nodes, gpu ? 1 : 0, &e));
+          return EstimateDict(e);
         });
 
   m.doc() = "Thin binding of the zero C ABI (zero_c.h); use the `zero` package.";

@@ -458,12 +458,95 @@ def test_estimate_matches_an_engine_and_the_zero_formula():
         zero.estimate(shapes, {"zero_optimization": {"stage": 7}})
 
 
+def _gpt_like(torch):
+    """An embedding, 2-D hidden weights with biases, a norm and an LM head."""
+    class GptLike(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed_tokens = torch.nn.Embedding(40, 24)
+            self.fc = torch.nn.Linear(24, 48)
+            self.proj = torch.nn.Linear(48, 24)
+            self.norm = torch.nn.LayerNorm(24)
+            self.lm_head = torch.nn.Linear(24, 40, bias=False)
+
+        def forward(self, idx):
+            x = self.embed_tokens(idx)
+            x = x + self.proj(torch.relu(self.fc(x)))
+            return self.lm_head(self.norm(x))
+
+    torch.manual_seed(0)
+    return GptLike()
+
+
+@pytest.mark.parametrize("optimizer", ["Muon", "AdamW"])
+def test_estimate_of_a_torch_module_uses_its_names_and_frozen_params(optimizer):
+    """zero.estimate(module) (C ABI 1.16): the names decide Muon's half as the
+    runtime does (the embedding and the LM head on AdamW) and frozen params
+    are held, not trained: within 2 % of what zero.torch's engine measures
+    after a step; the shapes alone (C ABI 1.5) count the frozen param as
+    trainable and the embedding and head on Muon."""
+    torch = pytest.importorskip("torch")
+    import zero.torch as zt
+    cfg = {"zero_optimization": {"stage": 1}, "steps_per_print": 0,
+           "optimizer": {"type": optimizer, "params": {"lr": 0.01}}}
+    model = _gpt_like(torch)
+    model.fc.weight.requires_grad_(False)
+    est = zero.estimate(model, cfg, gpu=False)
+    engine, _, _, _ = zt.initialize(model=model, config=cfg)
+    try:
+        idx = torch.randint(0, 40, (2, 5))
+        loss = engine(idx).float().pow(2).mean()
+        engine.backward(loss)
+        engine.step()
+        st = engine.zero.stats()
+    finally:
+        engine.destroy()
+    assert est["trainable_numel"] == st["trainable_numel"]
+    assert st["frozen_bytes"] == 48 * 24 * 4
+    for k in ("param_bytes", "grad_bytes", "master_bytes", "optimizer_bytes", "frozen_bytes"):
+        assert abs(est[k] - st[k]) <= 0.02 * st[k], (k, est[k], st[k])
+    buffers = st["buffer_bytes"] - st["live_gathered_bytes"]
+    assert abs(est["buffer_bytes"] - buffers) <= 0.02 * buffers, (est["buffer_bytes"], buffers)
+    shapes = [tuple(p.shape) for p in model.parameters()]
+    unnamed = zero.estimate(shapes, cfg, gpu=False)
+    assert unnamed["trainable_numel"] == est["trainable_numel"] + 48 * 24
+    if optimizer == "Muon":
+        # The embedding and the head orthogonalised too: more Muon buffers.
+        assert unnamed["buffer_bytes"] > est["buffer_bytes"]
+    # A dict of name -> shape with `frozen` is the same description.
+    named = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    assert zero.estimate(named, cfg, gpu=False, frozen=["fc.weight"]) == est
+    # `use_muon` by name overrides the rule: the head back on Muon.
+    if optimizer == "Muon":
+        head_on = zero.estimate(named, cfg, gpu=False, frozen=["fc.weight"],
+                                use_muon={"lm_head.weight": True})
+        assert head_on["buffer_bytes"] > est["buffer_bytes"]
+
+
+def test_estimate_of_named_params_refuses_as_registration_does():
+    """The runtime's refusals name the param; names the params lack, and
+    names given with a bare list of shapes, are refused here."""
+    cfg = {"optimizer": {"type": "Muon", "params": {"lr": 0.01}}}
+    with pytest.raises(zero.InvalidArgumentError, match="'b'.*use_muon on a 1-D"):
+        zero.estimate({"a": (4, 4), "b": (4,)}, cfg, use_muon={"b": True})
+    with pytest.raises(zero.InvalidArgumentError, match="'a'.*dimension < 1"):
+        zero.estimate({"a": (4, 0)}, cfg)
+    with pytest.raises(ValueError, match="no param named 'c'"):
+        zero.estimate({"a": (4, 4)}, cfg, frozen=["c"])
+    with pytest.raises(ValueError, match="frozen and use_muon name params"):
+        zero.estimate([(4, 4)], cfg, frozen=["a"])
+
+
 def test_estimate_reads_shapes_from_safetensors_an_index_and_a_torch_module(tmp_path):
-    """zero.estimate's inputs: each way of naming the same shapes gives the
-    estimate of the explicit list (and a different list does not)."""
+    """zero.estimate's inputs: each way of naming the same params gives the
+    estimate of the explicit dict of name -> shape (and a different one does
+    not). Named params size the "auto" buckets by their real smaller
+    dimension; a bare list of shapes takes each matrix as square."""
     shapes = [(300, 200), (200,), (10, 300)]
     cfg = {"fp16": {"enabled": True}, "zero_optimization": {"stage": 2}}
-    want = zero.estimate(shapes, cfg, ranks_per_node=4)
+    want = zero.estimate(dict(zip("abc", shapes)), cfg, ranks_per_node=4)
+    unnamed = zero.estimate(shapes, cfg, ranks_per_node=4)
+    assert unnamed["trainable_numel"] == want["trainable_numel"]
 
     def write_st(path, named):
         header, off = {}, 0
@@ -485,11 +568,12 @@ def test_estimate_reads_shapes_from_safetensors_an_index_and_a_torch_module(tmp_
                                   "c": "s2.safetensors"}}, f)
     assert zero.estimate(str(tmp_path / "model.safetensors.index.json"), cfg,
                          ranks_per_node=4) == want
-    assert zero.estimate(shapes[:2], cfg, ranks_per_node=4) != want
+    assert zero.estimate(dict(zip("ab", shapes[:2])), cfg, ranks_per_node=4) != want
     torch = pytest.importorskip("torch")
     model = torch.nn.Sequential(torch.nn.Linear(300, 200, device="meta"),
                                 torch.nn.Linear(200, 10, bias=False, device="meta"))
     # nn.Linear(300, 200): weight (200, 300), bias (200,); the second (10, 200).
     got = zero.estimate(model, cfg, ranks_per_node=4)
-    assert got == zero.estimate([(200, 300), (200,), (10, 200)], cfg, ranks_per_node=4)
+    assert got == zero.estimate({"0.weight": (200, 300), "0.bias": (200,),
+                                 "1.weight": (10, 200)}, cfg, ranks_per_node=4)
     assert got["trainable_numel"] == 200 * 300 + 200 + 10 * 200

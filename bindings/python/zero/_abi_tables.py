@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any, Mapping, Tuple
 
 #: ZERO_VERSION_CODE of the header.
-HEADER_VERSION = 11500
+HEADER_VERSION = 11600
 #: ZERO_MAX_DIMS: most dimensions of a param.
 MAX_DIMS = 8
 

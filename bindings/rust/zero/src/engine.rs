@@ -287,7 +287,12 @@ impl<'c> Engine<'c> {
         desc: ParamDesc<'_>,
         fill: Option<Box<FillState<'c>>>,
     ) -> Result<ParamId> {
-        let numel = desc.numel()?;
+        let dtype = match desc.dtype {
+            Some(dtype) => dtype,
+            None => self.dtype()?,
+        };
+        let built = desc.to_raw(dtype)?;
+        let numel = built.numel;
         if let Some(init) = desc.init {
             if init.len() != numel {
                 return Err(Error::new(
@@ -301,29 +306,8 @@ impl<'c> Engine<'c> {
                 ));
             }
         }
-        let name = CString::new(desc.name).map_err(|_| {
-            Error::new(
-                Status::InvalidArgument,
-                format!("param name {:?} contains a NUL byte", desc.name),
-            )
-        })?;
-        let dtype = match desc.dtype {
-            Some(dtype) => dtype,
-            None => self.dtype()?,
-        };
-        let shape: Vec<i64> = desc.shape.iter().map(|&d| d as i64).collect();
-        let mut raw_desc = sys::zero_param_desc_init();
-        raw_desc.name = name.as_ptr();
-        raw_desc.ndim = shape.len() as i32;
-        raw_desc.shape = if shape.is_empty() {
-            ptr::null()
-        } else {
-            shape.as_ptr()
-        };
-        raw_desc.dtype = dtype.raw();
+        let mut raw_desc = built.raw;
         raw_desc.init = desc.init.map_or(ptr::null(), <[f32]>::as_ptr);
-        raw_desc.trainable = desc.trainable as i32;
-        raw_desc.use_muon = desc.raw_use_muon();
         let mut id = -1;
         // SAFETY: every pointer in `raw_desc` is valid for the call; `init`
         // holds exactly numel floats (checked above). The library copies.

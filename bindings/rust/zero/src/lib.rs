@@ -55,7 +55,7 @@ pub use engine::{
     ParamDataMut, ParamDesc, ParamId, ParamInfo, Stats, StepInfo,
 };
 pub use error::{Error, Result, Status};
-pub use estimate::{estimate_memory, Topology};
+pub use estimate::{estimate_memory, estimate_memory_params, Topology};
 pub use generated::MemoryEstimate;
 
 /// The version of the header these bindings were generated from, as

@@ -1,5 +1,8 @@
 //! What describes a param: its id, its registration (shape, dtype, init)
 //! and what the runtime registered.
+use std::ffi::CString;
+use std::ptr;
+
 use zero_sys as sys;
 
 #[allow(unused_imports)] // the doc links
@@ -257,6 +260,63 @@ impl<'a> ParamDesc<'a> {
                 })?;
         }
         Ok(numel)
+    }
+}
+
+/// A description as the C ABI reads it (`zero_param_desc`, `init` unset),
+/// holding the name and shape its pointers point into: moving it keeps them
+/// valid (their heap buffers do not move).
+pub(crate) struct RawParamDesc {
+    _name: CString,
+    _shape: Vec<i64>,
+    pub(crate) raw: sys::zero_param_desc,
+    pub(crate) numel: usize,
+}
+
+impl<'a> ParamDesc<'a> {
+    /// The name given to [`ParamDesc::new`].
+    pub(crate) fn name(&self) -> &'a str {
+        self.name
+    }
+
+    /// Whether it is trainable ([`ParamDesc::trainable`]).
+    pub(crate) fn is_trainable(&self) -> bool {
+        self.trainable
+    }
+
+    /// The dtype set with [`ParamDesc::dtype`], if any.
+    pub(crate) fn dtype_set(&self) -> Option<DType> {
+        self.dtype
+    }
+
+    /// The C description, its dtype `dtype` when none was set; refuses a
+    /// name with a NUL byte and a shape the C ABI cannot hold.
+    pub(crate) fn to_raw(&self, dtype: DType) -> Result<RawParamDesc> {
+        let numel = self.numel()?;
+        let name = CString::new(self.name).map_err(|_| {
+            Error::new(
+                Status::InvalidArgument,
+                format!("param name {:?} contains a NUL byte", self.name),
+            )
+        })?;
+        let shape: Vec<i64> = self.shape.iter().map(|&d| d as i64).collect();
+        let mut raw = sys::zero_param_desc_init();
+        raw.name = name.as_ptr();
+        raw.ndim = shape.len() as i32;
+        raw.shape = if shape.is_empty() {
+            ptr::null()
+        } else {
+            shape.as_ptr()
+        };
+        raw.dtype = self.dtype.unwrap_or(dtype).raw();
+        raw.trainable = self.trainable as i32;
+        raw.use_muon = self.raw_use_muon();
+        Ok(RawParamDesc {
+            _name: name,
+            _shape: shape,
+            raw,
+            numel,
+        })
     }
 }
 
