@@ -7,6 +7,8 @@
 // infinities, subnormal moments whose absmax has no finite reciprocal,
 // zeros against such an absmax, and negative exp_avg_sq, next to ordinary
 // blocks.
+#include "kernels/cpu/q8_codec_simd.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,7 +17,6 @@
 #include <vector>
 
 #include "kernels/cast_math.h"
-#include "kernels/cpu/q8_codec_simd.h"
 #include "kernels/moments_format_math.h"
 
 namespace zero {
@@ -24,24 +25,21 @@ namespace {
 constexpr int kB = math::kQ8Block;
 
 TEST(Q8CodecSimd, DecodesEveryCodeAsTheScalarAgainstAnyAbsmax) {
-  for (float absmax : {1.0f, 2.5f, 0.0f, -0.0f, -3.0f, 1e-40f, 3e38f, INFINITY,
-                       -INFINITY, NAN}) {
+  for (float absmax : {1.0f, 2.5f, 0.0f, -0.0f, -3.0f, 1e-40f, 3e38f, INFINITY, -INFINITY, NAN}) {
     std::vector<math::Q8Block> blocks(256 / kB);
     for (int c = 0; c < 256; ++c) {
       blocks[c / kB].m[c % kB] = static_cast<uint8_t>(c);
       blocks[c / kB].v[c % kB] = static_cast<uint8_t>(255 - c);
     }
-    for (auto &b : blocks)
-      b.m_absmax = b.v_absmax = absmax;
+    for (auto& b : blocks) b.m_absmax = b.v_absmax = absmax;
     std::vector<float> m(256), v(256);
     cpu::Q8DecodeTile(blocks.data(), 256, m.data(), v.data());
     for (int c = 0; c < 256; ++c) {
-      EXPECT_EQ(math::FloatBits(m[c]), math::FloatBits(math::Q8DecodeSigned(
-                                           static_cast<uint8_t>(c), absmax)))
+      EXPECT_EQ(math::FloatBits(m[c]),
+                math::FloatBits(math::Q8DecodeSigned(static_cast<uint8_t>(c), absmax)))
           << "code " << c << " absmax " << absmax;
       EXPECT_EQ(math::FloatBits(v[c]),
-                math::FloatBits(math::Q8DecodeUnsigned(
-                    static_cast<uint8_t>(255 - c), absmax)))
+                math::FloatBits(math::Q8DecodeUnsigned(static_cast<uint8_t>(255 - c), absmax)))
           << "code " << 255 - c << " absmax " << absmax;
     }
   }
@@ -64,17 +62,16 @@ struct EdgeBlocks {
       m[i] = 0.1f * normal(rng);
       v[i] = 0.01f * std::fabs(normal(rng));
     }
-    g[0 * kB + 3] = NAN; // NaN moments after the step
+    g[0 * kB + 3] = NAN;  // NaN moments after the step
     m[0 * kB + 3] = NAN;
     v[1 * kB + 7] = NAN;
-    g[2 * kB + 9] = INFINITY;      // infinite m and v: inf * (1 / inf) is NaN
-    for (int k = 0; k < kB; ++k) { // subnormal moments: 1/absmax overflows
+    g[2 * kB + 9] = INFINITY;       // infinite m and v: inf * (1 / inf) is NaN
+    for (int k = 0; k < kB; ++k) {  // subnormal moments: 1/absmax overflows
       g[3 * kB + k] = k % 3 ? 1e-39f : 0.0f;
       m[3 * kB + k] = k % 3 ? -1e-40f : 0.0f;
       v[3 * kB + k] = 0.0f;
     }
-    for (int k = 0; k < kB; ++k)
-      v[4 * kB + k] = -v[4 * kB + k]; // negative exp_avg_sq
+    for (int k = 0; k < kB; ++k) v[4 * kB + k] = -v[4 * kB + k];  // negative exp_avg_sq
     // The packed start: encoded by the scalar math, block 4's v_absmax
     // negative so that its decoded v is, block 5's a NaN with the sign bit
     // set (a negative integer: only the sign check sees it).
@@ -85,14 +82,13 @@ struct EdgeBlocks {
         m_max = std::fmax(m_max, std::fabs(m[b * kB + k]));
         v_max = std::fmax(v_max, std::fabs(v[b * kB + k]));
       }
-      math::Q8Block &q = packed[b];
+      math::Q8Block& q = packed[b];
       std::memset(&q, 0, sizeof(q));
       q.m_absmax = m_max;
       q.v_absmax = b == 4 ? -v_max : b == 5 ? -NAN : v_max;
       for (int k = 0; k < n; ++k) {
         q.m[k] = math::Q8EncodeSigned(m[b * kB + k], math::Q8Inverse(m_max));
-        q.v[k] = math::Q8EncodeUnsigned(std::fabs(v[b * kB + k]),
-                                        math::Q8Inverse(v_max));
+        q.v[k] = math::Q8EncodeUnsigned(std::fabs(v[b * kB + k]), math::Q8Inverse(v_max));
       }
     }
   }
@@ -101,23 +97,17 @@ struct EdgeBlocks {
 TEST(Q8CodecSimd, FusedStepIsTheScalarOnEdgeBlocks) {
   for (float wd : {0.0f, 0.01f}) {
     for (bool decoupled : {false, true}) {
-      math::AdamScalars s =
-          math::MakeAdamScalars(1e-2f, 0.9f, 0.999f, 1e-8f, wd, 1, 4, 1.0f);
+      math::AdamScalars s = math::MakeAdamScalars(1e-2f, 0.9f, 0.999f, 1e-8f, wd, 1, 4, 1.0f);
       s.decoupled = decoupled;
       EdgeBlocks got, want;
-      cpu::AdamTileQ8Moments(s, got.g.data(), got.p.data(), got.packed.data(),
-                             EdgeBlocks::kLen);
+      cpu::AdamTileQ8Moments(s, got.g.data(), got.p.data(), got.packed.data(), EdgeBlocks::kLen);
       for (int b = 0; b < EdgeBlocks::kBlocks; ++b) {
-        math::AdamUpdateQ8Block(
-            s, want.g.data() + b * kB, want.p.data() + b * kB, &want.packed[b],
-            static_cast<int>(std::min<int64_t>(kB, EdgeBlocks::kLen - b * kB)));
+        math::AdamUpdateQ8Block(s, want.g.data() + b * kB, want.p.data() + b * kB, &want.packed[b],
+                                static_cast<int>(std::min<int64_t>(kB, EdgeBlocks::kLen - b * kB)));
       }
-      EXPECT_EQ(0,
-                std::memcmp(got.p.data(), want.p.data(), EdgeBlocks::kLen * 4))
-          << wd;
+      EXPECT_EQ(0, std::memcmp(got.p.data(), want.p.data(), EdgeBlocks::kLen * 4)) << wd;
       for (int b = 0; b < EdgeBlocks::kBlocks; ++b) {
-        EXPECT_EQ(0, std::memcmp(&got.packed[b], &want.packed[b],
-                                 sizeof(math::Q8Block)))
+        EXPECT_EQ(0, std::memcmp(&got.packed[b], &want.packed[b], sizeof(math::Q8Block)))
             << "block " << b << " wd " << wd << " decoupled " << decoupled;
       }
     }
@@ -133,8 +123,7 @@ TEST(Q8CodecSimd, EncoderIsTheScalarOnEdgeBlocks) {
   std::memset(got.data(), 0, got.size() * sizeof(math::Q8Block));
   cpu::Q8EncodeTile(e.m.data(), e.v.data(), EdgeBlocks::kLen, got.data());
   for (int b = 0; b < EdgeBlocks::kBlocks; ++b) {
-    const int n =
-        static_cast<int>(std::min<int64_t>(kB, EdgeBlocks::kLen - b * kB));
+    const int n = static_cast<int>(std::min<int64_t>(kB, EdgeBlocks::kLen - b * kB));
     float m_max = 0.0f, v_max = 0.0f;
     for (int k = 0; k < n; ++k) {
       m_max = std::fmax(m_max, std::fabs(e.m[b * kB + k]));
@@ -143,15 +132,13 @@ TEST(Q8CodecSimd, EncoderIsTheScalarOnEdgeBlocks) {
     EXPECT_EQ(math::FloatBits(got[b].m_absmax), math::FloatBits(m_max)) << b;
     EXPECT_EQ(math::FloatBits(got[b].v_absmax), math::FloatBits(v_max)) << b;
     for (int k = 0; k < n; ++k) {
-      EXPECT_EQ(got[b].m[k],
-                math::Q8EncodeSigned(e.m[b * kB + k], math::Q8Inverse(m_max)))
+      EXPECT_EQ(got[b].m[k], math::Q8EncodeSigned(e.m[b * kB + k], math::Q8Inverse(m_max)))
           << "block " << b << " element " << k;
-      EXPECT_EQ(got[b].v[k],
-                math::Q8EncodeUnsigned(e.v[b * kB + k], math::Q8Inverse(v_max)))
+      EXPECT_EQ(got[b].v[k], math::Q8EncodeUnsigned(e.v[b * kB + k], math::Q8Inverse(v_max)))
           << "block " << b << " element " << k;
     }
   }
 }
 
-} // namespace
-} // namespace zero
+}  // namespace
+}  // namespace zero

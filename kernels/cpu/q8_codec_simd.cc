@@ -7,7 +7,7 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/q8_codec_simd.cc"
-#include "hwy/foreach_target.h" // IWYU pragma: keep
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/cpu/adam_vec-inl.h"
 
@@ -24,12 +24,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 // (F16C on AVX2) and the power-of-2 scale (no fp32 subnormals) are exact, so
 // the value is math::Q8MagValue's bit for bit.
 template <class Map>
-constexpr bool
-    kHalfCodes = 1 - Map::kLo - Map::kTop + 14 <= 0 &&
-                 1 - Map::kLo - Map::kTop + 14 > -100 &&
-                 (Map::kTop > 0
-                      ? ((255 - 8 * Map::kLo) >> Map::kBits) + Map::kLo < 31
-                      : Map::kLo == 15 && Map::kBits == 3);
+constexpr bool kHalfCodes = 1 - Map::kLo - Map::kTop + 14 <= 0 &&
+                            1 - Map::kLo - Map::kTop + 14 > -100 &&
+                            (Map::kTop > 0 ? ((255 - 8 * Map::kLo) >> Map::kBits) + Map::kLo < 31
+                                           : Map::kLo == 15 && Map::kBits == 3);
 static_assert(kHalfCodes<math::Q8MMap> && kHalfCodes<math::Q8VMap>,
               "the maps' values are finite binary16s times 2^(E+14)");
 
@@ -37,10 +35,8 @@ static_assert(kHalfCodes<math::Q8MMap> && kHalfCodes<math::Q8VMap>,
 template <class Map, class D, class V16>
 HWY_INLINE hn::Vec<D> ScaledHalf(D d, V16 h) {
   constexpr int kScale = 1 - Map::kLo - Map::kTop + 14;
-  const auto x =
-      hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), h));
-  if constexpr (kScale == 0)
-    return x;
+  const auto x = hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), h));
+  if constexpr (kScale == 0) return x;
   return hn::Mul(x, hn::Set(d, std::ldexp(1.0f, kScale)));
 }
 
@@ -50,8 +46,8 @@ HWY_INLINE hn::Vec<D16> HalfBits(D16 d16, hn::Vec<D16> k) {
   constexpr int kE = 1 - Map::kLo - Map::kTop;
   auto h = hn::ShiftLeft<7>(k);
   if constexpr (Map::kTop > 0) {
-    const auto top = hn::ShiftLeft<10 - Map::kBits>(hn::Add(
-        k, hn::Set(d16, ((1 - Map::kTop - kE) << Map::kBits) - 8 * Map::kLo)));
+    const auto top = hn::ShiftLeft<10 - Map::kBits>(
+        hn::Add(k, hn::Set(d16, ((1 - Map::kTop - kE) << Map::kBits) - 8 * Map::kLo)));
     h = hn::IfThenElse(hn::Lt(k, hn::Set(d16, 8 * Map::kLo)), h, top);
   }
   return h;
@@ -68,47 +64,38 @@ HWY_INLINE hn::Vec<DI> MagCode(D d, DI di, hn::Vec<D> a) {
   const auto sum = hn::Add(hn::BitCast(d, c), hn::BitCast(d, magic));
   const auto linear = hn::Sub(hn::BitCast(di, sum), magic);
   const auto lsb = hn::And(hn::ShiftRight<20>(c), hn::Set(di, 1));
-  const auto low = hn::Sub(
-      hn::ShiftRight<20>(hn::Add(c, hn::Add(hn::Set(di, 0x7ffff), lsb))),
-      hn::Set(di, 8 * (126 + kE)));
-  auto code =
-      hn::IfThenElse(hn::Lt(c, hn::Set(di, (127 + kE) << 23)), linear, low);
+  const auto low = hn::Sub(hn::ShiftRight<20>(hn::Add(c, hn::Add(hn::Set(di, 0x7ffff), lsb))),
+                           hn::Set(di, 8 * (126 + kE)));
+  auto code = hn::IfThenElse(hn::Lt(c, hn::Set(di, (127 + kE) << 23)), linear, low);
   if constexpr (Map::kTop > 0) {
     constexpr int kShift = 23 - Map::kBits;
     const auto top_lsb = hn::And(hn::ShiftRight<kShift>(c), hn::Set(di, 1));
-    const auto top =
-        hn::Add(hn::ShiftRight<kShift>(hn::Add(
-                    c, hn::Add(hn::Set(di, (1 << (kShift - 1)) - 1), top_lsb))),
-                hn::Set(di, 8 * Map::kLo - ((127 - Map::kTop) << Map::kBits)));
-    code = hn::IfThenElse(hn::Lt(c, hn::Set(di, (127 - Map::kTop) << 23)), code,
-                          top);
+    const auto top = hn::Add(
+        hn::ShiftRight<kShift>(hn::Add(c, hn::Add(hn::Set(di, (1 << (kShift - 1)) - 1), top_lsb))),
+        hn::Set(di, 8 * Map::kLo - ((127 - Map::kTop) << Map::kBits)));
+    code = hn::IfThenElse(hn::Lt(c, hn::Set(di, (127 - Map::kTop) << 23)), code, top);
   }
-  if constexpr (kNaN)
-    code = hn::IfThenZeroElse(hn::Gt(u, hn::Set(di, 0x7f800000)), code);
+  if constexpr (kNaN) code = hn::IfThenZeroElse(hn::Gt(u, hn::Set(di, 0x7f800000)), code);
   return code;
 }
 
 // Lanes [i, i + N) of block b as fp32 m and v.
 template <class D>
-HWY_INLINE void DecodeVec(D d, const math::Q8Block &b, int64_t i, hn::Vec<D> *m,
-                          hn::Vec<D> *v) {
+HWY_INLINE void DecodeVec(D d, const math::Q8Block& b, int64_t i, hn::Vec<D>* m, hn::Vec<D>* v) {
   const hn::Rebind<int16_t, D> d16;
   const hn::Rebind<uint8_t, D> d8;
   // The code's sign (bit 7) moves to binary16's bit 15 (signed times 2^0
   // then the absmax: the scalar's order), its magnitude to bits 14..7.
   const auto k7 = hn::ShiftLeft<7>(hn::PromoteTo(d16, hn::LoadU(d8, b.m + i)));
   const auto hm = hn::Add(k7, hn::And(k7, hn::Set(d16, 0x4000)));
-  static_assert(math::Q8MMap::kTop == 0 && 1 - math::Q8MMap::kLo + 14 == 0,
-                "hm is HalfBits");
+  static_assert(math::Q8MMap::kTop == 0 && 1 - math::Q8MMap::kLo + 14 == 0, "hm is HalfBits");
   *m = hn::Mul(ScaledHalf<math::Q8MMap>(d, hm), hn::Set(d, b.m_absmax));
-  const auto hv =
-      HalfBits<math::Q8VMap>(d16, hn::PromoteTo(d16, hn::LoadU(d8, b.v + i)));
+  const auto hv = HalfBits<math::Q8VMap>(d16, hn::PromoteTo(d16, hn::LoadU(d8, b.v + i)));
   *v = hn::Mul(ScaledHalf<math::Q8VMap>(d, hv), hn::Set(d, b.v_absmax));
 }
 
 // One block's n <= kQ8Block elements as fp32.
-HWY_INLINE void DecodeBlock(const math::Q8Block &b, int64_t n, float *m,
-                            float *v) {
+HWY_INLINE void DecodeBlock(const math::Q8Block& b, int64_t n, float* m, float* v) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t i = 0;
@@ -124,11 +111,10 @@ HWY_INLINE void DecodeBlock(const math::Q8Block &b, int64_t n, float *m,
   }
 }
 
-void Q8DecodeTileImpl(const math::Q8Block *blocks, int64_t len, float *m,
-                      float *v) {
+void Q8DecodeTileImpl(const math::Q8Block* blocks, int64_t len, float* m, float* v) {
   for (int64_t a = 0; a < len; a += math::kQ8Block) {
-    DecodeBlock(blocks[a / math::kQ8Block],
-                std::min<int64_t>(math::kQ8Block, len - a), m + a, v + a);
+    DecodeBlock(blocks[a / math::kQ8Block], std::min<int64_t>(math::kQ8Block, len - a), m + a,
+                v + a);
   }
 }
 
@@ -138,18 +124,18 @@ void Q8DecodeTileImpl(const math::Q8Block *blocks, int64_t len, float *m,
 // an absmax whose reciprocal overflows sends the block to the exact path:
 // there math::AdamUpdateQ8Block's fmaxf skips NaN, and x * inv can be NaN
 // (inf * 0, 0 * inf), which codes as 0.
-template <class DI> struct AbsmaxBits {
+template <class DI>
+struct AbsmaxBits {
   hn::Vec<DI> m_abs, v_max, v_min;
-  explicit AbsmaxBits(DI di)
-      : m_abs(hn::Zero(di)), v_max(hn::Zero(di)), v_min(hn::Zero(di)) {}
-  template <class V> HWY_INLINE void Add(DI di, V m, V v) {
-    m_abs =
-        hn::Max(m_abs, hn::And(hn::BitCast(di, m), hn::Set(di, 0x7fffffff)));
+  explicit AbsmaxBits(DI di) : m_abs(hn::Zero(di)), v_max(hn::Zero(di)), v_min(hn::Zero(di)) {}
+  template <class V>
+  HWY_INLINE void Add(DI di, V m, V v) {
+    m_abs = hn::Max(m_abs, hn::And(hn::BitCast(di, m), hn::Set(di, 0x7fffffff)));
     v_max = hn::Max(v_max, hn::BitCast(di, v));
     v_min = hn::Min(v_min, hn::BitCast(di, v));
   }
   // True, with the absmaxes, when no lane's code can meet a NaN.
-  HWY_INLINE bool Absmaxes(DI di, float *m_max, float *v_max_out) const {
+  HWY_INLINE bool Absmaxes(DI di, float* m_max, float* v_max_out) const {
     const int32_t m_bits = hn::GetLane(hn::MaxOfLanes(di, m_abs));
     const int32_t v_bits = hn::GetLane(hn::MaxOfLanes(di, v_max));
     if (m_bits >= 0x7f800000 || v_bits >= 0x7f800000 ||
@@ -158,14 +144,14 @@ template <class DI> struct AbsmaxBits {
     }
     *m_max = math::BitsFloat(static_cast<uint32_t>(m_bits));
     *v_max_out = math::BitsFloat(static_cast<uint32_t>(v_bits));
-    return std::isfinite(math::Q8Inverse(*m_max)) &&
-           std::isfinite(math::Q8Inverse(*v_max_out));
+    return std::isfinite(math::Q8Inverse(*m_max)) && std::isfinite(math::Q8Inverse(*v_max_out));
   }
 };
 
 // The running absmax of m's and v's lanes: fmaxf skips NaN, so NaN lanes
 // count as 0 (the moments are >= 0 or NaN).
-template <class V> HWY_INLINE void MaxVec(V m, V v, V *mx, V *vx) {
+template <class V>
+HWY_INLINE void MaxVec(V m, V v, V* mx, V* vx) {
   const auto am = hn::Abs(m);
   *mx = hn::Max(*mx, hn::IfThenElseZero(hn::Eq(am, am), am));
   *vx = hn::Max(*vx, hn::IfThenElseZero(hn::Eq(v, v), v));
@@ -173,16 +159,16 @@ template <class V> HWY_INLINE void MaxVec(V m, V v, V *mx, V *vx) {
 
 // Four vectors of codes (< 256) stored as 4 N bytes in lane order.
 template <class DI, class V = hn::Vec<DI>>
-HWY_INLINE void StoreCodes4(DI di, V c0, V c1, V c2, V c3, uint8_t *out) {
+HWY_INLINE void StoreCodes4(DI di, V c0, V c1, V c2, V c3, uint8_t* out) {
 #if HWY_TARGET == HWY_AVX2
   // Two packs interleave the 128-bit halves; one permute restores the order
   // (three instructions where four DemoteTos take sixteen).
   (void)di;
-  const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(c0.raw, c1.raw),
-                                            _mm256_packs_epi32(c2.raw, c3.raw));
-  const __m256i ordered = _mm256_permutevar8x32_epi32(
-      bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-  _mm256_storeu_si256(reinterpret_cast<__m256i *>(out), ordered);
+  const __m256i bytes =
+      _mm256_packus_epi16(_mm256_packs_epi32(c0.raw, c1.raw), _mm256_packs_epi32(c2.raw, c3.raw));
+  const __m256i ordered =
+      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ordered);
 #else
   const hn::Rebind<uint8_t, DI> d8;
   const size_t N = hn::Lanes(di);
@@ -196,8 +182,8 @@ HWY_INLINE void StoreCodes4(DI di, V c0, V c1, V c2, V c3, uint8_t *out) {
 // The codes of a block's n <= kQ8Block elements against the absmaxes: the
 // encoding half of math::AdamUpdateQ8Block. kNaN: a lane may be NaN.
 template <bool kNaN>
-HWY_INLINE void EncodeCodes(const float *m, const float *v, int64_t n,
-                            float m_max, float v_max, math::Q8Block *b) {
+HWY_INLINE void EncodeCodes(const float* m, const float* v, int64_t n, float m_max, float v_max,
+                            math::Q8Block* b) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<uint8_t, decltype(di)> d8;
@@ -208,20 +194,16 @@ HWY_INLINE void EncodeCodes(const float *m, const float *v, int64_t n,
   const auto vm_inv = hn::Set(d, m_inv), vv_inv = hn::Set(d, v_inv);
   const auto code_m = [&](int64_t i) {
     const auto x = hn::LoadU(d, m + i);
-    const auto sign =
-        hn::And(hn::ShiftRight<24>(hn::BitCast(di, x)), hn::Set(di, 0x80));
+    const auto sign = hn::And(hn::ShiftRight<24>(hn::BitCast(di, x)), hn::Set(di, 0x80));
     return hn::Or(MagCode<math::Q8MMap, kNaN>(d, di, hn::Mul(x, vm_inv)), sign);
   };
   const auto code_v = [&](int64_t i) {
-    return MagCode<math::Q8VMap, kNaN>(d, di,
-                                       hn::Mul(hn::LoadU(d, v + i), vv_inv));
+    return MagCode<math::Q8VMap, kNaN>(d, di, hn::Mul(hn::LoadU(d, v + i), vv_inv));
   };
   int64_t i = 0;
   for (; i + 4 * N <= n; i += 4 * N) {
-    StoreCodes4(di, code_m(i), code_m(i + N), code_m(i + 2 * N),
-                code_m(i + 3 * N), b->m + i);
-    StoreCodes4(di, code_v(i), code_v(i + N), code_v(i + 2 * N),
-                code_v(i + 3 * N), b->v + i);
+    StoreCodes4(di, code_m(i), code_m(i + N), code_m(i + 2 * N), code_m(i + 3 * N), b->m + i);
+    StoreCodes4(di, code_v(i), code_v(i + N), code_v(i + 2 * N), code_v(i + 3 * N), b->v + i);
   }
   for (; i + N <= n; i += N) {
     hn::StoreU(hn::DemoteTo(d8, code_m(i)), d8, b->m + i);
@@ -235,14 +217,12 @@ HWY_INLINE void EncodeCodes(const float *m, const float *v, int64_t n,
 
 // One block's absmax and codes, n <= kQ8Block elements: the exact path,
 // NaN-aware lane by lane.
-HWY_INLINE void EncodeBlockExact(const float *m, const float *v, int64_t n,
-                                 math::Q8Block *b) {
+HWY_INLINE void EncodeBlockExact(const float* m, const float* v, int64_t n, math::Q8Block* b) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   auto mx = hn::Zero(d), vx = hn::Zero(d);
   int64_t i = 0;
-  for (; i + N <= n; i += N)
-    MaxVec(hn::LoadU(d, m + i), hn::LoadU(d, v + i), &mx, &vx);
+  for (; i + N <= n; i += N) MaxVec(hn::LoadU(d, m + i), hn::LoadU(d, v + i), &mx, &vx);
   float m_max = hn::GetLane(hn::MaxOfLanes(d, mx));
   float v_max = hn::GetLane(hn::MaxOfLanes(d, vx));
   for (; i < n; ++i) {
@@ -253,8 +233,7 @@ HWY_INLINE void EncodeBlockExact(const float *m, const float *v, int64_t n,
 }
 
 // A whole block: the bit maxima, then the NaN-free codes or the exact path.
-HWY_INLINE void EncodeFullBlock(const float *m, const float *v,
-                                math::Q8Block *b) {
+HWY_INLINE void EncodeFullBlock(const float* m, const float* v, math::Q8Block* b) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -267,22 +246,20 @@ HWY_INLINE void EncodeFullBlock(const float *m, const float *v,
   EncodeBlockExact(m, v, math::kQ8Block, b);
 }
 
-void Q8EncodeTileImpl(const float *m, const float *v, int64_t len,
-                      math::Q8Block *blocks) {
+void Q8EncodeTileImpl(const float* m, const float* v, int64_t len, math::Q8Block* blocks) {
   int64_t a = 0;
   for (; a + math::kQ8Block <= len; a += math::kQ8Block) {
     EncodeFullBlock(m + a, v + a, blocks + a / math::kQ8Block);
   }
-  if (a < len)
-    EncodeBlockExact(m + a, v + a, len - a, blocks + a / math::kQ8Block);
+  if (a < len) EncodeBlockExact(m + a, v + a, len - a, blocks + a / math::kQ8Block);
 }
 
 // Whole blocks: decode, AdamVec and the absmax bits in registers, the
 // updated moments through an L1 copy to the encoder; a partial last block
 // takes the shared math.
 template <bool kL2, bool kDecoupledWd>
-HWY_INLINE void AdamQ8Loop(const math::AdamScalars &s, const float *g, float *p,
-                           math::Q8Block *blocks, int64_t len) {
+HWY_INLINE void AdamQ8Loop(const math::AdamScalars& s, const float* g, float* p,
+                           math::Q8Block* blocks, int64_t len) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -290,13 +267,13 @@ HWY_INLINE void AdamQ8Loop(const math::AdamScalars &s, const float *g, float *p,
   alignas(64) float m[math::kQ8Block], v[math::kQ8Block];
   int64_t a = 0;
   for (; a + math::kQ8Block <= len; a += math::kQ8Block) {
-    math::Q8Block &b = blocks[a / math::kQ8Block];
+    math::Q8Block& b = blocks[a / math::kQ8Block];
     AbsmaxBits<decltype(di)> bits(di);
     for (int64_t i = 0; i < math::kQ8Block; i += N) {
       hn::Vec<decltype(d)> mm, vv;
       DecodeVec(d, b, i, &mm, &vv);
-      const auto np = AdamVec<kL2, kDecoupledWd>(
-          c, hn::LoadU(d, g + a + i), hn::LoadU(d, p + a + i), &mm, &vv);
+      const auto np =
+          AdamVec<kL2, kDecoupledWd>(c, hn::LoadU(d, g + a + i), hn::LoadU(d, p + a + i), &mm, &vv);
       hn::StoreU(np, d, p + a + i);
       hn::Store(mm, d, m + i);
       hn::Store(vv, d, v + i);
@@ -315,18 +292,16 @@ HWY_INLINE void AdamQ8Loop(const math::AdamScalars &s, const float *g, float *p,
   }
 }
 
-void AdamTileQ8MomentsImpl(const math::AdamScalars &s, const float *g, float *p,
-                           math::Q8Block *blocks, int64_t len) {
-  if (s.weight_decay == 0.0f)
-    return AdamQ8Loop<false, false>(s, g, p, blocks, len);
-  if (s.decoupled)
-    return AdamQ8Loop<false, true>(s, g, p, blocks, len);
+void AdamTileQ8MomentsImpl(const math::AdamScalars& s, const float* g, float* p,
+                           math::Q8Block* blocks, int64_t len) {
+  if (s.weight_decay == 0.0f) return AdamQ8Loop<false, false>(s, g, p, blocks, len);
+  if (s.decoupled) return AdamQ8Loop<false, true>(s, g, p, blocks, len);
   return AdamQ8Loop<true, false>(s, g, p, blocks, len);
 }
 
-} // namespace HWY_NAMESPACE
-} // namespace cpu
-} // namespace zero
+}  // namespace HWY_NAMESPACE
+}  // namespace cpu
+}  // namespace zero
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
@@ -337,21 +312,19 @@ HWY_EXPORT(Q8DecodeTileImpl);
 HWY_EXPORT(Q8EncodeTileImpl);
 HWY_EXPORT(AdamTileQ8MomentsImpl);
 
-void Q8DecodeTile(const math::Q8Block *blocks, int64_t len, float *m,
-                  float *v) {
+void Q8DecodeTile(const math::Q8Block* blocks, int64_t len, float* m, float* v) {
   HWY_DYNAMIC_DISPATCH(Q8DecodeTileImpl)(blocks, len, m, v);
 }
 
-void Q8EncodeTile(const float *m, const float *v, int64_t len,
-                  math::Q8Block *blocks) {
+void Q8EncodeTile(const float* m, const float* v, int64_t len, math::Q8Block* blocks) {
   HWY_DYNAMIC_DISPATCH(Q8EncodeTileImpl)(m, v, len, blocks);
 }
 
-void AdamTileQ8Moments(const math::AdamScalars &s, const float *g, float *p,
-                       math::Q8Block *blocks, int64_t len) {
+void AdamTileQ8Moments(const math::AdamScalars& s, const float* g, float* p, math::Q8Block* blocks,
+                       int64_t len) {
   HWY_DYNAMIC_DISPATCH(AdamTileQ8MomentsImpl)(s, g, p, blocks, len);
 }
 
-} // namespace cpu
-} // namespace zero
-#endif // HWY_ONCE
+}  // namespace cpu
+}  // namespace zero
+#endif  // HWY_ONCE
