@@ -179,39 +179,57 @@ HWY_INLINE void StoreCodes4(DI di, V c0, V c1, V c2, V c3, uint8_t* out) {
 #endif
 }
 
-// The codes of a block's n <= kQ8Block elements against the absmaxes: the
-// encoding half of math::AdamUpdateQ8Block. kNaN: a lane may be NaN.
+// Codes against one block's absmaxes (the encoding half of
+// math::AdamUpdateQ8Block); kNaN: a lane may be NaN.
+template <bool kNaN>
+struct BlockEncoder {
+  using D = hn::ScalableTag<float>;
+  using DI = hn::RebindToSigned<D>;
+  D d;
+  DI di;
+  float m_inv, v_inv;
+  hn::Vec<D> vm_inv, vv_inv;
+  BlockEncoder(float m_max, float v_max)
+      : m_inv(math::Q8Inverse(m_max)),
+        v_inv(math::Q8Inverse(v_max)),
+        vm_inv(hn::Set(d, m_inv)),
+        vv_inv(hn::Set(d, v_inv)) {}
+  HWY_INLINE hn::Vec<DI> CodeM(const float* m) const {
+    const auto x = hn::LoadU(d, m);
+    const auto sign = hn::And(hn::ShiftRight<24>(hn::BitCast(di, x)), hn::Set(di, 0x80));
+    return hn::Or(MagCode<math::Q8MMap, kNaN>(d, di, hn::Mul(x, vm_inv)), sign);
+  }
+  HWY_INLINE hn::Vec<DI> CodeV(const float* v) const {
+    return MagCode<math::Q8VMap, kNaN>(d, di, hn::Mul(hn::LoadU(d, v), vv_inv));
+  }
+  // Elements [i, i + 4 N) of m and v into b.
+  HWY_INLINE void Group(const float* m, const float* v, int64_t i, math::Q8Block* b) const {
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    m += i;
+    v += i;
+    StoreCodes4(di, CodeM(m), CodeM(m + N), CodeM(m + 2 * N), CodeM(m + 3 * N), b->m + i);
+    StoreCodes4(di, CodeV(v), CodeV(v + N), CodeV(v + 2 * N), CodeV(v + 3 * N), b->v + i);
+  }
+};
+
+// The codes of a block's n <= kQ8Block elements against the absmaxes.
 template <bool kNaN>
 HWY_INLINE void EncodeCodes(const float* m, const float* v, int64_t n, float m_max, float v_max,
                             math::Q8Block* b) {
-  const hn::ScalableTag<float> d;
-  const hn::RebindToSigned<decltype(d)> di;
-  const hn::Rebind<uint8_t, decltype(di)> d8;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const BlockEncoder<kNaN> enc(m_max, v_max);
+  const hn::Rebind<uint8_t, decltype(enc.di)> d8;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(enc.d));
   b->m_absmax = m_max;
   b->v_absmax = v_max;
-  const float m_inv = math::Q8Inverse(m_max), v_inv = math::Q8Inverse(v_max);
-  const auto vm_inv = hn::Set(d, m_inv), vv_inv = hn::Set(d, v_inv);
-  const auto code_m = [&](int64_t i) {
-    const auto x = hn::LoadU(d, m + i);
-    const auto sign = hn::And(hn::ShiftRight<24>(hn::BitCast(di, x)), hn::Set(di, 0x80));
-    return hn::Or(MagCode<math::Q8MMap, kNaN>(d, di, hn::Mul(x, vm_inv)), sign);
-  };
-  const auto code_v = [&](int64_t i) {
-    return MagCode<math::Q8VMap, kNaN>(d, di, hn::Mul(hn::LoadU(d, v + i), vv_inv));
-  };
   int64_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    StoreCodes4(di, code_m(i), code_m(i + N), code_m(i + 2 * N), code_m(i + 3 * N), b->m + i);
-    StoreCodes4(di, code_v(i), code_v(i + N), code_v(i + 2 * N), code_v(i + 3 * N), b->v + i);
-  }
+  for (; i + 4 * N <= n; i += 4 * N) enc.Group(m, v, i, b);
   for (; i + N <= n; i += N) {
-    hn::StoreU(hn::DemoteTo(d8, code_m(i)), d8, b->m + i);
-    hn::StoreU(hn::DemoteTo(d8, code_v(i)), d8, b->v + i);
+    hn::StoreU(hn::DemoteTo(d8, enc.CodeM(m + i)), d8, b->m + i);
+    hn::StoreU(hn::DemoteTo(d8, enc.CodeV(v + i)), d8, b->v + i);
   }
   for (; i < n; ++i) {
-    b->m[i] = math::Q8EncodeSigned(m[i], m_inv);
-    b->v[i] = math::Q8EncodeUnsigned(v[i], v_inv);
+    b->m[i] = math::Q8EncodeSigned(m[i], enc.m_inv);
+    b->v[i] = math::Q8EncodeUnsigned(v[i], enc.v_inv);
   }
 }
 
@@ -254,37 +272,59 @@ void Q8EncodeTileImpl(const float* m, const float* v, int64_t len, math::Q8Block
   if (a < len) EncodeBlockExact(m + a, v + a, len - a, blocks + a / math::kQ8Block);
 }
 
-// Whole blocks: decode, AdamVec and the absmax bits in registers, the
-// updated moments through an L1 copy to the encoder; a partial last block
-// takes the shared math.
+// Whole blocks, software-pipelined: block k is decoded, updated (AdamVec)
+// and its absmax bits kept in registers, its moments stored to an L1
+// buffer, while block k - 1's codes are computed from the other buffer, so
+// the integer rounding of the codes overlaps the divides and square roots
+// of the update. A block whose bits rule out the NaN-free codes is encoded
+// at once by the exact path; a partial last block takes the shared math.
 template <bool kL2, bool kDecoupledWd>
 HWY_INLINE void AdamQ8Loop(const math::AdamScalars& s, const float* g, float* p,
                            math::Q8Block* blocks, int64_t len) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  static_assert(math::kQ8Block % (4 * hn::MaxLanes(decltype(d)())) == 0,
+                "a block is whole groups of four vectors");
   const AdamVecScalars<decltype(d)> c(d, s);
-  alignas(64) float m[math::kQ8Block], v[math::kQ8Block];
+  alignas(64) float m[2][math::kQ8Block], v[2][math::kQ8Block];
+  int64_t pending = -1;  // the block whose codes wait, in buffer pending & 1
+  float pending_m_max = 0.0f, pending_v_max = 0.0f;
   int64_t a = 0;
   for (; a + math::kQ8Block <= len; a += math::kQ8Block) {
-    math::Q8Block& b = blocks[a / math::kQ8Block];
+    const int64_t k = a / math::kQ8Block;
+    math::Q8Block& b = blocks[k];
+    float* bm = m[k & 1];
+    float* bv = v[k & 1];
+    const BlockEncoder<false> enc(pending_m_max, pending_v_max);
     AbsmaxBits<decltype(di)> bits(di);
-    for (int64_t i = 0; i < math::kQ8Block; i += N) {
-      hn::Vec<decltype(d)> mm, vv;
-      DecodeVec(d, b, i, &mm, &vv);
-      const auto np =
-          AdamVec<kL2, kDecoupledWd>(c, hn::LoadU(d, g + a + i), hn::LoadU(d, p + a + i), &mm, &vv);
-      hn::StoreU(np, d, p + a + i);
-      hn::Store(mm, d, m + i);
-      hn::Store(vv, d, v + i);
-      bits.Add(di, mm, vv);
+    for (int64_t i = 0; i < math::kQ8Block; i += 4 * N) {
+      for (int64_t j = i; j < i + 4 * N; j += N) {
+        hn::Vec<decltype(d)> mm, vv;
+        DecodeVec(d, b, j, &mm, &vv);
+        const auto np = AdamVec<kL2, kDecoupledWd>(c, hn::LoadU(d, g + a + j),
+                                                   hn::LoadU(d, p + a + j), &mm, &vv);
+        hn::StoreU(np, d, p + a + j);
+        hn::Store(mm, d, bm + j);
+        hn::Store(vv, d, bv + j);
+        bits.Add(di, mm, vv);
+      }
+      if (pending >= 0) enc.Group(m[pending & 1], v[pending & 1], i, &blocks[pending]);
     }
-    float m_max, v_max;
-    if (bits.Absmaxes(di, &m_max, &v_max)) {
-      EncodeCodes<false>(m, v, math::kQ8Block, m_max, v_max, &b);
+    if (pending >= 0) {
+      blocks[pending].m_absmax = pending_m_max;
+      blocks[pending].v_absmax = pending_v_max;
+    }
+    pending = -1;
+    if (bits.Absmaxes(di, &pending_m_max, &pending_v_max)) {
+      pending = k;
     } else {
-      EncodeBlockExact(m, v, math::kQ8Block, &b);
+      EncodeBlockExact(bm, bv, math::kQ8Block, &b);
     }
+  }
+  if (pending >= 0) {
+    EncodeCodes<false>(m[pending & 1], v[pending & 1], math::kQ8Block, pending_m_max,
+                       pending_v_max, &blocks[pending]);
   }
   if (a < len) {
     math::AdamUpdateQ8Block(s, g + a, p + a, blocks + a / math::kQ8Block,
