@@ -60,13 +60,17 @@ HWY_INLINE hn::Vec<DI> MagCode(D d, DI di, hn::Vec<D> a) {
   constexpr int kE = 1 - Map::kLo - Map::kTop;
   const auto u = hn::And(hn::BitCast(di, a), hn::Set(di, 0x7fffffff));
   const auto c = hn::Min(u, hn::Set(di, 0x3f800000));
-  const auto magic = hn::Set(di, (147 + kE) << 23);
-  const auto sum = hn::Add(hn::BitCast(d, c), hn::BitCast(d, magic));
-  const auto linear = hn::Sub(hn::BitCast(di, sum), magic);
-  const auto lsb = hn::And(hn::ShiftRight<20>(c), hn::Set(di, 1));
-  const auto low = hn::Sub(hn::ShiftRight<20>(hn::Add(c, hn::Add(hn::Set(di, 0x7ffff), lsb))),
-                           hn::Set(di, 8 * (126 + kE)));
-  auto code = hn::IfThenElse(hn::Lt(c, hn::Set(di, (127 + kE) << 23)), linear, low);
+  // The linear steps and the 3-bit binades in one rounding: with e the
+  // binade of c, at least E, adding 2^(e + 20) (ulp 2^(e - 3)) rounds c to
+  // its step, ties to even, giving r = c / 2^(e - 3) in [0, 16]; the code
+  // is r + 8 (e - E). (e's biased exponent bits serve as 2^(e + 20) less
+  // 20 << 23 and, shifted, as 8 e.)
+  const auto e_bits = hn::Max(hn::And(c, hn::Set(di, 0x7f800000)), hn::Set(di, (127 + kE) << 23));
+  const auto sum =
+      hn::Add(hn::BitCast(d, c), hn::BitCast(d, hn::Add(e_bits, hn::Set(di, 20 << 23))));
+  auto code =
+      hn::Add(hn::Sub(hn::BitCast(di, sum), e_bits),
+              hn::Add(hn::ShiftRight<20>(e_bits), hn::Set(di, -(20 << 23) - 8 * (127 + kE))));
   if constexpr (Map::kTop > 0) {
     constexpr int kShift = 23 - Map::kBits;
     const auto top_lsb = hn::And(hn::ShiftRight<kShift>(c), hn::Set(di, 1));
