@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "kernels/cast_math.h"
 #include "kernels/moments_format_math.h"
 
@@ -24,7 +25,20 @@ namespace {
 
 constexpr int kB = math::kQ8Block;
 
-TEST(Q8CodecSimd, DecodesEveryCodeAsTheScalarAgainstAnyAbsmax) {
+// fn() once per SIMD target this CPU runs and the build compiled (AVX2,
+// SSE4, SSSE3, the emulated one ...): dynamic dispatch otherwise only ever
+// takes the best.
+template <class Fn>
+void OnEveryTarget(Fn fn) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    SCOPED_TRACE(hwy::TargetName(target));
+    hwy::SetSupportedTargetsForTest(target);
+    fn();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+void DecodesEveryCode() {
   for (float absmax : {1.0f, 2.5f, 0.0f, -0.0f, -3.0f, 1e-40f, 3e38f, INFINITY, -INFINITY, NAN}) {
     std::vector<math::Q8Block> blocks(256 / kB);
     for (int c = 0; c < 256; ++c) {
@@ -94,7 +108,7 @@ struct EdgeBlocks {
   }
 };
 
-TEST(Q8CodecSimd, FusedStepIsTheScalarOnEdgeBlocks) {
+void FusedStepOnEdgeBlocks() {
   for (float wd : {0.0f, 0.01f}) {
     for (bool decoupled : {false, true}) {
       math::AdamScalars s = math::MakeAdamScalars(1e-2f, 0.9f, 0.999f, 1e-8f, wd, 1, 4, 1.0f);
@@ -114,7 +128,7 @@ TEST(Q8CodecSimd, FusedStepIsTheScalarOnEdgeBlocks) {
   }
 }
 
-TEST(Q8CodecSimd, EncoderIsTheScalarOnEdgeBlocks) {
+void EncoderOnEdgeBlocks() {
   EdgeBlocks e;
   e.m[2 * kB + 9] = -INFINITY;
   e.v[5 * kB + 11] = -NAN;
@@ -138,6 +152,14 @@ TEST(Q8CodecSimd, EncoderIsTheScalarOnEdgeBlocks) {
           << "block " << b << " element " << k;
     }
   }
+}
+
+TEST(Q8CodecSimd, DecodesEveryCodeAsTheScalarAgainstAnyAbsmax) { OnEveryTarget(DecodesEveryCode); }
+TEST(Q8CodecSimd, FusedStepIsTheScalarOnEdgeBlocks) { OnEveryTarget(FusedStepOnEdgeBlocks); }
+TEST(Q8CodecSimd, EncoderIsTheScalarOnEdgeBlocks) { OnEveryTarget(EncoderOnEdgeBlocks); }
+
+TEST(Q8CodecSimd, RunsOnMoreThanOneTarget) {
+  EXPECT_GE(hwy::SupportedAndGeneratedTargets().size(), 2u);
 }
 
 }  // namespace

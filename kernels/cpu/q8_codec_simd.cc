@@ -214,6 +214,14 @@ struct BlockEncoder {
     StoreCodes4(di, CodeM(m), CodeM(m + N), CodeM(m + 2 * N), CodeM(m + 3 * N), b->m + i);
     StoreCodes4(di, CodeV(v), CodeV(v + N), CodeV(v + 2 * N), CodeV(v + 3 * N), b->v + i);
   }
+  // A whole block: the absmaxes the encoder was made with and every code.
+  HWY_INLINE void Whole(const float* m, const float* v, float m_max, float v_max,
+                        math::Q8Block* b) const {
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    b->m_absmax = m_max;
+    b->v_absmax = v_max;
+    for (int64_t i = 0; i < math::kQ8Block; i += 4 * N) Group(m, v, i, b);
+  }
 };
 
 // The codes of a block's n <= kQ8Block elements against the absmaxes.
@@ -264,7 +272,7 @@ HWY_INLINE void EncodeFullBlock(const float* m, const float* v, math::Q8Block* b
     bits.Add(di, hn::LoadU(d, m + i), hn::LoadU(d, v + i));
   float m_max, v_max;
   if (bits.Absmaxes(di, &m_max, &v_max))
-    return EncodeCodes<false>(m, v, math::kQ8Block, m_max, v_max, b);
+    return BlockEncoder<false>(m_max, v_max).Whole(m, v, m_max, v_max, b);
   EncodeBlockExact(m, v, math::kQ8Block, b);
 }
 
@@ -327,8 +335,8 @@ HWY_INLINE void AdamQ8Loop(const math::AdamScalars& s, const float* g, float* p,
     }
   }
   if (pending >= 0) {
-    EncodeCodes<false>(m[pending & 1], v[pending & 1], math::kQ8Block, pending_m_max,
-                       pending_v_max, &blocks[pending]);
+    BlockEncoder<false>(pending_m_max, pending_v_max)
+        .Whole(m[pending & 1], v[pending & 1], pending_m_max, pending_v_max, &blocks[pending]);
   }
   if (a < len) {
     math::AdamUpdateQ8Block(s, g + a, p + a, blocks + a / math::kQ8Block,
