@@ -88,7 +88,7 @@ struct EdgeBlocks {
     for (int k = 0; k < kB; ++k) v[4 * kB + k] = -v[4 * kB + k];  // negative exp_avg_sq
     // The packed start: encoded by the scalar math, block 4's v_absmax
     // negative so that its decoded v is, block 5's a NaN with the sign bit
-    // set (a negative integer: only the sign check sees it).
+    // set (a negative signed integer: only an unsigned maximum sees it).
     for (int b = 0; b < kBlocks; ++b) {
       const int n = static_cast<int>(std::min<int64_t>(kB, kLen - b * kB));
       float m_max = 0.0f, v_max = 0.0f;

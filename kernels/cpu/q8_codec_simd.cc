@@ -130,24 +130,22 @@ void Q8DecodeTileImpl(const math::Q8Block* blocks, int64_t len, float* m, float*
 // (inf * 0, 0 * inf), which codes as 0.
 template <class DI>
 struct AbsmaxBits {
-  hn::Vec<DI> m_abs, v_max, v_min;
-  explicit AbsmaxBits(DI di) : m_abs(hn::Zero(di)), v_max(hn::Zero(di)), v_min(hn::Zero(di)) {}
+  using DU = hn::RebindToUnsigned<DI>;
+  hn::Vec<DI> m_abs;
+  hn::Vec<DU> v_max;  // unsigned: a sign bit makes it >= 0x80000000
+  explicit AbsmaxBits(DI di) : m_abs(hn::Zero(di)), v_max(hn::Zero(DU())) {}
   template <class V>
   HWY_INLINE void Add(DI di, V m, V v) {
     m_abs = hn::Max(m_abs, hn::And(hn::BitCast(di, m), hn::Set(di, 0x7fffffff)));
-    v_max = hn::Max(v_max, hn::BitCast(di, v));
-    v_min = hn::Min(v_min, hn::BitCast(di, v));
+    v_max = hn::Max(v_max, hn::BitCast(DU(), v));
   }
   // True, with the absmaxes, when no lane's code can meet a NaN.
   HWY_INLINE bool Absmaxes(DI di, float* m_max, float* v_max_out) const {
     const int32_t m_bits = hn::GetLane(hn::MaxOfLanes(di, m_abs));
-    const int32_t v_bits = hn::GetLane(hn::MaxOfLanes(di, v_max));
-    if (m_bits >= 0x7f800000 || v_bits >= 0x7f800000 ||
-        hn::GetLane(hn::MinOfLanes(di, v_min)) < 0) {
-      return false;
-    }
+    const uint32_t v_bits = hn::GetLane(hn::MaxOfLanes(DU(), v_max));
+    if (m_bits >= 0x7f800000 || v_bits >= 0x7f800000u) return false;
     *m_max = math::BitsFloat(static_cast<uint32_t>(m_bits));
-    *v_max_out = math::BitsFloat(static_cast<uint32_t>(v_bits));
+    *v_max_out = math::BitsFloat(v_bits);
     return std::isfinite(math::Q8Inverse(*m_max)) && std::isfinite(math::Q8Inverse(*v_max_out));
   }
 };
