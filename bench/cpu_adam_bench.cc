@@ -10,16 +10,15 @@
 // over bf16 moments 5 x 4, over 8-bit moments 4 x 4 + 2 x 2.125. Triad
 // a = b + s * c counts 3 x 4 bytes, as STREAM does.
 #include <omp.h>
-#include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "kernels/adam_math.h"
 #include "kernels/moments_format_math.h"
 #include "kernels/optim_math.h"
@@ -29,10 +28,6 @@
 #include "kernels/cpu/q8_codec_simd.h"
 
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 float* Alloc(int64_t n) {
   float* p = static_cast<float*>(std::aligned_alloc(64, ((n * 4 + 63) / 64) * 64));
@@ -55,12 +50,6 @@ void TriadInPlace(float* __restrict a, const float* __restrict b, float k, int64
   for (int64_t i = 0; i < n; ++i) a[i] = a[i] + k * b[i];
 }
 
-double CpuNow() {
-  timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
 // The last Best's fastest process CPU seconds (all threads): on a loaded
 // machine it leaves out the time other processes held the cores, which
 // penalises a longer kernel more than a short one in wall time.
@@ -71,10 +60,10 @@ double Best(int reps, Fn fn) {
   double best = 1e30;
   g_best_cpu = 1e30;
   for (int r = 0; r < reps; ++r) {
-    const double t0 = Now(), c0 = CpuNow();
+    const double t0 = zero::bench::WallSeconds(), c0 = zero::bench::ProcessCpuSeconds();
     fn();
-    best = std::min(best, Now() - t0);
-    g_best_cpu = std::min(g_best_cpu, CpuNow() - c0);
+    best = std::min(best, zero::bench::WallSeconds() - t0);
+    g_best_cpu = std::min(g_best_cpu, zero::bench::ProcessCpuSeconds() - c0);
   }
   return best;
 }
@@ -87,17 +76,19 @@ void Report(const char* what, int64_t n, double secs, double bytes_per_elem, int
   std::fflush(stdout);
 }
 
-double ThreadCpuNow() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+// One thread's CPU ns per element of the 8-bit step's parts (fastest of 200
+// repetitions).
+struct Q8Phases {
+  double decode, encode, adam_fp32_tile, adam_8bit_step, adam_fp32_l1;
+};
 
 // Where the 8-bit step's time goes: one thread's CPU ns per element over an
-// L1/L2-resident tile of 4096 elements (fastest of 200 repetitions): the
-// codec's decode and encode, the fp32 Adam tile, and the whole 8-bit step
-// (cpu::AdamPackedStep, one thread) over the same tile.
-void ReportQ8Phases(const zero::math::AdamScalars& s) {
+// L1/L2-resident tile of 4096 elements: the codec's decode and encode, the
+// fp32 Adam tile, and the whole 8-bit step (cpu::AdamPackedStep, one
+// thread) over the same tile; and the fp32 Adam arithmetic alone over 512
+// elements (8 KiB of g, p, m, v: L1), what the 8-bit step would cost if
+// decoding and encoding were free.
+Q8Phases ReportQ8Phases(const zero::math::AdamScalars& s) {
   constexpr int64_t kTile = 4096;
   std::vector<float> g(kTile), p(kTile), m(kTile), v(kTile);
   for (int64_t i = 0; i < kTile; ++i) {
@@ -108,28 +99,39 @@ void ReportQ8Phases(const zero::math::AdamScalars& s) {
   }
   std::vector<zero::math::Q8Block> q(kTile / zero::math::kQ8Block);
   zero::cpu::PackMoments(zero::math::kMomentsQ8, m.data(), v.data(), q.data(), kTile);
-  auto ns = [&](auto fn) {
+  auto ns = [&](int64_t elems, auto fn) {
     double best = 1e30;
     for (int r = 0; r < 200; ++r) {
-      const double t0 = ThreadCpuNow();
+      const double t0 = zero::bench::ThreadCpuSeconds();
       fn();
-      best = std::min(best, ThreadCpuNow() - t0);
+      best = std::min(best, zero::bench::ThreadCpuSeconds() - t0);
     }
-    return best * 1e9 / kTile;
+    return best * 1e9 / elems;
   };
-  const double decode = ns([&] { zero::cpu::Q8DecodeTile(q.data(), kTile, m.data(), v.data()); });
-  const double encode = ns([&] { zero::cpu::Q8EncodeTile(m.data(), v.data(), kTile, q.data()); });
-  const double adam = ns([&] {
+  const double decode =
+      ns(kTile, [&] { zero::cpu::Q8DecodeTile(q.data(), kTile, m.data(), v.data()); });
+  const double encode =
+      ns(kTile, [&] { zero::cpu::Q8EncodeTile(m.data(), v.data(), kTile, q.data()); });
+  const double adam = ns(kTile, [&] {
     zero::cpu::AdamTile(s, g.data(), p.data(), m.data(), v.data(), kTile, nullptr);
   });
-  const double step = ns([&] {
+  const double step = ns(kTile, [&] {
     zero::cpu::AdamPackedStep(s, zero::math::kMomentsQ8, g.data(), zero::DType::kF32, p.data(),
                               q.data(), kTile, nullptr, zero::DType::kF32, false, 1);
   });
+  // 512 elements 16 times per timing: one pass is too short for the clock.
+  constexpr int64_t kL1 = 512, kL1Passes = 16;
+  const double adam_l1 = ns(kL1 * kL1Passes, [&] {
+    for (int r = 0; r < kL1Passes; ++r) {
+      zero::cpu::AdamTile(s, g.data(), p.data(), m.data(), v.data(), kL1, nullptr);
+    }
+  });
   std::printf("{\"bench\":\"cpu_adam\",\"q8_tile_thread_cpu_ns_per_elem\":{\"decode\":%.3f,"
-              "\"encode\":%.3f,\"adam_fp32_tile\":%.3f,\"adam_8bit_step\":%.3f}}\n",
-              decode, encode, adam, step);
+              "\"encode\":%.3f,\"adam_fp32_tile\":%.3f,\"adam_8bit_step\":%.3f,"
+              "\"adam_fp32_l1_512\":%.3f}}\n",
+              decode, encode, adam, step, adam_l1);
   std::fflush(stdout);
+  return {decode, encode, adam, step, adam_l1};
 }
 
 }  // namespace
@@ -207,12 +209,23 @@ int main(int argc, char** argv) {
   }
   Report("adam_bf16_moments", n, packed_t[0], 20, threads);
   Report("adam_8bit_moments", n, packed_t[1], 16.25, threads);
-  ReportQ8Phases(s);
+  const Q8Phases q8 = ReportQ8Phases(s);
   const double scalar = Best(reps, [&] {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) zero::math::AdamUpdate(s, g[i], &p[i], &m[i], &v[i]);
   });
   Report("adam_scalar_omp", n, scalar, 28, threads);
+  // What bounds the 8-bit step: its 16.25 bytes per element at the fp32
+  // Adam arithmetic's own L1 time on every thread (decode and encode free)
+  // over the in-place triad, by wall time and by CPU time; the codec's
+  // share of the fused step's time on the 4096-element tile; and the
+  // per-thread CPU ns per element that 0.9 x the in-place triad (by CPU
+  // time) leaves the whole step.
+  const double triad_cpu_ns_per_elem = triad_rmw_cpu * 1e9 / n;
+  const double ceiling_wall = (16.25 * threads / q8.adam_fp32_l1) / (12.0 * n / triad_rmw / 1e9);
+  const double ceiling_cpu = (16.25 / q8.adam_fp32_l1) / (12.0 / triad_cpu_ns_per_elem);
+  const double codec_share = (q8.adam_8bit_step - q8.adam_fp32_tile) / q8.adam_8bit_step;
+  const double ns_for_0_9 = 16.25 * triad_cpu_ns_per_elem / (0.9 * 12.0);
   std::printf("{\"bench\":\"cpu_adam\",\"summary\":true,\"params\":%lld,"
               "\"adam_gbps_over_triad_gbps\":%.3f,"
               "\"adam_gbps_over_in_place_triad_gbps\":%.3f,"
@@ -222,15 +235,20 @@ int main(int argc, char** argv) {
               "\"adam_8bit_moments_gbps_over_in_place_triad_gbps\":%.3f,"
               "\"adam_bf16_moments_time_over_adam\":%.3f,"
               "\"adam_8bit_moments_time_over_adam\":%.3f,\"scalar_over_simd_time\":%.3f,"
+              "\"adam_8bit_codec_free_ceiling_over_in_place_triad\":%.3f,"
+              "\"adam_8bit_step_codec_share\":%.3f,"
+              "\"adam_8bit_thread_cpu_ns_per_elem_for_0_9_of_in_place_triad\":%.3f,"
               "\"cpu_time\":{\"adam_gbps_over_in_place_triad_gbps\":%.3f,"
               "\"adam_bf16_moments_gbps_over_in_place_triad_gbps\":%.3f,"
-              "\"adam_8bit_moments_gbps_over_in_place_triad_gbps\":%.3f}}\n",
+              "\"adam_8bit_moments_gbps_over_in_place_triad_gbps\":%.3f,"
+              "\"adam_8bit_codec_free_ceiling_over_in_place_triad\":%.3f}}\n",
               static_cast<long long>(n), (28.0 / adam) / (12.0 / triad),
               (28.0 / adam) / (12.0 / triad_rmw), (20.0 / lion_t) / (12.0 / triad_rmw),
               (20.0 / adagrad_t) / (12.0 / triad_rmw), (20.0 / packed_t[0]) / (12.0 / triad_rmw),
               (16.25 / packed_t[1]) / (12.0 / triad_rmw), packed_t[0] / adam, packed_t[1] / adam,
-              scalar / adam, (28.0 / adam_cpu) / (12.0 / triad_rmw_cpu),
+              scalar / adam, ceiling_wall, codec_share, ns_for_0_9,
+              (28.0 / adam_cpu) / (12.0 / triad_rmw_cpu),
               (20.0 / packed_cpu[0]) / (12.0 / triad_rmw_cpu),
-              (16.25 / packed_cpu[1]) / (12.0 / triad_rmw_cpu));
+              (16.25 / packed_cpu[1]) / (12.0 / triad_rmw_cpu), ceiling_cpu);
   return 0;
 }
