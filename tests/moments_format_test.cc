@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -467,17 +468,16 @@ TEST(MomentsFormatCheckpoint, LoadsIntoAnotherFormat) {
       load.resume_tag = "end";
       load.steps = 8;
       const MlpResult got = TrainAt(FormatConfig(to, 1, DType::kF32), 1, load);
-      MlpSpec all;
-      all.steps = 8;
-      // Bounds: the run all in `from`'s and all in `to`'s format. Into 8-bit
-      // twice that spread: its round-to-nearest codes (1/16 of a value's
-      // magnitude) are discontinuous in the moments, so the moments loaded
-      // at step 4 take other codes than the all-8-bit run's and the two
-      // runs part further (measured 1.06 and 1.3 spreads: bf16 and fp32 -> 8-bit).
-      const MlpResult ref_from = TrainMlpReference(FormatConfig(from, 1, DType::kF32), all);
-      const MlpResult ref_to = TrainMlpReference(FormatConfig(to, 1, DType::kF32), all);
-      const double spread = MaxRelDiff(ref_from, ref_to);
-      EXPECT_LE(MaxRelDiff(got, ref_to), (to == "8bit" ? 2 : 1) * spread + 2e-4);
+      // The reference: four steps with `from`'s moments, the load rounding
+      // them to `to`'s format, four steps with `to`'s.
+      MlpSpec ref;
+      ref.steps = 8;
+      ref.moments_format_switch = 4;
+      ref.moments_format_after = FormatNamed(to);
+      const MlpResult want = TrainMlpReference(FormatConfig(from, 1, DType::kF32), ref);
+      EXPECT_LE(MaxRelDiff(got, want), Tolerance(from == "8bit" ? from : to, DType::kF32));
+      std::printf("%s -> %s: %.3g of the switched reference\n", from.c_str(), to.c_str(),
+                  MaxRelDiff(got, want));
     }
   }
 }

@@ -317,7 +317,11 @@ double MlpEvalLoss(const MlpSpec& m, const MlpResult& r, int batches) {
 }
 
 MlpResult TrainMlpReference(const Config& config, const MlpSpec& spec) {
-  const Config c = ReferenceHyperParams(config);
+  const Config before = ReferenceHyperParams(config);
+  Config switched = config;
+  switched.moments_format = spec.moments_format_after;
+  const Config after = ReferenceHyperParams(switched);
+  const Config* cfg = &before;  // the hyperparameters and moments format of a step
   Shapes s = ModelShapes(spec);
   auto p = InitialParams(spec);
   std::vector<std::vector<double>> m(p.size()), v(p.size());
@@ -325,17 +329,24 @@ MlpResult TrainMlpReference(const Config& config, const MlpSpec& spec) {
     m[i].assign(p[i].size(), 0.0);
     v[i].assign(p[i].size(), 0.0);
   }
-  const int gas = c.gradient_accumulation_steps > 0 ? static_cast<int>(c.gradient_accumulation_steps) : 1;
+  const int gas = before.gradient_accumulation_steps > 0
+                      ? static_cast<int>(before.gradient_accumulation_steps)
+                      : 1;
   int64_t t = 0;
   MlpResult res;
   std::vector<double> x, tg;
   // offload_optimizer.delayed_update: the forward and backward of a step
   // read `seen`, the params as they were before the last boundary's update
   // (docs/ARCHITECTURE.md, "Offload"); exact mode reads `p` itself.
-  const bool delayed = c.offload_optimizer.delayed_update;
+  const bool delayed = before.offload_optimizer.delayed_update;
   std::vector<std::vector<double>> seen = p;
   for (int step = 0; step < spec.steps; ++step) {
     if (step == spec.save_after) seen = p;  // a save lands the update in flight
+    if (step == spec.moments_format_switch) {
+      cfg = &after;
+      RoundMoments(after, s.trainable, &m, &v);  // the load stores them so
+    }
+    const Config& c = *cfg;
     std::vector<std::vector<double>> g(p.size());
     for (size_t i = 0; i < p.size(); ++i) g[i].assign(p[i].size(), 0.0);
     for (int micro = 0; micro < gas; ++micro) {

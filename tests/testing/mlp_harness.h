@@ -60,6 +60,12 @@ struct MlpSpec {
   // engine is destroyed): the fault tests check that it refuses more calls.
   std::function<void(Engine* e, const absl::Status& error)> after_failure;
   bool record_steps = true;  // keep every step's StepInfo (a soak does not)
+  // TrainMlpReference only: from step `moments_format_switch` on (-1:
+  // never) the moments are stored as `moments_format_after`, as when a
+  // checkpoint saved after that many steps is loaded into an engine of that
+  // format (the loaded moments are rounded to it at the load).
+  int moments_format_switch = -1;
+  MomentsFormat moments_format_after = MomentsFormat::kF32;
 };
 
 struct MlpResult {
