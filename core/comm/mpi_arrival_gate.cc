@@ -30,8 +30,14 @@ class PeerRings {
     }
     rung_ = false;
   }
-  void Sleep(uint32_t seen, std::chrono::microseconds d) {
+  // Sleeps `d` or until rung. true: it slept to its end, and the sleeps'
+  // schedule moves on (doubles); a ring keeps the length, so the sleeps
+  // grow with the time waited, as timed ones do, not with the peers'
+  // rings (growing per ring left a rank sleeping its longest while a
+  // peer spun through a fragmented transfer that needs this rank's tests).
+  bool Sleep(uint32_t seen, std::chrono::microseconds d) {
     rung_ = MpiShortSleepOrRing(bell_, seen, d);
+    return !rung_;
   }
 
  private:
@@ -72,9 +78,10 @@ int WaitForArrival(MPI_Comm comm, std::chrono::steady_clock::time_point deadline
     }
     // Progress of the barrier happens inside MPI_Test; between tests the
     // thread sleeps, so an absent peer costs wake-ups, not a core.
-    rings.Sleep(seen, std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(
-                                          deadline - now) + std::chrono::microseconds(1)));
-    sleep = std::min(sleep * 2, options.max_sleep);
+    if (rings.Sleep(seen, std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(
+                                              deadline - now) + std::chrono::microseconds(1)))) {
+      sleep = std::min(sleep * 2, options.max_sleep);
+    }
   }
 }
 
@@ -119,9 +126,10 @@ int WaitArrivedAndDone(MPI_Request* arrival, int count, MPI_Request* ops,
         std::this_thread::yield();
         continue;
       }
-      rings.Sleep(seen, std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(
-                                            deadline - now) + std::chrono::microseconds(1)));
-      sleep = std::min(sleep * 2, options.max_sleep);
+      if (rings.Sleep(seen, std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(
+                                                deadline - now) + std::chrono::microseconds(1)))) {
+        sleep = std::min(sleep * 2, options.max_sleep);
+      }
     }
   }
   // Every rank is in the collective (or, with no gate, may be): what is
@@ -140,13 +148,14 @@ int WaitArrivedAndDone(MPI_Request* arrival, int count, MPI_Request* ops,
     // quarter of a 300 ms wait's time as CPU at 4 ranks on 2 cores).
     const bool longest = sleep >= options.transfer_max_sleep;
     if (sleeps && !done && (longest || (i & 7) == 0) && Clock::now() > sleep_from) {
-      rings.Sleep(seen, sleep);
-      // Past 1 ms of sleeping the peer is late, not slow: the sleeps grow
-      // to the gate's longest, so a late peer costs fewer wake-ups.
-      const auto cap = Clock::now() > sleep_from + std::chrono::milliseconds(1)
-                           ? std::max(options.transfer_max_sleep, options.max_sleep)
-                           : options.transfer_max_sleep;
-      sleep = std::min(sleep * 2, cap);
+      if (rings.Sleep(seen, sleep)) {
+        // Past 1 ms of sleeping the peer is late, not slow: the sleeps grow
+        // to the gate's longest, so a late peer costs fewer wake-ups.
+        const auto cap = Clock::now() > sleep_from + std::chrono::milliseconds(1)
+                             ? std::max(options.transfer_max_sleep, options.max_sleep)
+                             : options.transfer_max_sleep;
+        sleep = std::min(sleep * 2, cap);
+      }
     }
   }
   return MPI_SUCCESS;
