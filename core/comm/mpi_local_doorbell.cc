@@ -14,8 +14,8 @@
 namespace zero {
 namespace {
 
-// Off by default: in bench/README.md's A/B ("Waiting under load") it did
-// not measure better at load 1 on the shared machine.
+// Off by default: in bench/README.md's A/B ("Waiting under load") it was
+// better with a busy process beside the ranks but not without one.
 constexpr bool kDoorbellDefault = false;
 
 void LogFallbackOnce(const std::string& why) {
