@@ -9,9 +9,14 @@ background load of busy processes started by this script, in one run.
         [--dim 384] [--layers 4] [--heads 6] [--ctx 128] [--batch 2]
         [--steps 8] [--warmup 2] [--repeat 2]
         [--venv /opt/zero-venvs/torch-current] [--zero-path LABEL=DIR]
+        [--zero-env LABEL=NAME=VALUE]
 
 ``zeroN@LABEL`` runs zero from ``--zero-path LABEL=DIR`` (an older build),
-interleaved with the others, for before/after comparisons in one run.
+interleaved with the others, for before/after comparisons in one run; and
+with ``--zero-env LABEL=NAME=VALUE`` in its ranks' environment (this build
+unless the label also has a path): e.g. ``zero2@bell`` and ``zero2@nobell``
+with ``--zero-env bell=ZERO_MPI_DOORBELL=1 --zero-env nobell=ZERO_MPI_DOORBELL=0``
+compare the two settings of a knob in one build.
 
 A load of N runs N processes that spin (``while True: pass``) for the whole
 of each measured run, so the ranks compete with them for the node's cores.
@@ -146,14 +151,19 @@ def stop_load(procs: List[subprocess.Popen]) -> None:
 def run_mode(args, mpirun: str, mode: str, load: int, outdir: str,
              env: Dict[str, str]) -> List[dict]:
     label = mode.split("@")[1] if "@" in mode else None
-    if label:  # an older zero beside this one, for A/B runs
-        env = dict(env, PYTHONPATH=dict(kv.split("=", 1) for kv in args.zero_path)[label])
+    paths = dict(kv.split("=", 1) for kv in args.zero_path)
+    if label in paths:  # an older zero beside this one, for A/B runs
+        env = dict(env, PYTHONPATH=paths[label])
+    extra = dict(kv.split("=", 1)[1].split("=", 1) for kv in args.zero_env
+                 if kv.split("=", 1)[0] == label) if label else {}
+    env = dict(env, **extra)
     env = dict(env, BENCH_PORT=str(free_port()), DS_ACCELERATOR="cpu",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cmd = [mpirun, "-np", str(args.ranks), "--oversubscribe", "--bind-to", "none",
            "--mca", "btl", "self,vader", "-x", "PYTHONPATH", "-x", "BENCH_PORT",
            "-x", "DS_ACCELERATOR",
            *(["-x", "OMP_NUM_THREADS"] if "OMP_NUM_THREADS" in env else []),
+           *sum((["-x", k] for k in extra), []),
            args.python, os.path.abspath(__file__), "--worker", mode, "--outdir", outdir,
            *sum(([f"--{k}", str(getattr(args, k))] for k in
                  ("dim", "layers", "heads", "ctx", "batch", "steps", "warmup",
@@ -211,6 +221,8 @@ def main() -> int:
     ap.add_argument("--venv", default=VENV)
     ap.add_argument("--zero-path", action="append", default=[], metavar="LABEL=DIR",
                     help="a mode zeroN@LABEL imports zero from DIR (repeatable)")
+    ap.add_argument("--zero-env", action="append", default=[], metavar="LABEL=NAME=VALUE",
+                    help="a mode zeroN@LABEL runs with NAME=VALUE set (repeatable)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per run")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--outdir", help=argparse.SUPPRESS)

@@ -15,6 +15,8 @@
 #include <chrono>
 #include <mutex>
 
+#include "core/comm/local_doorbell.h"
+
 namespace zero {
 
 // Returned by WaitForArrival instead of an MPI error code when the
@@ -43,6 +45,11 @@ struct ArrivalGateOptions {
   // time at ~4 GB/s, at least 100 us.
   std::chrono::microseconds transfer_max_sleep{0};
   std::chrono::microseconds transfer_spin{100};
+  // The communicator's local doorbell (local_doorbell.h), or null: the
+  // waits' sleeps (the same lengths) then sleep on it, so a peer's ring
+  // ends them early, and the wait rings its peers after posting, after a
+  // test that followed a ring, and when its requests are done.
+  LocalDoorbell* doorbell = nullptr;
 };
 
 // Posts an MPI_Ibarrier on `comm` and tests it until every rank has posted

@@ -52,7 +52,9 @@ void BlockingWorker::Stop() {
 
 int BlockingWorker::ExecuteGated(const MpiJob& j) {
   if (j.gate) {
-    const int rc = WaitForArrival(j.comm, j.deadline, MpiSerialMutex());
+    ArrivalGateOptions options;
+    options.doorbell = j.doorbell;
+    const int rc = WaitForArrival(j.comm, j.deadline, MpiSerialMutex(), options);
     if (rc != MPI_SUCCESS || j.op == MpiJob::kBarrier) return rc;
   }
   if (std::mutex* serial = MpiSerialMutex()) {

@@ -14,6 +14,8 @@
 #include <mutex>
 #include <vector>
 
+#include "core/comm/local_doorbell.h"
+
 namespace zero {
 
 // One blocking collective, described by value: posting it allocates
@@ -28,8 +30,10 @@ struct MpiJob {
   MPI_Op mop = MPI_OP_NULL;
   int root = 0;
   MPI_Comm comm = MPI_COMM_NULL;
-  // Whether to wait in the arrival gate first, and until when.
+  // Whether to wait in the arrival gate first, and until when, and the
+  // communicator's local doorbell for the gate's sleeps (or null).
   bool gate = false;
+  LocalDoorbell* doorbell = nullptr;
   Clock::time_point deadline = Clock::time_point::max();
 };
 

@@ -18,6 +18,7 @@
 #include "core/comm/mpi_blocking_worker.h"
 #include "core/comm/mpi_core_count.h"
 #include "core/comm/mpi_init_policy.h"
+#include "core/comm/mpi_local_doorbell.h"
 #include "core/comm/mpi_short_sleep.h"
 #include "core/comm/mpi_sum_algorithms.h"
 #include "core/comm/mpi_watchdog.h"
@@ -63,6 +64,13 @@ class MpiCommunicator : public Communicator {
     if (oversubscribed_) {
       wait_options_.transfer_max_sleep = std::chrono::microseconds(80);
     }
+    // Those sleeps on the node's doorbell (local_doorbell.h), where there
+    // is one (ZERO_MPI_DOORBELL): a peer that posts or moves a collective
+    // rings, so the wait ends then instead of at its timer's guess. Made
+    // on every rank alike (a collective), direct mode included, which
+    // never sleeps and so never uses it.
+    doorbell_ = std::shared_ptr<LocalDoorbell>(MakeMpiLocalDoorbell(comm_));
+    wait_options_.doorbell = doorbell_.get();
     if (DirectModeFromEnv()) {
       slot_ = std::make_shared<WatchSlot>();
       slot_->rank = rank_;
@@ -75,6 +83,8 @@ class MpiCommunicator : public Communicator {
     // A request left pending by a timeout may still read the all-gather-v
     // counts the worker holds: keep them (a broken job ends soon).
     if (broken_ && worker_) new std::shared_ptr<BlockingWorker>(worker_);
+    // So may the worker's gate sleep on the doorbell.
+    if (broken_ && doorbell_) new std::shared_ptr<LocalDoorbell>(doorbell_);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && !broken_) MPI_Comm_free(&comm_);
@@ -360,6 +370,7 @@ class MpiCommunicator : public Communicator {
     job.comm = comm_;
     const auto deadline = Deadline();
     job.gate = gate_;
+    job.doorbell = doorbell_.get();
     job.deadline = deadline;
     if (slot_) return Direct(what, job);
     if (OnCaller(job)) return Polled(what, job);
@@ -598,6 +609,7 @@ class MpiCommunicator : public Communicator {
   std::shared_ptr<BlockingWorker> worker_;  // made by the first collective
   SumScratch sums_;  // the hand-written sums' buffers and requests
   std::shared_ptr<WatchSlot> slot_;  // direct mode only
+  std::shared_ptr<LocalDoorbell> doorbell_;  // null: timed sleeps
 };
 
 }  // namespace

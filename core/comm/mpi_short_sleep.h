@@ -8,6 +8,9 @@
 #define ZERO_CORE_COMM_MPI_SHORT_SLEEP_H_
 
 #include <chrono>
+#include <cstdint>
+
+#include "core/comm/local_doorbell.h"
 
 namespace zero {
 
@@ -15,6 +18,12 @@ namespace zero {
 // per thread, on its first short sleep; it is a per-thread setting, so
 // the threads that never wait in MPI keep theirs).
 void MpiShortSleep(std::chrono::microseconds d);
+
+// The same sleep on `bell` (local_doorbell.h), when there is one: a peer's
+// ring ends it early, and it never lasts longer than `d`. `seen`: the
+// bell's word read before the test that found the wait unfinished. true:
+// rung (the next test should find the peer's progress).
+bool MpiShortSleepOrRing(LocalDoorbell* bell, uint32_t seen, std::chrono::microseconds d);
 
 }  // namespace zero
 
