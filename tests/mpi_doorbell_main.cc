@@ -21,22 +21,11 @@
 #include "core/comm/mpi_communicator.h"
 #include "core/comm/mpi_local_doorbell.h"
 #include "tests/testing/mlp_harness.h"
+#include "tests/testing/rank_expect.h"
 
 namespace zero {
 namespace testing {
 namespace {
-
-int g_passed = 0, g_failed = 0;
-
-void Expect(bool ok, int rank, const std::string& what) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    std::printf("[rank %d] FAILED: %s\n", rank, what.c_str());
-    std::fflush(stdout);
-  }
-}
 
 // Segments in /dev/shm named for a doorbell made by process `pid`.
 int SegmentsOf(int pid) {
@@ -163,11 +152,5 @@ int main() {
   testing::BellOverMpi(rank, world);
   testing::CollectivesSame(on->get(), off->get());
   testing::StepsSame(on->get(), off->get());
-  double counts[2] = {static_cast<double>(testing::g_passed),
-                      static_cast<double>(testing::g_failed)};
-  (void)(*on)->AllReduce(counts, 2, ReduceOp::kSum);
-  if (rank == 0) {
-    std::printf("mpi_doorbell world %d: %.0f passed, %.0f failed\n", world, counts[0], counts[1]);
-  }
-  return counts[1] == 0 ? 0 : 1;
+  return testing::SumChecksOverRanks(on->get(), "mpi_doorbell");
 }

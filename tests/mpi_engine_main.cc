@@ -44,24 +44,14 @@
 #include "core/backend/device_factory.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/muon_matrices.h"
+#include "tests/testing/rank_expect.h"
 
 namespace zero {
 namespace testing {
 namespace {
 
-int g_passed = 0, g_failed = 0;
 bool g_exit_early = false;
 std::string g_device = "cpu";  // --device cuda: state on the GPU
-
-void Expect(bool ok, int rank, const std::string& what) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    std::printf("[rank %d] FAILED: %s\n", rank, what.c_str());
-    std::fflush(stdout);
-  }
-}
 
 Config Cfg(int stage, DType t) {
   Config c = SmallMlpConfig(stage, t);
@@ -665,11 +655,5 @@ int main(int argc, char** argv) {
   testing::ReduceScatterPieces(comm->get());
   testing::LatePeerWaitSleeps(comm->get());
   testing::AllReducePieces(comm->get());
-  double counts[2] = {static_cast<double>(testing::g_passed), static_cast<double>(testing::g_failed)};
-  (void)(*comm)->AllReduce(counts, 2, ReduceOp::kSum);
-  if ((*comm)->rank() == 0) {
-    std::printf("mpi_engine world %d: %.0f passed, %.0f failed\n", (*comm)->world_size(),
-                counts[0], counts[1]);
-  }
-  return counts[1] == 0 ? 0 : 1;
+  return testing::SumChecksOverRanks(comm->get(), "mpi_engine");
 }

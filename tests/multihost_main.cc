@@ -30,22 +30,11 @@
 #include "core/comm/thread_communicator.h"
 #include "core/comm/topology.h"
 #include "tests/testing/mlp_harness.h"
+#include "tests/testing/rank_expect.h"
 
 namespace zero {
 namespace testing {
 namespace {
-
-int g_failed = 0, g_passed = 0;
-
-void Expect(bool ok, int rank, const std::string& what) {
-  if (ok) {
-    ++g_passed;
-    return;
-  }
-  ++g_failed;
-  std::printf("[rank %d] FAILED: %s\n", rank, what.c_str());
-  std::fflush(stdout);
-}
 
 struct Mode {
   const char* name;
@@ -247,12 +236,5 @@ int main(int argc, char** argv) {
   } else if (!topology_only) {
     testing::Modes(c);
   }
-  double counts[2] = {static_cast<double>(testing::g_passed),
-                      static_cast<double>(testing::g_failed)};
-  (void)c->AllReduce(counts, 2, ReduceOp::kSum);
-  if (rank == 0) {
-    std::printf("multihost world %d: %.0f passed, %.0f failed\n", c->world_size(), counts[0],
-                counts[1]);
-  }
-  return counts[1] == 0 ? 0 : 1;
+  return testing::SumChecksOverRanks(c, "multihost");
 }
