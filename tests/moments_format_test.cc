@@ -30,7 +30,7 @@
 #include "tests/testing/fresh_dir.h"
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/moments_rounding.h"
-#include "tests/testing/off_host_device.h"
+#include "tests/testing/optimizer_sweep.h"
 #include "tests/testing/train_on_threads.h"
 
 namespace zero {
@@ -48,10 +48,11 @@ Config FormatConfig(const std::string& format, int stage, DType dtype) {
   return c;
 }
 
-// As optimizer_kinds_test: the engine's float arithmetic against double;
-// bf16 working copies: ten bf16 epsilons. A moment whose fp32 value lies
-// within an ulp of a rounding boundary may round the other way than in
-// double: one bf16 step, or one code of the 8-bit map, in that element.
+// As tests/testing/optimizer_sweep.h: the engine's float arithmetic
+// against double; bf16 working copies: ten bf16 epsilons. A moment whose
+// fp32 value lies within an ulp of a rounding boundary may round the other
+// way than in double: one bf16 step, or one code of the 8-bit map, in that
+// element.
 double Tolerance(const std::string& format, DType t) {
   if (t != DType::kF32) return 4e-2;
   return format == "8bit" ? 2e-4 : 2e-5;
@@ -352,13 +353,15 @@ TEST(MomentsFormatMath, CpuStepIsTheSharedMathBitForBit) {
 }
 
 class MomentsFormatTest
-    : public ::testing::TestWithParam<std::tuple<std::string, int, int, int>> {};
+    : public ::testing::TestWithParam<std::tuple<std::string, SweepCase>> {};
 
+// Not ExpectMatchesReferenceStepByStep: bf16 working copies take another
+// reference, and fp32 checks that the format's rounding shows.
 TEST_P(MomentsFormatTest, MatchesDoublePrecisionReferenceStepByStep) {
   const std::string format = std::get<0>(GetParam());
-  const int stage = std::get<1>(GetParam());
-  const int world = std::get<2>(GetParam());
-  const DType dtype = static_cast<DType>(std::get<3>(GetParam()));
+  const int stage = std::get<1>(GetParam()).stage;
+  const int world = std::get<1>(GetParam()).world;
+  const DType dtype = std::get<1>(GetParam()).dtype;
   const Config c = FormatConfig(format, stage, dtype);
   for (int steps : {1, 3, 10}) {
     MlpSpec spec;
@@ -381,15 +384,11 @@ TEST_P(MomentsFormatTest, MatchesDoublePrecisionReferenceStepByStep) {
 
 INSTANTIATE_TEST_SUITE_P(
     FormatsStagesWorldsDtypes, MomentsFormatTest,
-    ::testing::Combine(::testing::Values("bf16", "8bit"), ::testing::Values(0, 1, 2, 3),
-                       ::testing::Values(1, 3),
-                       ::testing::Values(static_cast<int>(DType::kF32),
-                                         static_cast<int>(DType::kBF16))),
+    ::testing::Combine(::testing::Values("bf16", "8bit"),
+                       ::testing::ValuesIn(StagesWorldsDtypes())),
     [](const ::testing::TestParamInfo<MomentsFormatTest::ParamType>& i) {
-      return std::string(std::get<0>(i.param) == "8bit" ? "q8" : std::get<0>(i.param)) + "_stage" +
-             std::to_string(std::get<1>(i.param)) + "_world" +
-             std::to_string(std::get<2>(i.param)) + "_" +
-             DTypeName(static_cast<DType>(std::get<3>(i.param)));
+      return std::string(std::get<0>(i.param) == "8bit" ? "q8" : std::get<0>(i.param)) + "_" +
+             SweepCaseName(std::get<1>(i.param));
     });
 
 // Offload moves the packed state, not the arithmetic: CPU offload beside an
@@ -400,24 +399,12 @@ TEST(MomentsFormatOffload, CpuAndNvmeOffloadGiveTheInMemoryBits) {
       for (DType t : {DType::kF32, DType::kBF16}) {
         SCOPED_TRACE(format + " stage " + std::to_string(stage) + " " + DTypeName(t));
         const Config c = FormatConfig(format, stage, t);
-        MlpSpec spec;
-        const MlpResult memory = TrainAt(c, 3, spec);
+        const MlpResult memory = TrainAt(c, 3, MlpSpec());
         if (t == DType::kF32) {
-          EXPECT_LE(MaxRelDiff(memory, TrainMlpReference(c, spec)), Tolerance(format, t));
+          EXPECT_LE(MaxRelDiff(memory, TrainMlpReference(c, MlpSpec())), Tolerance(format, t));
         }
-        if (format == "bf16") {
-          Config nvme = c;
-          nvme.offload_optimizer.device = OffloadDevice::kNvme;
-          nvme.offload_optimizer.nvme_path = FreshDir("moments_format_nvme");
-          EXPECT_EQ(MaxRelDiff(TrainAt(nvme, 3, spec), memory), 0.0) << "nvme";
-        }
-        MlpSpec off_host = spec;
-        off_host.make_device = [] { return std::make_unique<OffHostDevice>(); };
-        const MlpResult on_device = TrainAt(c, 3, off_host);
-        Config cpu = c;
-        cpu.offload_optimizer.device = OffloadDevice::kCpu;
-        EXPECT_EQ(MaxRelDiff(TrainAt(cpu, 3, off_host), on_device), 0.0) << "cpu offload";
-        EXPECT_LE(MaxRelDiff(on_device, memory), Tolerance(format, t)) << "off-host device";
+        if (format == "bf16") ExpectNvmeOffloadGivesTheBits(c, memory, "moments_format_nvme");
+        ExpectCpuOffloadGivesTheOnDeviceBits(c, memory, Tolerance(format, t));
       }
     }
   }

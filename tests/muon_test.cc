@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <numeric>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "core/common/status_macros.h"
@@ -27,7 +26,7 @@
 #include "tests/testing/mlp_harness.h"
 #include "tests/testing/muon_matrices.h"
 #include "tests/testing/muon_reference.h"
-#include "tests/testing/off_host_device.h"
+#include "tests/testing/optimizer_sweep.h"
 #include "tests/testing/train_on_threads.h"
 
 namespace zero {
@@ -41,40 +40,19 @@ Config MuonConfig(int stage, DType dtype) {
   return c;
 }
 
-// fp32: float Newton-Schulz and updates against double; bf16: gradients
-// and the working copy rounded to 8 bits (as optimizer_kinds_test).
-double Tolerance(DType t) { return t == DType::kF32 ? 1e-5 : 4e-2; }
-
-class MuonReferenceTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+class MuonReferenceTest : public ::testing::TestWithParam<SweepCase> {};
 
 TEST_P(MuonReferenceTest, MatchesDoublePrecisionReferenceStepByStep) {
-  const int stage = std::get<0>(GetParam());
-  const int world = std::get<1>(GetParam());
-  const DType dtype = static_cast<DType>(std::get<2>(GetParam()));
-  const Config c = MuonConfig(stage, dtype);
-  for (int steps : {1, 3, 10}) {
-    MlpSpec spec;
-    spec.steps = steps;
-    const MlpResult got = TrainAt(c, world, spec);
-    const MlpResult ref = TrainMlpReference(c, spec);
-    EXPECT_LE(MaxRelDiff(got, ref), Tolerance(dtype)) << "after " << steps << " steps";
-    // It moved: the initial params are more than the tolerance away.
-    MlpSpec none = spec;
-    none.steps = 0;
-    EXPECT_GT(MaxRelDiff(TrainMlpReference(c, none), ref), 10 * Tolerance(DType::kF32));
-  }
+  const SweepCase& s = GetParam();
+  const Config c = MuonConfig(s.stage, s.dtype);
+  ExpectMatchesReferenceStepByStep(c, s.world, SweepTolerance(s.dtype), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    StagesWorldsDtypes, MuonReferenceTest,
-    ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 3),
-                       ::testing::Values(static_cast<int>(DType::kF32),
-                                         static_cast<int>(DType::kBF16))),
-    [](const ::testing::TestParamInfo<MuonReferenceTest::ParamType>& i) {
-      return "stage" + std::to_string(std::get<0>(i.param)) + "_world" +
-             std::to_string(std::get<1>(i.param)) + "_" +
-             DTypeName(static_cast<DType>(std::get<2>(i.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(StagesWorldsDtypes, MuonReferenceTest,
+                         ::testing::ValuesIn(StagesWorldsDtypes()),
+                         [](const ::testing::TestParamInfo<SweepCase>& i) {
+                           return SweepCaseName(i.param);
+                         });
 
 // Two matrices over 2, 4 and 5 ranks: some ranks own none, slices straddle
 // shards; gradient accumulation and clipping fold into the momentum.
@@ -117,20 +95,10 @@ TEST(MuonOffload, CpuAndNvmeOffloadGiveTheInMemoryBits) {
     for (DType t : {DType::kF32, DType::kBF16}) {
       SCOPED_TRACE("stage " + std::to_string(stage) + " " + DTypeName(t));
       const Config c = MuonConfig(stage, t);
-      MlpSpec spec;
-      const MlpResult memory = TrainAt(c, 3, spec);
-      EXPECT_LE(MaxRelDiff(memory, TrainMlpReference(c, spec)), Tolerance(t));
-      Config nvme = c;
-      nvme.offload_optimizer.device = OffloadDevice::kNvme;
-      nvme.offload_optimizer.nvme_path = FreshDir("muon_nvme");
-      EXPECT_EQ(MaxRelDiff(TrainAt(nvme, 3, spec), memory), 0.0) << "nvme";
-      MlpSpec off_host = spec;
-      off_host.make_device = [] { return std::make_unique<OffHostDevice>(); };
-      const MlpResult on_device = TrainAt(c, 3, off_host);
-      Config cpu = c;
-      cpu.offload_optimizer.device = OffloadDevice::kCpu;
-      EXPECT_EQ(MaxRelDiff(TrainAt(cpu, 3, off_host), on_device), 0.0) << "cpu offload";
-      EXPECT_LE(MaxRelDiff(on_device, memory), Tolerance(t)) << "off-host device";
+      const MlpResult memory = TrainAt(c, 3, MlpSpec());
+      EXPECT_LE(MaxRelDiff(memory, TrainMlpReference(c, MlpSpec())), SweepTolerance(t));
+      ExpectNvmeOffloadGivesTheBits(c, memory, "muon_nvme");
+      ExpectCpuOffloadGivesTheOnDeviceBits(c, memory, SweepTolerance(t));
     }
   }
 }

@@ -19,7 +19,7 @@
 #include "core/estimate/memory_estimate.h"
 #include "tests/testing/fresh_dir.h"
 #include "tests/testing/mlp_harness.h"
-#include "tests/testing/off_host_device.h"
+#include "tests/testing/optimizer_sweep.h"
 #include "tests/testing/train_on_threads.h"
 
 namespace zero {
@@ -33,42 +33,22 @@ Config OptimizerConfig(const std::string& mode, int stage, DType dtype) {
   return c;
 }
 
-// fp32: the engine's float arithmetic against double; bf16: gradients and
-// the working copy rounded to 8 bits (ten bf16 epsilons, as zero_stages_test).
-double Tolerance(DType t) { return t == DType::kF32 ? 1e-5 : 4e-2; }
-
 class OptimizerKindsTest
-    : public ::testing::TestWithParam<std::tuple<std::string, int, int, int>> {};
+    : public ::testing::TestWithParam<std::tuple<std::string, SweepCase>> {};
 
 TEST_P(OptimizerKindsTest, MatchesDoublePrecisionReferenceStepByStep) {
   const std::string mode = std::get<0>(GetParam());
-  const int stage = std::get<1>(GetParam());
-  const int world = std::get<2>(GetParam());
-  const DType dtype = static_cast<DType>(std::get<3>(GetParam()));
-  const Config c = OptimizerConfig(mode, stage, dtype);
-  for (int steps : {1, 3, 10}) {
-    MlpSpec spec;
-    spec.steps = steps;
-    const MlpResult got = TrainAt(c, world, spec);
-    const MlpResult ref = TrainMlpReference(c, spec);
-    EXPECT_LE(MaxRelDiff(got, ref), Tolerance(dtype)) << mode << " after " << steps << " steps";
-    // It moved: the initial params are more than the tolerance away.
-    MlpSpec none = spec;
-    none.steps = 0;
-    EXPECT_GT(MaxRelDiff(TrainMlpReference(c, none), ref), 10 * Tolerance(DType::kF32));
-  }
+  const SweepCase& s = std::get<1>(GetParam());
+  const Config c = OptimizerConfig(mode, s.stage, s.dtype);
+  ExpectMatchesReferenceStepByStep(c, s.world, SweepTolerance(s.dtype), mode);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     LionAdagradStagesWorldsDtypes, OptimizerKindsTest,
-    ::testing::Combine(::testing::Values("lion", "adagrad"), ::testing::Values(0, 1, 2, 3),
-                       ::testing::Values(1, 3),
-                       ::testing::Values(static_cast<int>(DType::kF32),
-                                         static_cast<int>(DType::kBF16))),
+    ::testing::Combine(::testing::Values("lion", "adagrad"),
+                       ::testing::ValuesIn(StagesWorldsDtypes())),
     [](const ::testing::TestParamInfo<OptimizerKindsTest::ParamType>& i) {
-      return std::get<0>(i.param) + "_stage" + std::to_string(std::get<1>(i.param)) +
-             "_world" + std::to_string(std::get<2>(i.param)) + "_" +
-             DTypeName(static_cast<DType>(std::get<3>(i.param)));
+      return std::get<0>(i.param) + "_" + SweepCaseName(std::get<1>(i.param));
     });
 
 // Offload moves the state, not the arithmetic: CPU offload beside an
@@ -79,20 +59,10 @@ TEST(OptimizerKindsOffload, CpuAndNvmeOffloadGiveTheInMemoryBits) {
       for (DType t : {DType::kF32, DType::kBF16}) {
         SCOPED_TRACE(mode + " stage " + std::to_string(stage) + " " + DTypeName(t));
         const Config c = OptimizerConfig(mode, stage, t);
-        MlpSpec spec;
-        const MlpResult memory = TrainAt(c, 3, spec);
-        EXPECT_LE(MaxRelDiff(memory, TrainMlpReference(c, spec)), Tolerance(t));
-        Config nvme = c;
-        nvme.offload_optimizer.device = OffloadDevice::kNvme;
-        nvme.offload_optimizer.nvme_path = FreshDir("optimizer_kinds_nvme");
-        EXPECT_EQ(MaxRelDiff(TrainAt(nvme, 3, spec), memory), 0.0) << "nvme";
-        MlpSpec off_host = spec;
-        off_host.make_device = [] { return std::make_unique<OffHostDevice>(); };
-        const MlpResult on_device = TrainAt(c, 3, off_host);
-        Config cpu = c;
-        cpu.offload_optimizer.device = OffloadDevice::kCpu;
-        EXPECT_EQ(MaxRelDiff(TrainAt(cpu, 3, off_host), on_device), 0.0) << "cpu offload";
-        EXPECT_LE(MaxRelDiff(on_device, memory), Tolerance(t)) << "off-host device";
+        const MlpResult memory = TrainAt(c, 3, MlpSpec());
+        EXPECT_LE(MaxRelDiff(memory, TrainMlpReference(c, MlpSpec())), SweepTolerance(t));
+        ExpectNvmeOffloadGivesTheBits(c, memory, "optimizer_kinds_nvme");
+        ExpectCpuOffloadGivesTheOnDeviceBits(c, memory, SweepTolerance(t));
       }
     }
   }
