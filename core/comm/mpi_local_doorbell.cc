@@ -53,6 +53,9 @@ std::unique_ptr<LocalDoorbell> MakeMpiLocalDoorbell(MPI_Comm comm) {
   MPI_Comm_size(comm, &world);
   MPI_Comm_rank(comm, &rank);
   if (world < 2) return nullptr;
+  // Off on any rank (the default): no node communicator is made at all.
+  const bool on = DoorbellFromEnv();
+  if (!AllAgree(on, comm)) return nullptr;
   MPI_Comm local = MPI_COMM_NULL;
   int lsize = 0, lrank = 0;
   if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) ==
@@ -60,12 +63,11 @@ std::unique_ptr<LocalDoorbell> MakeMpiLocalDoorbell(MPI_Comm comm) {
     MPI_Comm_size(local, &lsize);
     MPI_Comm_rank(local, &lrank);
   }
-  // Whether every rank wants it and shares this node: a peer on another
-  // node could never ring (ranks on more nodes than one wait on timers).
-  const bool on = DoorbellFromEnv();
-  if (!AllAgree(on && local != MPI_COMM_NULL && lsize == world, comm)) {
+  // Whether every rank shares this node: a peer on another node could
+  // never ring (ranks on more nodes than one wait on timers).
+  if (!AllAgree(local != MPI_COMM_NULL && lsize == world, comm)) {
     if (local != MPI_COMM_NULL) MPI_Comm_free(&local);
-    if (on) LogFallbackOnce("the communicator's ranks are not all on one node");
+    LogFallbackOnce("the communicator's ranks are not all on one node");
     return nullptr;
   }
   char name[96] = {0};
