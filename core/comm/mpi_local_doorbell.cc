@@ -14,8 +14,8 @@
 namespace zero {
 namespace {
 
-// Off by default: in bench/README.md's A/B ("Waiting under load") it was
-// better with a busy process beside the ranks but not without one.
+// Off by default: in bench/README.md's A/Bs ("Waiting under load") it moved
+// the wall by less than the rounds' spread.
 constexpr bool kDoorbellDefault = false;
 
 void LogFallbackOnce(const std::string& why) {
